@@ -1,0 +1,185 @@
+/* tinyc.h - the public API of libtinyc, an embeddable tensor compiler.
+ *
+ * A program builds a lazy graph of tensor operations through these calls;
+ * nothing runs until a tensor is realized (tc_realize, tc_to_host). Then the
+ * scheduler fuses the graph into kernels, which are generated as C source,
+ * compiled, cached on disk and launched on the tensor's device.
+ *
+ * Conventions
+ * - Handles are reference counted. Every function returning a tc_tensor *
+ *   gives the caller one new reference; drop it with tc_release. Arguments
+ *   are borrowed: the library retains what it keeps.
+ * - No call aborts or exits on a user's mistake. A failing call returns NULL,
+ *   -1 or a nonzero tc_status, changes nothing, and tc_last_error() says what
+ *   went wrong, naming the call and the values (thread-local).
+ * - Shapes are int64_t arrays of ndim values; axes are int and may be
+ *   negative (counting from the end).
+ * - Devices are named "CPU", "OPENCL", "CUDA" with an optional ":N" index.
+ *   NULL means the default: TC_DEVICE if set, else "CPU".
+ * - The library is safe to call from several threads (one lock at entry).
+ */
+#ifndef TINYC_H
+#define TINYC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TC_BUILDING_LIBRARY)
+#define TC_API __attribute__((visibility("default")))
+#else
+#define TC_API
+#endif
+
+#define TC_MAX_DIMS 16 /* most dimensions a tensor may have */
+
+typedef struct tc_tensor tc_tensor; /* opaque, reference-counted tensor handle */
+typedef int tc_status;              /* 0 = ok, nonzero = one of tc_error */
+
+typedef enum {
+    TC_OK = 0,           /* success */
+    TC_ERR_INVALID = 1,  /* bad argument: NULL handle, bad value, bad option */
+    TC_ERR_SHAPE = 2,    /* shapes do not fit: reshape, broadcast, axis out of range */
+    TC_ERR_DTYPE = 3,    /* dtype not allowed for this operation */
+    TC_ERR_DEVICE = 4,   /* unknown or unavailable device, or tensors on different devices */
+    TC_ERR_MEMORY = 5,   /* out of host or device memory */
+    TC_ERR_COMPILE = 6,  /* the kernel compiler failed (message holds its log) */
+    TC_ERR_RUNTIME = 7,  /* a device call failed at run time */
+    TC_ERR_IO = 8,       /* a file could not be read or written */
+    TC_ERR_INTERNAL = 9, /* a bug in libtinyc: the message names file:line */
+    TC_ERR_COUNT         /* number of status codes */
+} tc_error;
+
+typedef enum {
+    TC_FLOAT32, /* 32-bit IEEE float: the first-class dtype */
+    TC_FLOAT16, /* 16-bit IEEE float (storage and casts) */
+    TC_INT32,   /* 32-bit signed integer */
+    TC_INT64,   /* 64-bit signed integer */
+    TC_UINT8,   /* 8-bit unsigned integer */
+    TC_BOOL,    /* bool, one byte per element */
+    TC_DTYPE_COUNT
+} tc_dtype;
+
+/* ---- library ------------------------------------------------------------ */
+TC_API const char *tc_last_error(void);           /* message of the last failure on this thread */
+TC_API const char *tc_status_string(tc_status s); /* "TC_ERR_SHAPE", ... */
+TC_API const char *tc_version(void);              /* "MAJOR.MINOR.PATCH" */
+TC_API void tc_shutdown(void); /* frees every cache and global; tensors must be released first */
+TC_API size_t tc_dtype_size(tc_dtype dt);      /* bytes per element; 0 for an unknown dtype */
+TC_API const char *tc_dtype_name(tc_dtype dt); /* "float32", ... */
+
+/* Integer flags, read once from the environment and settable here:
+ * TC_DEBUG (0-5), TC_NOOPT, TC_NOFUSE, TC_BEAM. Unknown names are an error. */
+TC_API tc_status tc_set_flag(const char *name, int64_t value);
+TC_API int64_t tc_get_flag(const char *name); /* -1 and an error for unknown names */
+
+/* ---- creation ----------------------------------------------------------- */
+/* copies ndim-shaped data (row-major) of dtype dt to a new realized tensor */
+TC_API tc_tensor *tc_from_data(const void *data, tc_dtype dt, int ndim, const int64_t *shape,
+                               const char *device);
+TC_API tc_tensor *tc_full(int ndim, const int64_t *shape, double value, tc_dtype dt,
+                          const char *device);
+TC_API tc_tensor *tc_zeros(int ndim, const int64_t *shape, tc_dtype dt, const char *device);
+TC_API tc_tensor *tc_ones(int ndim, const int64_t *shape, tc_dtype dt, const char *device);
+TC_API tc_tensor *tc_full_like(tc_tensor *a, double value); /* same shape, dtype, device */
+/* start, start+step, ... below stop (above it for a negative step) */
+TC_API tc_tensor *tc_arange(int64_t start, int64_t stop, int64_t step, tc_dtype dt,
+                            const char *device);
+TC_API tc_tensor *tc_eye(int64_t n, tc_dtype dt, const char *device);
+TC_API tc_tensor *tc_rand(int ndim, const int64_t *shape, tc_dtype dt,
+                          const char *device); /* U[0,1) */
+TC_API tc_tensor *tc_randn(int ndim, const int64_t *shape, tc_dtype dt,
+                           const char *device); /* N(0,1) */
+TC_API void tc_manual_seed(uint64_t seed);
+TC_API tc_tensor *tc_retain(tc_tensor *t); /* returns t with one more reference */
+TC_API void tc_release(tc_tensor *t);      /* NULL is fine */
+
+/* ---- properties --------------------------------------------------------- */
+TC_API int tc_ndim(const tc_tensor *t);            /* -1 for NULL */
+TC_API const int64_t *tc_shape(const tc_tensor *t); /* ndim values, owned by t */
+TC_API tc_dtype tc_get_dtype(const tc_tensor *t);
+TC_API int64_t tc_numel(const tc_tensor *t);      /* -1 for NULL */
+TC_API const char *tc_device(const tc_tensor *t); /* canonical name, e.g. "CPU" */
+TC_API bool tc_is_realized(const tc_tensor *t);   /* backed by a buffer (maybe through a view) */
+
+/* ---- elementwise (numpy broadcasting and type promotion) ----------------- */
+TC_API tc_tensor *tc_add(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_sub(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_mul(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_div(tc_tensor *a, tc_tensor *b);  /* true division; ints give float32 */
+TC_API tc_tensor *tc_idiv(tc_tensor *a, tc_tensor *b); /* integers: truncates toward zero */
+TC_API tc_tensor *tc_mod(tc_tensor *a, tc_tensor *b);  /* integers: sign of the dividend (C %) */
+TC_API tc_tensor *tc_maximum(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_minimum(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_pow(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_lt(tc_tensor *a, tc_tensor *b); /* comparisons give TC_BOOL */
+TC_API tc_tensor *tc_gt(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_le(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_ge(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_eq(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_ne(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_logical_and(tc_tensor *a, tc_tensor *b); /* bool and integer dtypes */
+TC_API tc_tensor *tc_logical_or(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_logical_xor(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_logical_not(tc_tensor *a); /* bool only */
+TC_API tc_tensor *tc_neg(tc_tensor *a);
+TC_API tc_tensor *tc_exp(tc_tensor *a);
+TC_API tc_tensor *tc_log(tc_tensor *a);
+TC_API tc_tensor *tc_exp2(tc_tensor *a);
+TC_API tc_tensor *tc_log2(tc_tensor *a);
+TC_API tc_tensor *tc_sqrt(tc_tensor *a);
+TC_API tc_tensor *tc_sin(tc_tensor *a);
+TC_API tc_tensor *tc_cos(tc_tensor *a);
+TC_API tc_tensor *tc_relu(tc_tensor *a);
+TC_API tc_tensor *tc_sigmoid(tc_tensor *a);
+TC_API tc_tensor *tc_tanh(tc_tensor *a);
+TC_API tc_tensor *tc_recip(tc_tensor *a);
+TC_API tc_tensor *tc_abs(tc_tensor *a);
+TC_API tc_tensor *tc_square(tc_tensor *a);
+TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_cast(tc_tensor *a, tc_dtype dt);
+
+/* ---- reduce (naxes 0 = all axes; negative axes count from the end) ------- */
+TC_API tc_tensor *tc_sum(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+TC_API tc_tensor *tc_max(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+TC_API tc_tensor *tc_min(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+TC_API tc_tensor *tc_mean(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+TC_API tc_tensor *tc_var(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction);
+TC_API tc_tensor *tc_std(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction);
+
+/* ---- movement: views, no copies ----------------------------------------- */
+TC_API tc_tensor *tc_reshape(tc_tensor *a, int ndim, const int64_t *shape); /* one -1 allowed */
+TC_API tc_tensor *tc_permute(tc_tensor *a, const int *order);               /* ndim axes */
+TC_API tc_tensor *tc_transpose(tc_tensor *a, int axis0, int axis1);
+TC_API tc_tensor *tc_expand(tc_tensor *a, int ndim, const int64_t *shape); /* -1 keeps a dim */
+TC_API tc_tensor *tc_pad(tc_tensor *a, const int64_t *before_after);       /* 2*ndim values */
+TC_API tc_tensor *tc_shrink(tc_tensor *a, const int64_t *begin_end);       /* 2*ndim values */
+TC_API tc_tensor *tc_flip(tc_tensor *a, int naxes, const int *axes);
+TC_API tc_tensor *tc_contiguous(tc_tensor *a); /* a realize point: a kernel makes a copy */
+
+/* ---- running ------------------------------------------------------------ */
+TC_API tc_status tc_realize(tc_tensor **ts, int n);
+/* copies t's elements (row-major, t's dtype) to dst; nbytes must be numel*dtype size */
+TC_API tc_status tc_to_host(tc_tensor *t, void *dst, size_t nbytes);
+/* kernels tc_realize would run now (copies excluded); -1 on error */
+TC_API int tc_schedule_kernel_count(tc_tensor **ts, int n);
+TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device);
+
+/* counters since start or the last reset (tinygrad's GlobalCounters) */
+typedef struct {
+    int64_t kernel_count; /* kernels launched (copies excluded) */
+    int64_t global_ops;   /* estimated arithmetic ops executed */
+    int64_t global_mem;   /* bytes moved by kernels */
+    double time_sum_s;    /* kernel time, when timing is on (TC_DEBUG>=2) */
+} tc_counters;
+TC_API void tc_get_counters(tc_counters *out);
+TC_API void tc_reset_counters(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TINYC_H */

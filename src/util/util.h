@@ -1,0 +1,116 @@
+/* util.h - the interface of src/util: errors, memory, arenas, growable arrays,
+ * string building, hashing, flags, the API lock, timing and dtype facts.
+ * Everything here is leaf code: it includes nothing from the other stages.
+ */
+#ifndef TC_UTIL_H
+#define TC_UTIL_H
+
+#include "tinyc.h"
+#include <stdarg.h>
+#include <stdio.h>
+
+/* ---- errors (error.c) ---------------------------------------------------
+ * The message lives in a fixed thread-local buffer: setting it never
+ * allocates, so out-of-memory is reportable. */
+/* sets this thread's error and returns code, so callers write
+ * `return tc_error_set(TC_ERR_SHAPE, "tc_reshape: ...")` */
+tc_status tc_error_set(tc_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+tc_status tc_error_code(void); /* code of the last error on this thread */
+void tc_error_clear(void);
+/* an internal invariant broke: TC_ERR_INTERNAL with file:line */
+#define TC_INTERNAL(...) tc_error_internal(__FILE__, __LINE__, __VA_ARGS__)
+tc_status tc_error_internal(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- memory (mem.c) -----------------------------------------------------
+ * All library allocations go through these, so a test can make the Nth one
+ * fail (Lua's failing allocator). Failure sets TC_ERR_MEMORY and returns NULL. */
+void *tc_malloc(size_t n);
+void *tc_calloc(size_t count, size_t size);
+void *tc_realloc(void *p, size_t n);
+void tc_free(void *p);
+char *tc_strdup(const char *s);
+/* test hook: the nth allocation from now fails (1 = the next); 0 turns it off */
+void tc_mem_fail_after(int64_t n);
+
+/* ---- arena (mem.c): many small allocations freed in one call ------------- */
+typedef struct tc_arena_block tc_arena_block;
+typedef struct {
+    tc_arena_block *head; /* newest block first */
+} tc_arena;
+void *tc_arena_alloc(tc_arena *a, size_t n); /* zeroed, 16-byte aligned; NULL on OOM */
+char *tc_arena_strdup(tc_arena *a, const char *s);
+void tc_arena_free(tc_arena *a); /* frees every block; the arena may be reused */
+
+/* ---- growable pointer array (mem.c) -------------------------------------- */
+typedef struct {
+    void **items; /* n used, cap allocated */
+    int n;
+    int cap;
+} tc_ptrvec;
+tc_status tc_ptrvec_push(tc_ptrvec *v, void *p); /* TC_ERR_MEMORY on failure */
+void tc_ptrvec_free(tc_ptrvec *v);              /* frees the array, not the items */
+
+/* ---- string builder (str.c) ---------------------------------------------- */
+typedef struct {
+    char *s;    /* NUL-terminated text, owned */
+    size_t len; /* bytes used, without the NUL */
+    size_t cap; /* bytes allocated */
+    bool failed; /* an allocation failed; s holds what fit */
+} tc_strbuf;
+void tc_sb_printf(tc_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tc_sb_vprintf(tc_strbuf *b, const char *fmt, va_list ap);
+void tc_sb_free(tc_strbuf *b);
+/* formats a shape as "(3,4)" into buf (always NUL-terminated) */
+const char *tc_fmt_shape(char *buf, size_t bufsize, int ndim, const int64_t *shape);
+
+/* ---- hashing (str.c) ---------------------------------------------------- */
+uint64_t tc_hash_bytes(const void *p, size_t n, uint64_t seed);
+uint64_t tc_hash_combine(uint64_t h, uint64_t v);
+/* 32 lowercase hex characters of a 128-bit hash of s, for cache file names */
+void tc_hash_hex(const char *s, size_t n, char out[33]);
+
+/* ---- flags (flags.c) ----------------------------------------------------- */
+typedef enum {
+    TC_FLAG_DEBUG,  /* TC_DEBUG: 1 realize summary, 2 per kernel, 3 ASTs, 4 source, 5 UOps */
+    TC_FLAG_NOOPT,  /* TC_NOOPT: plain loops, no kernel optimisation */
+    TC_FLAG_NOFUSE, /* TC_NOFUSE: one kernel per reduce and per realized elementwise group */
+    TC_FLAG_BEAM,   /* TC_BEAM: search width for kernel optimisation */
+    TC_FLAG_COUNT
+} tc_flag;
+int64_t tc_flag_get(tc_flag f);             /* reads the environment on first use */
+void tc_flag_put(tc_flag f, int64_t value); /* overrides the environment */
+int tc_flag_lookup(const char *name);       /* "TC_DEBUG" -> TC_FLAG_DEBUG, -1 if unknown */
+const char *tc_cachedir(void); /* TC_CACHEDIR, else $XDG_CACHE_HOME/tinyc, else ~/.cache/tinyc */
+void tc_flags_shutdown(void);
+
+/* ---- the API lock (flags.c): one recursive lock taken at API entry ------ */
+void tc_lock(void);
+void tc_unlock(void);
+
+/* ---- time (flags.c) ----------------------------------------------------- */
+double tc_time_now(void); /* monotonic seconds */
+
+/* ---- dtypes (dtype.c) ---------------------------------------------------- */
+typedef struct {
+    const char *name;  /* "float32" */
+    const char *cname; /* C type in rendered code: "float" */
+    size_t size;       /* bytes per element */
+    bool is_float;     /* float32 or float16 */
+    bool is_signed;    /* signed integer or float */
+    int priority;      /* promotion order: bool < uint8 < int32 < int64 < float16 < float32 */
+} tc_dtype_info;
+extern const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT];
+bool tc_dtype_valid(int dt);
+tc_dtype tc_dtype_promote(tc_dtype a, tc_dtype b); /* numpy-style result dtype of a op b */
+float tc_half_to_float(uint16_t h);
+uint16_t tc_float_to_half(float f); /* round to nearest even */
+/* reads element i of an array of dtype dt as double / writes one (with C casts;
+ * bool stores v != 0) */
+double tc_scalar_load(const void *p, tc_dtype dt, int64_t i);
+void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v);
+int64_t tc_scalar_load_int(const void *p, tc_dtype dt, int64_t i); /* exact for int64 */
+void tc_scalar_store_int(void *p, tc_dtype dt, int64_t i, int64_t v);
+
+#endif /* TC_UTIL_H */
