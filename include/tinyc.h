@@ -66,6 +66,7 @@ typedef enum {
 
 /* ---- library ------------------------------------------------------------ */
 TC_API const char *tc_last_error(void);           /* message of the last failure on this thread */
+TC_API tc_status tc_last_status(void);            /* code of the last failure on this thread */
 TC_API const char *tc_status_string(tc_status s); /* "TC_ERR_SHAPE", ... */
 TC_API const char *tc_version(void);              /* "MAJOR.MINOR.PATCH" */
 TC_API void tc_shutdown(void); /* frees every cache and global; tensors must be released first */

@@ -1,0 +1,106 @@
+/* dtype.c - dtype facts, promotion, half conversion and scalar access. */
+#include "util.h"
+
+#include <math.h>
+#include <string.h>
+
+const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT] = {
+    [TC_FLOAT32] = {"float32", "float", 4, true, true, 5},
+    [TC_FLOAT16] = {"float16", "_Float16", 2, true, true, 4},
+    [TC_INT32] = {"int32", "int", 4, false, true, 2},
+    [TC_INT64] = {"int64", "long long", 8, false, true, 3},
+    [TC_UINT8] = {"uint8", "unsigned char", 1, false, false, 1},
+    [TC_BOOL] = {"bool", "_Bool", 1, false, false, 0},
+};
+
+bool tc_dtype_valid(int dt) {
+    return dt >= 0 && dt < TC_DTYPE_COUNT;
+}
+
+tc_dtype tc_dtype_promote(tc_dtype a, tc_dtype b) {
+    return tc_dtypes[a].priority >= tc_dtypes[b].priority ? a : b;
+}
+
+float tc_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023, bits;
+    if (e == 31) bits = sign | 0x7f800000 | (m << 13);
+    else if (e) bits = sign | ((e + 112) << 23) | (m << 13);
+    else if (!m) bits = sign;
+    else { /* subnormal: normalise */
+        int shift = 0;
+        while (!(m & 1024)) { m <<= 1; shift++; }
+        bits = sign | ((uint32_t)(113 - shift) << 23) | ((m & 1023) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t tc_float_to_half(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t ax = x & 0x7fffffff;
+    if (ax >= 0x7f800000) return sign | 0x7c00 | (ax > 0x7f800000 ? 0x200 : 0);
+    if (ax >= 0x477ff000) return sign | 0x7c00; /* rounds to >= 65520: inf */
+    if (ax < 0x38800000) {                      /* subnormal or zero in half */
+        float a;
+        memcpy(&a, &ax, 4);
+        return sign | (uint16_t)lrintf(a * 16777216.0f); /* 2^24, ties to even */
+    }
+    uint32_t e = (ax >> 23) - 112, m = ax & 0x7fffff;
+    uint32_t h = (e << 10) | (m >> 13), rest = m & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
+    return sign | (uint16_t)h;
+}
+
+double tc_scalar_load(const void *p, tc_dtype dt, int64_t i) {
+    switch (dt) {
+    case TC_FLOAT32: return ((const float *)p)[i];
+    case TC_FLOAT16: return tc_half_to_float(((const uint16_t *)p)[i]);
+    case TC_INT32: return ((const int32_t *)p)[i];
+    case TC_INT64: return (double)((const int64_t *)p)[i];
+    case TC_UINT8: return ((const uint8_t *)p)[i];
+    case TC_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case TC_DTYPE_COUNT: break;
+    }
+    return 0;
+}
+
+void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v) {
+    switch (dt) {
+    case TC_FLOAT32: ((float *)p)[i] = (float)v; return;
+    case TC_FLOAT16: ((uint16_t *)p)[i] = tc_float_to_half((float)v); return;
+    case TC_INT32: ((int32_t *)p)[i] = (int32_t)v; return;
+    case TC_INT64: ((int64_t *)p)[i] = (int64_t)v; return;
+    case TC_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; return;
+    case TC_BOOL: ((uint8_t *)p)[i] = v != 0; return;
+    case TC_DTYPE_COUNT: break;
+    }
+}
+
+int64_t tc_scalar_load_int(const void *p, tc_dtype dt, int64_t i) {
+    switch (dt) {
+    case TC_INT64: return ((const int64_t *)p)[i];
+    case TC_INT32: return ((const int32_t *)p)[i];
+    case TC_UINT8: return ((const uint8_t *)p)[i];
+    case TC_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case TC_FLOAT32:
+    case TC_FLOAT16:
+    case TC_DTYPE_COUNT: break;
+    }
+    return (int64_t)tc_scalar_load(p, dt, i);
+}
+
+void tc_scalar_store_int(void *p, tc_dtype dt, int64_t i, int64_t v) {
+    switch (dt) {
+    case TC_INT64: ((int64_t *)p)[i] = v; return;
+    case TC_INT32: ((int32_t *)p)[i] = (int32_t)v; return;
+    case TC_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; return;
+    case TC_BOOL: ((uint8_t *)p)[i] = v != 0; return;
+    case TC_FLOAT32:
+    case TC_FLOAT16:
+    case TC_DTYPE_COUNT: break;
+    }
+    tc_scalar_store(p, dt, i, (double)v);
+}

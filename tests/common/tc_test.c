@@ -1,0 +1,94 @@
+/* tc_test.c - see tc_test.h. */
+#include "tc_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double load(const void *p, tc_dtype dt, int64_t i) {
+    switch (dt) {
+    case TC_FLOAT32: return ((const float *)p)[i];
+    case TC_FLOAT16: {
+        uint16_t h = ((const uint16_t *)p)[i];
+        int e = (h >> 10) & 31, m = h & 1023;
+        double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+        return (h & 0x8000) ? -v : v;
+    }
+    case TC_INT32: return ((const int32_t *)p)[i];
+    case TC_INT64: return (double)((const int64_t *)p)[i];
+    case TC_UINT8: return ((const uint8_t *)p)[i];
+    case TC_BOOL: return ((const uint8_t *)p)[i];
+    case TC_DTYPE_COUNT: break;
+    }
+    return NAN;
+}
+
+bool tc_allclose(const void *got, const void *want, tc_dtype dt, int64_t n, double rtol,
+                 double atol, const char *what) {
+    bool exact = dt != TC_FLOAT32 && dt != TC_FLOAT16;
+    int64_t bad = 0;
+    double maxdiff = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double g = load(got, dt, i), w = load(want, dt, i);
+        bool ok;
+        if (isnan(w) || isnan(g)) ok = isnan(w) && isnan(g);
+        else if (isinf(w) || isinf(g)) ok = g == w;
+        else ok = exact ? g == w : fabs(g - w) <= atol + rtol * fabs(w);
+        if (!isnan(g) && !isnan(w) && !isinf(g) && !isinf(w) && fabs(g - w) > maxdiff)
+            maxdiff = fabs(g - w);
+        if (!ok) {
+            if (bad < 8)
+                fprintf(stderr, "  %s[%lld]: got %.9g want %.9g\n", what ? what : "value",
+                        (long long)i, g, w);
+            bad++;
+        }
+    }
+    if (bad)
+        fprintf(stderr, "  %s: %lld of %lld mismatched, max |diff| %.3g (rtol %g atol %g)\n",
+                what ? what : "value", (long long)bad, (long long)n, maxdiff, rtol, atol);
+    return bad == 0;
+}
+
+bool tc_allclose_f32(const float *got, const float *want, int64_t n, double rtol, double atol,
+                     const char *what) {
+    return tc_allclose(got, want, TC_FLOAT32, n, rtol, atol, what);
+}
+
+void tc_assert_error(tc_status code, const char *needle, const char *file, int line) {
+    const char *msg = tc_last_error();
+    tc_status got = tc_last_status();
+    if (got != code || !msg || !strstr(msg, needle)) {
+        fprintf(stderr, "%s:%d: expected %s containing \"%s\", got %s \"%s\"\n", file, line,
+                tc_status_string(code), needle, tc_status_string(got), msg ? msg : "(null)");
+        fail();
+    }
+}
+
+void *tc_test_read(tc_tensor *t) {
+    size_t nbytes = (size_t)tc_numel(t) * tc_dtype_size(tc_get_dtype(t));
+    void *p = malloc(nbytes ? nbytes : 1);
+    assert_non_null(p);
+    if (tc_to_host(t, p, nbytes) != TC_OK) {
+        fprintf(stderr, "tc_to_host failed: %s\n", tc_last_error());
+        free(p);
+        fail();
+    }
+    return p;
+}
+
+tc_tensor *tc_test_randn(int ndim, const int64_t *shape, uint64_t seed, float lo, float hi) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    assert_non_null(d);
+    uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        d[i] = lo + (hi - lo) * (float)((s >> 40) & 0xFFFFFF) / 16777216.0f;
+    }
+    tc_tensor *t = tc_from_data(d, TC_FLOAT32, ndim, shape, NULL);
+    free(d);
+    assert_non_null(t);
+    return t;
+}
