@@ -10,7 +10,9 @@
 
 #include "graph/graph.h"
 
-typedef struct tc_device tc_device;
+/* a device: function table + context. Not named tc_device: that name is the
+ * public function tc_device(t) in tinyc.h, and C forbids both at file scope. */
+typedef struct tc_dev tc_dev;
 typedef struct tc_program tc_program;
 
 /* what a launch needs besides the buffers */
@@ -19,28 +21,28 @@ typedef struct {
     int64_t local[3];  /* work-group size (CPU: ignored) */
 } tc_launch_dims;
 
-struct tc_device {
+struct tc_dev {
     char name[32]; /* canonical name: "CPU", "OPENCL:1" */
     int id;        /* index in the device table */
     void *ctx;     /* backend state */
     /* device memory; alloc sets an error and returns NULL on failure */
-    void *(*alloc)(tc_device *d, size_t nbytes);
-    void (*free)(tc_device *d, void *ptr);
-    tc_status (*copyin)(tc_device *d, void *dst, const void *src, size_t nbytes);
-    tc_status (*copyout)(tc_device *d, void *dst, const void *src, size_t nbytes);
+    void *(*alloc)(tc_dev *d, size_t nbytes);
+    void (*free)(tc_dev *d, void *ptr);
+    tc_status (*copyin)(tc_dev *d, void *dst, const void *src, size_t nbytes);
+    tc_status (*copyout)(tc_dev *d, void *dst, const void *src, size_t nbytes);
     /* source -> program with entry point fn_name; cached in memory and on disk */
-    tc_program *(*compile)(tc_device *d, const char *src, const char *fn_name);
+    tc_program *(*compile)(tc_dev *d, const char *src, const char *fn_name);
     /* runs prog on bufs (device pointers, in kernel argument order) */
-    tc_status (*launch)(tc_device *d, tc_program *prog, void **bufs, int n_bufs,
+    tc_status (*launch)(tc_dev *d, tc_program *prog, void **bufs, int n_bufs,
                         const tc_launch_dims *dims);
-    tc_status (*synchronize)(tc_device *d);
-    void (*close)(tc_device *d); /* frees ctx, programs and the device itself */
+    tc_status (*synchronize)(tc_dev *d);
+    void (*close)(tc_dev *d); /* frees ctx, programs and the device itself */
 };
 
 /* device lookup: "CPU", "cpu:0", NULL (TC_DEVICE or CPU). Returns the id or
  * -1 with TC_ERR_DEVICE set (the message names `api`, the caller). */
 int tc_device_open(const char *name, const char *api);
-tc_device *tc_device_get(int id); /* an opened device; NULL for a bad id */
+tc_dev *tc_device_get(int id); /* an opened device; NULL + TC_ERR_DEVICE for a bad id */
 
 /* a buffer of nbytes on device id (refcount 1); NULL with an error set */
 tc_buffer *tc_buffer_new(int device, size_t nbytes);
@@ -49,13 +51,13 @@ tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbyte
 /* device-to-device copy of nbytes (same or different devices) */
 tc_status tc_buffer_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
-void tc_runtime_shutdown(void); /* closes every device */
+void tc_runtime_shutdown(void); /* closes every device; buffers must be released first */
 
 /* ---- CPU device (cpu.c) -------------------------------------------------- */
 /* compiles C source with the system compiler (TC_CC or cc) into a shared
  * object cached in tc_cachedir() under the hash of source and flags, loads
  * it with dlopen, calls kernels through libffi */
-tc_device *tc_cpu_device_create(int id);
+tc_dev *tc_cpu_device_create(int id);
 int64_t tc_cpu_compile_count(void); /* compiler invocations in this process */
 
 #endif /* TC_RUNTIME_H */

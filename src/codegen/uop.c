@@ -1,0 +1,624 @@
+/* uop.c - the UOp builder: hash-consing, simplification as UOps are made
+ * (constant folding, identities, range analysis of integer math), placement
+ * in the innermost loop a UOp needs, and linearization.
+ *
+ * Every UOp lives in the kernel's arena (tc_kernel_uops.arena).
+ */
+#include "codegen.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *const tc_uop_names[TC_UOP_COUNT] = {
+    [TC_UOP_DEFINE_GLOBAL] = "DEFINE_GLOBAL", [TC_UOP_DEFINE_ACC] = "DEFINE_ACC",
+    [TC_UOP_CONST] = "CONST",                 [TC_UOP_SPECIAL] = "SPECIAL",
+    [TC_UOP_RANGE] = "RANGE",                 [TC_UOP_ENDRANGE] = "ENDRANGE",
+    [TC_UOP_LOAD] = "LOAD",                   [TC_UOP_STORE] = "STORE",
+    [TC_UOP_ALU] = "ALU",                     [TC_UOP_CAST] = "CAST",
+    [TC_UOP_BITCAST] = "BITCAST",             [TC_UOP_ASSIGN] = "ASSIGN",
+};
+
+static const int64_t BIG = (int64_t)1 << 62; /* bounds beyond this are "unknown" */
+
+static bool is_int(tc_dtype dt) {
+    return !tc_dtypes[dt].is_float;
+}
+
+static void dtype_bounds(tc_dtype dt, int64_t *lo, int64_t *hi) {
+    switch (dt) {
+    case TC_BOOL: *lo = 0, *hi = 1; return;
+    case TC_UINT8: *lo = 0, *hi = 255; return;
+    case TC_INT32: *lo = INT32_MIN, *hi = INT32_MAX; return;
+    case TC_INT64:
+    case TC_FLOAT32:
+    case TC_FLOAT16:
+    case TC_DTYPE_COUNT: *lo = -BIG, *hi = BIG; return;
+    }
+}
+
+void tc_ub_init(tc_ub *ub, tc_kernel_uops *k) {
+    memset(ub, 0, sizeof *ub);
+    ub->k = k;
+    ub->open[0] = &ub->top;
+}
+
+static bool ulist_push(tc_ub *ub, tc_ulist *l, int at, tc_uop *u) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 16;
+        tc_uop **items = tc_arena_alloc(&ub->k->arena, sizeof(tc_uop *) * (size_t)cap);
+        if (!items) return false;
+        if (l->n) memcpy(items, l->items, sizeof(tc_uop *) * (size_t)l->n);
+        l->items = items;
+        l->cap = cap;
+    }
+    memmove(l->items + at + 1, l->items + at, sizeof(tc_uop *) * (size_t)(l->n - at));
+    l->items[at] = u;
+    l->n++;
+    return true;
+}
+
+/* puts u in the innermost open loop its sources need (or the current loop
+ * when pinned); hoisted UOps go just before the open inner loop */
+static tc_uop *place(tc_ub *ub, tc_uop *u, bool pinned) {
+    int d = 0;
+    for (int i = 0; i < u->n_srcs; i++) {
+        int sd = u->srcs[i]->depth + (u->srcs[i]->op == TC_UOP_RANGE);
+        if (sd > d) d = sd;
+    }
+    if (pinned) d = ub->depth;
+    u->depth = d;
+    tc_ulist *l = ub->open[d];
+    if (!ulist_push(ub, l, d < ub->depth ? l->n - 1 : l->n, u)) {
+        ub->failed = true;
+        return NULL;
+    }
+    return u;
+}
+
+static uint64_t uop_hash(const tc_uop *u) {
+    uint64_t h = tc_hash_combine((uint64_t)u->op * 131 + (uint64_t)u->dtype, (uint64_t)u->alu);
+    for (int i = 0; i < u->n_srcs; i++) h = tc_hash_combine(h, (uint64_t)(uintptr_t)u->srcs[i]);
+    h = tc_hash_combine(h, (uint64_t)u->arg);
+    h = tc_hash_combine(h, (uint64_t)u->ivalue);
+    return tc_hash_combine(h, tc_hash_bytes(&u->value, sizeof u->value, 0));
+}
+
+static bool uop_same(const tc_uop *a, const tc_uop *b) {
+    if (a->op != b->op || a->dtype != b->dtype || a->alu != b->alu || a->n_srcs != b->n_srcs ||
+        a->arg != b->arg || a->ivalue != b->ivalue ||
+        memcmp(&a->value, &b->value, sizeof a->value) != 0)
+        return false;
+    for (int i = 0; i < a->n_srcs; i++)
+        if (a->srcs[i] != b->srcs[i]) return false;
+    return true;
+}
+
+/* returns the existing equal UOp, or places and records the new one */
+static tc_uop *intern(tc_ub *ub, tc_uop *u) {
+    u->hash = uop_hash(u);
+    tc_uop **bucket = &ub->table[u->hash % TC_UB_BUCKETS];
+    for (tc_uop *m = *bucket; m; m = m->hash_next)
+        if (m->hash == u->hash && uop_same(m, u)) return m;
+    if (!place(ub, u, false)) return NULL;
+    u->hash_next = *bucket;
+    *bucket = u;
+    return u;
+}
+
+static tc_uop *new_uop(tc_ub *ub, tc_uop_op op, tc_dtype dt, int n, tc_uop *const *srcs) {
+    if (ub->failed) return NULL;
+    for (int i = 0; i < n; i++)
+        if (!srcs[i]) return NULL;
+    tc_uop *u = tc_arena_alloc(&ub->k->arena, sizeof *u);
+    if (!u) {
+        ub->failed = true;
+        return NULL;
+    }
+    u->op = op;
+    u->dtype = dt;
+    u->n_srcs = n;
+    for (int i = 0; i < n; i++) u->srcs[i] = srcs[i];
+    u->is_index = ub->index_mode;
+    dtype_bounds(dt, &u->vmin, &u->vmax);
+    return u;
+}
+
+tc_uop *tc_ub_const(tc_ub *ub, tc_dtype dt, double value, int64_t ivalue) {
+    tc_uop *u = new_uop(ub, TC_UOP_CONST, dt, 0, NULL);
+    if (!u) return NULL;
+    if (is_int(dt)) {
+        value = (double)ivalue;
+        u->vmin = u->vmax = ivalue;
+    } else {
+        value = dt == TC_FLOAT16 ? tc_half_to_float(tc_float_to_half((float)value))
+                                 : (double)(float)value;
+        ivalue = 0;
+    }
+    u->value = value;
+    u->ivalue = ivalue;
+    return intern(ub, u);
+}
+
+tc_uop *tc_ub_iconst(tc_ub *ub, tc_dtype dt, int64_t v) {
+    return tc_ub_const(ub, dt, (double)v, v);
+}
+
+static bool is_const(const tc_uop *u) {
+    return u && u->op == TC_UOP_CONST;
+}
+
+static bool is_iconst(const tc_uop *u, int64_t v) {
+    return is_const(u) && is_int(u->dtype) && u->ivalue == v;
+}
+
+/* wraps an int64 result to the dtype's width */
+static int64_t wrap_int(tc_dtype dt, int64_t v) {
+    switch (dt) {
+    case TC_INT32: return (int32_t)(uint32_t)(uint64_t)v;
+    case TC_UINT8: return (uint8_t)v;
+    case TC_BOOL: return v != 0;
+    case TC_INT64:
+    case TC_FLOAT32:
+    case TC_FLOAT16:
+    case TC_DTYPE_COUNT: return v;
+    }
+    return v;
+}
+
+static bool fold_int(tc_op op, int64_t a, int64_t b, int64_t c, int64_t *out) {
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    switch (op) {
+    case TC_OP_NEG: *out = (int64_t)(0 - ua); return true;
+    case TC_OP_ADD: *out = (int64_t)(ua + ub); return true;
+    case TC_OP_MUL: *out = (int64_t)(ua * ub); return true;
+    case TC_OP_IDIV: *out = b == 0 ? 0 : (b == -1 ? (int64_t)(0 - ua) : a / b); return true;
+    case TC_OP_MOD: *out = b == 0 || b == -1 ? 0 : a % b; return true;
+    case TC_OP_MAX: *out = a > b ? a : b; return true;
+    case TC_OP_CMPLT: *out = a < b; return true;
+    case TC_OP_CMPNE: *out = a != b; return true;
+    case TC_OP_AND: *out = a & b; return true;
+    case TC_OP_OR: *out = a | b; return true;
+    case TC_OP_XOR: *out = a ^ b; return true;
+    case TC_OP_WHERE: *out = a ? b : c; return true;
+    case TC_OP_MULACC: *out = (int64_t)(ua * ub + (uint64_t)c); return true;
+    case TC_OP_SHL:
+    case TC_OP_SHR:
+    case TC_OP_EXP2:
+    case TC_OP_LOG2:
+    case TC_OP_SIN:
+    case TC_OP_SQRT:
+    case TC_OP_RECIP:
+    case TC_OP_CAST:
+    case TC_OP_BITCAST:
+    case TC_OP_REDUCE_SUM:
+    case TC_OP_REDUCE_MAX:
+    case TC_OP_CONST:
+    case TC_OP_BUFFER:
+    case TC_OP_VIEW:
+    case TC_OP_COPY:
+    case TC_OP_CONTIGUOUS:
+    case TC_OP_ASSIGN:
+    case TC_OP_LOAD:
+    case TC_OP_STORE:
+    case TC_OP_SINK:
+    case TC_OP_COUNT: return false;
+    }
+    return false;
+}
+
+/* ---- integer range analysis ---- */
+
+static int64_t clamp_add(int64_t a, int64_t b) {
+    __int128 r = (__int128)a + b;
+    return r > BIG ? BIG : r < -BIG ? -BIG : (int64_t)r;
+}
+
+static void set_bounds(tc_uop *u) {
+    if (!is_int(u->dtype) || u->op != TC_UOP_ALU) return;
+    int64_t lo, hi;
+    dtype_bounds(u->dtype, &lo, &hi);
+    const tc_uop *a = u->srcs[0], *b = u->n_srcs > 1 ? u->srcs[1] : NULL;
+    switch (u->alu) {
+    case TC_OP_ADD: lo = clamp_add(a->vmin, b->vmin), hi = clamp_add(a->vmax, b->vmax); break;
+    case TC_OP_MUL: {
+        int64_t p[4], m;
+        bool ovf = __builtin_mul_overflow(a->vmin, b->vmin, &p[0]) |
+                   __builtin_mul_overflow(a->vmin, b->vmax, &p[1]) |
+                   __builtin_mul_overflow(a->vmax, b->vmin, &p[2]) |
+                   __builtin_mul_overflow(a->vmax, b->vmax, &p[3]);
+        if (ovf) break;
+        lo = hi = p[0];
+        for (int i = 1; i < 4; i++) {
+            m = p[i];
+            lo = m < lo ? m : lo;
+            hi = m > hi ? m : hi;
+        }
+        break;
+    }
+    case TC_OP_IDIV:
+        if (b->op == TC_UOP_CONST && b->ivalue > 0) lo = a->vmin / b->ivalue, hi = a->vmax / b->ivalue;
+        break;
+    case TC_OP_MOD:
+        if (b->op == TC_UOP_CONST && b->ivalue > 0) {
+            hi = a->vmax < b->ivalue - 1 ? (a->vmax > 0 ? a->vmax : 0) : b->ivalue - 1;
+            lo = a->vmin >= 0 ? 0 : -(b->ivalue - 1);
+        }
+        break;
+    case TC_OP_MAX:
+        lo = a->vmin > b->vmin ? a->vmin : b->vmin;
+        hi = a->vmax > b->vmax ? a->vmax : b->vmax;
+        break;
+    case TC_OP_NEG:
+        if (u->dtype != TC_BOOL) lo = -a->vmax, hi = -a->vmin;
+        break;
+    case TC_OP_CMPLT:
+    case TC_OP_CMPNE: lo = 0, hi = 1; break;
+    case TC_OP_WHERE:
+        lo = b->vmin < u->srcs[2]->vmin ? b->vmin : u->srcs[2]->vmin;
+        hi = b->vmax > u->srcs[2]->vmax ? b->vmax : u->srcs[2]->vmax;
+        break;
+    case TC_OP_AND:
+        if (u->dtype == TC_BOOL || (a->vmin >= 0 && b->vmin >= 0))
+            lo = 0, hi = a->vmax < b->vmax ? a->vmax : b->vmax;
+        break;
+    case TC_OP_OR:
+    case TC_OP_XOR:
+    case TC_OP_SHL:
+    case TC_OP_SHR:
+    case TC_OP_MULACC:
+    case TC_OP_EXP2:
+    case TC_OP_LOG2:
+    case TC_OP_SIN:
+    case TC_OP_SQRT:
+    case TC_OP_RECIP:
+    case TC_OP_CAST:
+    case TC_OP_BITCAST:
+    case TC_OP_REDUCE_SUM:
+    case TC_OP_REDUCE_MAX:
+    case TC_OP_CONST:
+    case TC_OP_BUFFER:
+    case TC_OP_VIEW:
+    case TC_OP_COPY:
+    case TC_OP_CONTIGUOUS:
+    case TC_OP_ASSIGN:
+    case TC_OP_LOAD:
+    case TC_OP_STORE:
+    case TC_OP_SINK:
+    case TC_OP_COUNT: break;
+    }
+    int64_t dlo, dhi;
+    dtype_bounds(u->dtype, &dlo, &dhi);
+    u->vmin = lo < dlo ? dlo : lo;
+    u->vmax = hi > dhi ? dhi : hi;
+    if (u->vmin > u->vmax) u->vmin = dlo, u->vmax = dhi;
+}
+
+/* ---- sums of terms, for div/mod folding ---- */
+
+typedef struct {
+    tc_uop *terms[32]; /* non-constant terms */
+    int n;             /* number of terms */
+    int64_t c;         /* constant part */
+    bool ok;           /* fit in the arrays */
+} sum_terms;
+
+static void split_sum(tc_uop *u, sum_terms *s) {
+    if (u->op == TC_UOP_ALU && u->alu == TC_OP_ADD) {
+        split_sum(u->srcs[0], s);
+        split_sum(u->srcs[1], s);
+    } else if (is_const(u)) {
+        s->c += u->ivalue;
+    } else if (s->n < 32) {
+        s->terms[s->n++] = u;
+    } else {
+        s->ok = false;
+    }
+}
+
+/* a term's constant factor (x*k -> k, else 1) and the rest */
+static int64_t term_factor(tc_uop *t, tc_uop **rest) {
+    if (t->op == TC_UOP_ALU && t->alu == TC_OP_MUL && is_const(t->srcs[1])) {
+        *rest = t->srcs[0];
+        return t->srcs[1]->ivalue;
+    }
+    *rest = t;
+    return 1;
+}
+
+/* x // c and x % c for c > 0 and x >= 0: multiples of c leave the remainder;
+ * a remainder known to lie in [0, c) disappears from the quotient */
+static tc_uop *fold_divmod(tc_ub *ub, tc_op op, tc_uop *x, int64_t c) {
+    tc_dtype dt = x->dtype;
+    sum_terms s = {.ok = true};
+    split_sum(x, &s);
+    if (!s.ok) return NULL;
+    tc_uop *quot = tc_ub_iconst(ub, dt, s.c >= 0 ? s.c / c : 0);
+    tc_uop *rem = tc_ub_iconst(ub, dt, s.c >= 0 ? s.c % c : s.c);
+    bool moved = s.c >= c;
+    for (int i = 0; i < s.n; i++) {
+        tc_uop *rest;
+        int64_t k = term_factor(s.terms[i], &rest);
+        if (k % c == 0 && rest->vmin >= 0) {
+            quot = tc_ub_alu(ub, TC_OP_ADD, dt, 2, quot,
+                             tc_ub_alu(ub, TC_OP_MUL, dt, 2, rest, tc_ub_iconst(ub, dt, k / c),
+                                       NULL),
+                             NULL);
+            moved = true;
+        } else {
+            rem = tc_ub_alu(ub, TC_OP_ADD, dt, 2, rem, s.terms[i], NULL);
+        }
+    }
+    if (!rem || !quot || rem->vmin < 0) return NULL;
+    bool small = rem->vmax < c;
+    if (!moved && !small) return NULL;
+    if (op == TC_OP_MOD) return small ? rem : tc_ub_alu(ub, TC_OP_MOD, dt, 2, rem, tc_ub_iconst(ub, dt, c), NULL);
+    tc_uop *rq = small ? NULL : tc_ub_alu(ub, TC_OP_IDIV, dt, 2, rem, tc_ub_iconst(ub, dt, c), NULL);
+    return rq ? tc_ub_alu(ub, TC_OP_ADD, dt, 2, quot, rq, NULL) : quot;
+}
+
+/* ---- building with simplification ---- */
+
+static double fold_float(tc_op op, double a, double b, double c, bool *ok) {
+    *ok = true;
+    switch (op) {
+    case TC_OP_EXP2: return exp2f((float)a);
+    case TC_OP_LOG2: return log2f((float)a);
+    case TC_OP_SIN: return sinf((float)a);
+    case TC_OP_SQRT: return sqrtf((float)a);
+    case TC_OP_RECIP: return 1.0f / (float)a;
+    case TC_OP_NEG: return -a;
+    case TC_OP_ADD: return a + b;
+    case TC_OP_MUL: return a * b;
+    case TC_OP_MAX: return a > b ? a : b;
+    case TC_OP_CMPLT: return a < b;
+    case TC_OP_CMPNE: return a != b;
+    case TC_OP_WHERE: return a != 0 ? b : c;
+    case TC_OP_MULACC: return a * b + c;
+    case TC_OP_IDIV:
+    case TC_OP_MOD:
+    case TC_OP_AND:
+    case TC_OP_OR:
+    case TC_OP_XOR:
+    case TC_OP_SHL:
+    case TC_OP_SHR:
+    case TC_OP_CAST:
+    case TC_OP_BITCAST:
+    case TC_OP_REDUCE_SUM:
+    case TC_OP_REDUCE_MAX:
+    case TC_OP_CONST:
+    case TC_OP_BUFFER:
+    case TC_OP_VIEW:
+    case TC_OP_COPY:
+    case TC_OP_CONTIGUOUS:
+    case TC_OP_ASSIGN:
+    case TC_OP_LOAD:
+    case TC_OP_STORE:
+    case TC_OP_SINK:
+    case TC_OP_COUNT: break;
+    }
+    *ok = false;
+    return 0;
+}
+
+static tc_uop *try_fold_consts(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop *const *s) {
+    for (int i = 0; i < n; i++)
+        if (!is_const(s[i])) return NULL;
+    /* the operand dtype decides the arithmetic (CMPLT of floats gives bool) */
+    tc_dtype in = op == TC_OP_WHERE ? s[1]->dtype : s[0]->dtype;
+    if (is_int(in)) {
+        int64_t r;
+        if (!fold_int(op, s[0]->ivalue, n > 1 ? s[1]->ivalue : 0, n > 2 ? s[2]->ivalue : 0, &r))
+            return NULL;
+        return tc_ub_iconst(ub, dt, wrap_int(dt, r));
+    }
+    bool ok;
+    double r = fold_float(op, s[0]->value, n > 1 ? s[1]->value : 0, n > 2 ? s[2]->value : 0, &ok);
+    if (!ok) return NULL;
+    return is_int(dt) ? tc_ub_iconst(ub, dt, (int64_t)r) : tc_ub_const(ub, dt, r, 0);
+}
+
+/* identities and range-based folds; NULL when nothing applies */
+static tc_uop *simplify(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop **s) {
+    tc_uop *r = try_fold_consts(ub, op, dt, n, s);
+    if (r || ub->failed) return r;
+    tc_uop *a = s[0], *b = n > 1 ? s[1] : NULL;
+    bool ints = is_int(a->dtype) && dt != TC_BOOL;
+    switch (op) {
+    case TC_OP_ADD:
+        if (is_iconst(b, 0) || (is_const(b) && !ints && b->value == 0 && dt != TC_BOOL)) return a;
+        if (ints && is_const(b) && a->op == TC_UOP_ALU && a->alu == TC_OP_ADD && is_const(a->srcs[1]))
+            return tc_ub_alu(ub, TC_OP_ADD, dt, 2, a->srcs[0],
+                             tc_ub_iconst(ub, dt, wrap_int(dt, a->srcs[1]->ivalue + b->ivalue)), NULL);
+        break;
+    case TC_OP_MUL:
+        if (ints && is_iconst(b, 1)) return a;
+        if (!ints && is_const(b) && b->value == 1 && dt != TC_BOOL) return a;
+        if (ints && is_iconst(b, 0)) return b;
+        if (ints && is_const(b) && a->op == TC_UOP_ALU && a->alu == TC_OP_MUL && is_const(a->srcs[1]))
+            return tc_ub_alu(ub, TC_OP_MUL, dt, 2, a->srcs[0],
+                             tc_ub_iconst(ub, dt, wrap_int(dt, a->srcs[1]->ivalue * b->ivalue)), NULL);
+        break;
+    case TC_OP_IDIV:
+    case TC_OP_MOD:
+        if (!ints || !is_const(b) || b->ivalue <= 0) break;
+        if (b->ivalue == 1) return op == TC_OP_IDIV ? a : tc_ub_iconst(ub, dt, 0);
+        if (a->vmin >= 0 && a->vmax < b->ivalue) return op == TC_OP_IDIV ? tc_ub_iconst(ub, dt, 0) : a;
+        if (a->vmin >= 0) return fold_divmod(ub, op, a, b->ivalue);
+        break;
+    case TC_OP_CMPLT:
+        if (is_int(a->dtype) && a->vmax < b->vmin) return tc_ub_iconst(ub, TC_BOOL, 1);
+        if (is_int(a->dtype) && a->vmin >= b->vmax) return tc_ub_iconst(ub, TC_BOOL, 0);
+        break;
+    case TC_OP_AND:
+        if (dt == TC_BOOL && is_iconst(b, 1)) return a;
+        if (dt == TC_BOOL && is_iconst(a, 1)) return b;
+        if (dt == TC_BOOL && (is_iconst(a, 0) || is_iconst(b, 0))) return tc_ub_iconst(ub, dt, 0);
+        if (a == b) return a;
+        break;
+    case TC_OP_WHERE:
+        if (is_const(a)) return a->ivalue ? s[1] : s[2];
+        if (s[1] == s[2]) return s[1];
+        break;
+    case TC_OP_EXP2:
+    case TC_OP_LOG2:
+    case TC_OP_SIN:
+    case TC_OP_SQRT:
+    case TC_OP_RECIP:
+    case TC_OP_NEG:
+    case TC_OP_CAST:
+    case TC_OP_BITCAST:
+    case TC_OP_MAX:
+    case TC_OP_CMPNE:
+    case TC_OP_OR:
+    case TC_OP_XOR:
+    case TC_OP_SHL:
+    case TC_OP_SHR:
+    case TC_OP_MULACC:
+    case TC_OP_REDUCE_SUM:
+    case TC_OP_REDUCE_MAX:
+    case TC_OP_CONST:
+    case TC_OP_BUFFER:
+    case TC_OP_VIEW:
+    case TC_OP_COPY:
+    case TC_OP_CONTIGUOUS:
+    case TC_OP_ASSIGN:
+    case TC_OP_LOAD:
+    case TC_OP_STORE:
+    case TC_OP_SINK:
+    case TC_OP_COUNT: break;
+    }
+    return NULL;
+}
+
+static bool commutative(tc_op op) {
+    return op == TC_OP_ADD || op == TC_OP_MUL || op == TC_OP_MAX || op == TC_OP_CMPNE ||
+           op == TC_OP_AND || op == TC_OP_OR || op == TC_OP_XOR;
+}
+
+tc_uop *tc_ub_alu(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop *a, tc_uop *b, tc_uop *c) {
+    tc_uop *s[3] = {a, b, c};
+    for (int i = 0; i < n; i++)
+        if (!s[i] || ub->failed) return NULL;
+    if (commutative(op) && is_const(s[0]) && !is_const(s[1])) { /* constants go right */
+        s[0] = b;
+        s[1] = a;
+    }
+    tc_uop *r = simplify(ub, op, dt, n, s);
+    if (r || ub->failed) return r;
+    tc_uop *u = new_uop(ub, TC_UOP_ALU, dt, n, s);
+    if (!u) return NULL;
+    u->alu = op;
+    set_bounds(u);
+    return intern(ub, u);
+}
+
+tc_uop *tc_ub_cast(tc_ub *ub, tc_uop *x, tc_dtype dt, bool bitcast) {
+    if (!x) return NULL;
+    if (x->dtype == dt) return x;
+    if (!bitcast && is_const(x)) {
+        if (dt == TC_BOOL) return tc_ub_iconst(ub, dt, is_int(x->dtype) ? x->ivalue != 0 : x->value != 0);
+        if (is_int(dt)) return tc_ub_iconst(ub, dt, is_int(x->dtype) ? wrap_int(dt, x->ivalue) : (int64_t)x->value);
+        return tc_ub_const(ub, dt, is_int(x->dtype) ? (double)x->ivalue : x->value, 0);
+    }
+    tc_uop *u = new_uop(ub, bitcast ? TC_UOP_BITCAST : TC_UOP_CAST, dt, 1, &x);
+    return u ? intern(ub, u) : NULL;
+}
+
+tc_uop *tc_ub_global(tc_ub *ub, int slot, tc_dtype dt) {
+    tc_uop *u = new_uop(ub, TC_UOP_DEFINE_GLOBAL, dt, 0, NULL);
+    if (!u) return NULL;
+    u->arg = slot;
+    return intern(ub, u);
+}
+
+tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
+    if (valid && is_iconst(valid, 0)) return tc_ub_const(ub, buf->dtype, 0, 0);
+    if (valid && is_iconst(valid, 1)) valid = NULL;
+    tc_uop *s[3] = {buf, idx, valid};
+    tc_uop *u = new_uop(ub, TC_UOP_LOAD, buf ? buf->dtype : TC_FLOAT32, valid ? 3 : 2, s);
+    return u ? intern(ub, u) : NULL;
+}
+
+tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value) {
+    tc_uop *s[3] = {buf, idx, value};
+    tc_uop *u = new_uop(ub, TC_UOP_STORE, value ? value->dtype : TC_FLOAT32, 3, s);
+    return u ? place(ub, u, true) : NULL;
+}
+
+tc_uop *tc_ub_acc(tc_ub *ub, tc_uop *init) {
+    tc_uop *u = new_uop(ub, TC_UOP_DEFINE_ACC, init ? init->dtype : TC_FLOAT32, 1, &init);
+    return u ? place(ub, u, true) : NULL;
+}
+
+tc_uop *tc_ub_acc_update(tc_ub *ub, tc_op op, tc_uop *acc, tc_uop *x) {
+    /* pinned inside the loop even when x is loop-invariant */
+    tc_uop *s[2] = {acc, x};
+    tc_uop *v = new_uop(ub, TC_UOP_ALU, acc ? acc->dtype : TC_FLOAT32, 2, s);
+    if (!v) return NULL;
+    v->alu = op;
+    if (!place(ub, v, true)) return NULL;
+    tc_uop *s2[2] = {acc, v};
+    tc_uop *u = new_uop(ub, TC_UOP_ASSIGN, acc->dtype, 2, s2);
+    return u ? place(ub, u, true) : NULL;
+}
+
+tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n) {
+    if (ub->depth >= TC_UB_MAX_DEPTH) {
+        TC_INTERNAL("loop nest deeper than %d", TC_UB_MAX_DEPTH);
+        ub->failed = true;
+        return NULL;
+    }
+    tc_uop *s[2] = {tc_ub_iconst(ub, dt, 0), tc_ub_iconst(ub, dt, n)};
+    tc_uop *u = new_uop(ub, TC_UOP_RANGE, dt, 2, s);
+    tc_ulist *body = tc_arena_alloc(&ub->k->arena, sizeof *body);
+    if (!u || !body || !place(ub, u, true)) {
+        ub->failed = true;
+        return NULL;
+    }
+    u->arg = axis;
+    u->vmin = 0;
+    u->vmax = n - 1;
+    u->is_index = true;
+    u->body = body;
+    ub->open[++ub->depth] = body;
+    return u;
+}
+
+void tc_ub_end_range(tc_ub *ub) {
+    if (ub->depth > 0) ub->open[ub->depth--] = NULL;
+}
+
+static bool flatten(tc_ub *ub, tc_ulist *l, tc_ptrvec *out) {
+    for (int i = 0; i < l->n; i++) {
+        tc_uop *u = l->items[i];
+        if (tc_ptrvec_push(out, u) != TC_OK) return false;
+        if (u->op != TC_UOP_RANGE) continue;
+        if (!flatten(ub, u->body, out)) return false;
+        tc_uop *end = new_uop(ub, TC_UOP_ENDRANGE, u->dtype, 1, &u);
+        if (!end || tc_ptrvec_push(out, end) != TC_OK) return false;
+    }
+    return true;
+}
+
+tc_status tc_ub_linearize(tc_ub *ub) {
+    if (ub->failed) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    tc_ptrvec out = {0};
+    if (!flatten(ub, &ub->top, &out)) {
+        tc_ptrvec_free(&out);
+        return TC_ERR_MEMORY;
+    }
+    tc_kernel_uops *k = ub->k;
+    k->uops = tc_arena_alloc(&k->arena, sizeof(tc_uop *) * (size_t)(out.n ? out.n : 1));
+    if (!k->uops) {
+        tc_ptrvec_free(&out);
+        return TC_ERR_MEMORY;
+    }
+    for (int i = 0; i < out.n; i++) {
+        k->uops[i] = out.items[i];
+        k->uops[i]->id = i;
+        for (int j = 0; j < k->uops[i]->n_srcs; j++) k->uops[i]->srcs[j]->uses++;
+    }
+    k->n_uops = out.n;
+    tc_ptrvec_free(&out);
+    return TC_OK;
+}

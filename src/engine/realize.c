@@ -1,0 +1,174 @@
+/* realize.c - runs schedules: for each item, allocate its outputs, lower the
+ * kernel (codegen -> render -> device compile, cached by source on disk and
+ * in memory by the runtime), launch it, and turn its output nodes into
+ * BUFFER nodes. Also host transfers, counters and TC_DEBUG output.
+ */
+#include "engine.h"
+
+#include "render/render.h"
+#include "schedule/schedule.h"
+
+#include <string.h>
+
+static tc_counters counters; /* since start or the last reset */
+
+void tc_engine_get_counters(tc_counters *out) {
+    *out = counters;
+}
+
+void tc_engine_reset_counters(void) {
+    memset(&counters, 0, sizeof counters);
+}
+
+void tc_engine_shutdown(void) {
+    tc_engine_reset_counters();
+}
+
+static size_t node_bytes(const tc_node *n) {
+    return (size_t)tc_node_numel(n) * tc_dtypes[n->dtype].size;
+}
+
+/* codegen + render + compile + launch of one kernel item on bufs */
+static tc_status run_kernel(const tc_sched_item *it, tc_buffer **bufs, int index) {
+    int64_t debug = tc_flag_get(TC_FLAG_DEBUG);
+    tc_dev *dev = tc_device_get(bufs[0]->device);
+    if (!dev) return tc_error_code();
+    if (debug >= 3) tc_ast_dump(stderr, it->ast);
+    tc_kernel_uops *k = tc_codegen(it, &tc_dialect_c.target);
+    if (!k) return tc_error_code();
+    if (debug >= 5) tc_uops_dump(stderr, k);
+    char *src = tc_render(&tc_dialect_c, k);
+    tc_status st = src ? TC_OK : tc_error_code();
+    if (src && debug >= 4) fprintf(stderr, "%s", src);
+    tc_program *prog = src ? dev->compile(dev, src, k->name) : NULL;
+    if (src && !prog) st = tc_error_code();
+    if (prog) {
+        void *ptrs[64], **p = it->n_bufs <= 64 ? ptrs : tc_malloc(sizeof(void *) * (size_t)it->n_bufs);
+        if (!p) st = TC_ERR_MEMORY;
+        for (int i = 0; p && i < it->n_bufs; i++) p[i] = bufs[i]->ptr;
+        tc_launch_dims dims = {{1, 1, 1}, {1, 1, 1}};
+        double t0 = tc_time_now();
+        if (p) st = dev->launch(dev, prog, p, it->n_bufs, &dims);
+        if (st == TC_OK && debug >= 2) st = dev->synchronize(dev);
+        double dt = tc_time_now() - t0;
+        if (p != ptrs) tc_free(p);
+        if (st == TC_OK) {
+            counters.kernel_count++;
+            counters.global_ops += k->est_ops;
+            counters.global_mem += k->est_mem;
+            if (debug >= 2) {
+                counters.time_sum_s += dt;
+                fprintf(stderr, "  kernel %3d %-28s %8lld ops %9.3f ms %7.2f GB/s\n", index, k->name,
+                        (long long)k->est_ops, dt * 1e3, dt > 0 ? (double)k->est_mem / dt * 1e-9 : 0.0);
+            }
+        }
+    }
+    tc_free(src);
+    tc_kernel_uops_free(k);
+    return st;
+}
+
+/* allocates (or, for ASSIGN, borrows the target's) output buffers of item */
+static tc_status out_buffer(const tc_sched_item *it, int k, tc_buffer **out) {
+    tc_node *o = it->bufs[k];
+    if (o->op == TC_OP_ASSIGN) {
+        *out = tc_buffer_retain(tc_node_base(o->srcs[1])->buffer);
+        return TC_OK;
+    }
+    *out = tc_buffer_new(o->device, node_bytes(o));
+    return *out ? TC_OK : tc_error_code();
+}
+
+static tc_status run_item(const tc_sched_item *it, int index) {
+    tc_buffer *stack_bufs[16], **bufs = stack_bufs;
+    if (it->n_bufs > 16 && !(bufs = tc_calloc((size_t)it->n_bufs, sizeof *bufs))) return TC_ERR_MEMORY;
+    tc_status st = TC_OK;
+    int made = 0;
+    for (; made < it->n_outs && st == TC_OK; made++) st = out_buffer(it, made, &bufs[made]);
+    if (st != TC_OK) made--;
+    for (int i = it->n_outs; i < it->n_bufs && st == TC_OK; i++) {
+        bufs[i] = it->bufs[i]->buffer;
+        if (it->bufs[i]->op != TC_OP_BUFFER) st = TC_INTERNAL("input %d of %s is not realized", i, it->name);
+    }
+    if (st == TC_OK) {
+        if (it->is_copy) st = tc_buffer_copy(bufs[0], bufs[1], node_bytes(it->bufs[0]));
+        else st = run_kernel(it, bufs, index);
+    }
+    for (int k = 0; k < made; k++) {
+        if (st == TC_OK) tc_node_set_realized(it->bufs[k], bufs[k]);
+        tc_buffer_release(bufs[k]);
+    }
+    if (bufs != stack_bufs) tc_free(bufs);
+    return st;
+}
+
+tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
+    (void)api;
+    double t0 = tc_time_now();
+    tc_schedule *s = tc_schedule_create(nodes, n);
+    if (!s) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    tc_status st = TC_OK;
+    for (int i = 0; i < s->n_items && st == TC_OK; i++) st = run_item(&s->items[i], i);
+    if (st == TC_OK && tc_flag_get(TC_FLAG_DEBUG) >= 1 && s->n_items)
+        fprintf(stderr, "realize: %d kernels, %d items in %.3f ms\n", tc_schedule_n_kernels(s),
+                s->n_items, (tc_time_now() - t0) * 1e3);
+    tc_schedule_free(s);
+    return st;
+}
+
+int tc_engine_kernel_count(tc_node *const *nodes, int n) {
+    tc_schedule *s = tc_schedule_create(nodes, n);
+    if (!s) return -1;
+    int k = tc_schedule_n_kernels(s);
+    tc_schedule_free(s);
+    return k;
+}
+
+/* a view that reads a contiguous run of its base (maybe at an offset) */
+static bool is_plain_run(const tc_node *n, int64_t *offset) {
+    if (n->op != TC_OP_VIEW) {
+        *offset = 0;
+        return true;
+    }
+    const tc_st *st = n->st;
+    if (st->n_views != 1 || st->views[0].has_mask) return false;
+    const tc_view *v = &st->views[0];
+    int64_t expect = 1;
+    for (int a = v->ndim - 1; a >= 0; a--) {
+        if (v->shape[a] != 1 && v->strides[a] != expect) return false;
+        expect *= v->shape[a];
+    }
+    *offset = v->offset;
+    return true;
+}
+
+tc_status tc_engine_to_host(tc_node *n, void *dst, size_t nbytes, const char *api) {
+    if (nbytes == 0) return TC_OK;
+    int64_t off;
+    tc_node *src = tc_node_retain(n);
+    if (!is_plain_run(n, &off)) {
+        tc_node_release(src);
+        src = tc_node_meta(TC_OP_CONTIGUOUS, n->device, 1, &n);
+        if (!src) return tc_error_code();
+        off = 0;
+    }
+    tc_node *b = tc_node_base(src);
+    tc_status st = b->op == TC_OP_BUFFER ? TC_OK : tc_engine_realize(&src, 1, api);
+    if (st == TC_OK)
+        st = tc_buffer_copyout(b->buffer, (size_t)off * tc_dtypes[n->dtype].size, dst, nbytes);
+    tc_node_release(src);
+    return st;
+}
+
+tc_node *tc_engine_from_host(const void *data, tc_dtype dt, int ndim, const int64_t *shape,
+                             int device) {
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) numel *= shape[i];
+    size_t nbytes = (size_t)numel * tc_dtypes[dt].size;
+    tc_buffer *b = tc_buffer_new(device, nbytes);
+    if (!b) return NULL;
+    tc_node *n = NULL;
+    if (tc_buffer_copyin(b, 0, data, nbytes) == TC_OK) n = tc_node_buffer(b, dt, ndim, shape);
+    tc_buffer_release(b);
+    return n;
+}

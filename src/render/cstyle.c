@@ -1,0 +1,224 @@
+/* cstyle.c - the C-style renderer core: UOps -> C-family source.
+ *
+ * Each UOp becomes an expression; ALUs, casts and loads used once at their
+ * own loop depth are inlined into their user, others get a variable
+ * (ridxN, accN, valN, aluN, castN). Constants print exactly (%.9g for
+ * float32 round-trips). Integer division by a value not known to be nonzero
+ * is guarded so a kernel never traps.
+ */
+#include "render.h"
+
+#include <math.h>
+#include <string.h>
+
+const tc_dialect tc_dialect_c = {
+    .name = "C",
+    .preamble = "#include <math.h>\n",
+    .kernel_prefix = "",
+    .buf_prefix = "",
+    .restrict_kw = "restrict ",
+    .half_type = "_Float16",
+    .target = {.has_local = false},
+};
+
+typedef struct {
+    const tc_dialect *d;      /* language */
+    const tc_kernel_uops *k;  /* program */
+    char **expr;              /* per UOp: its expression or variable name */
+    int *user_depth;          /* per UOp: depth of its single user, -1 if several/none */
+    tc_strbuf out;            /* the source */
+    int indent;               /* current indentation level */
+} rctx;
+
+static const char *ctype(const rctx *r, tc_dtype dt) {
+    return dt == TC_FLOAT16 ? r->d->half_type : tc_dtypes[dt].cname;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...) {
+    tc_strbuf b = {0};
+    va_list ap;
+    va_start(ap, f);
+    tc_sb_vprintf(&b, f, ap);
+    va_end(ap);
+    if (b.failed) {
+        tc_sb_free(&b);
+        return NULL;
+    }
+    return b.s;
+}
+
+static char *render_const(const rctx *r, const tc_uop *u) {
+    switch (u->dtype) {
+    case TC_FLOAT32:
+    case TC_FLOAT16: {
+        char num[64];
+        if (isnan(u->value)) snprintf(num, sizeof num, "NAN");
+        else if (isinf(u->value)) snprintf(num, sizeof num, "%sINFINITY", u->value < 0 ? "-" : "");
+        else {
+            snprintf(num, sizeof num, "%.9g", u->value);
+            if (!strpbrk(num, ".en")) strcat(num, ".0");
+            strcat(num, "f");
+        }
+        return u->dtype == TC_FLOAT16 ? fmt("((%s)%s)", r->d->half_type, num) : fmt("(%s)", num);
+    }
+    case TC_INT32:
+        return u->ivalue == INT32_MIN ? fmt("(-2147483647-1)") : fmt("%lld", (long long)u->ivalue);
+    case TC_INT64:
+        return u->ivalue == INT64_MIN ? fmt("(-9223372036854775807LL-1)")
+                                      : fmt("%lldLL", (long long)u->ivalue);
+    case TC_UINT8: return fmt("((unsigned char)%lld)", (long long)u->ivalue);
+    case TC_BOOL: return fmt("%d", u->ivalue != 0);
+    case TC_DTYPE_COUNT: break;
+    }
+    return NULL;
+}
+
+/* printf formats per op: %1$s, %2$s, %3$s are the operands */
+static const char *const alu_fmt[TC_OP_COUNT] = {
+    [TC_OP_NEG] = "(-%1$s)",          [TC_OP_ADD] = "(%1$s+%2$s)",
+    [TC_OP_MUL] = "(%1$s*%2$s)",      [TC_OP_MAX] = "((%1$s>%2$s)?%1$s:%2$s)",
+    [TC_OP_CMPLT] = "(%1$s<%2$s)",    [TC_OP_CMPNE] = "(%1$s!=%2$s)",
+    [TC_OP_AND] = "(%1$s&%2$s)",      [TC_OP_OR] = "(%1$s|%2$s)",
+    [TC_OP_XOR] = "(%1$s^%2$s)",      [TC_OP_SHL] = "(%1$s<<%2$s)",
+    [TC_OP_SHR] = "(%1$s>>%2$s)",     [TC_OP_WHERE] = "(%1$s?%2$s:%3$s)",
+    [TC_OP_MULACC] = "((%1$s*%2$s)+%3$s)",
+    [TC_OP_IDIV] = "(%1$s/%2$s)",     [TC_OP_MOD] = "(%1$s%%%2$s)",
+};
+/* bool overrides: logic instead of arithmetic */
+static const char *const bool_fmt[TC_OP_COUNT] = {
+    [TC_OP_NEG] = "(!%1$s)", [TC_OP_ADD] = "(%1$s|%2$s)", [TC_OP_MUL] = "(%1$s&%2$s)",
+};
+/* integer division by something that may be 0 or -1 must not trap */
+static const char *const safe_div_fmt[TC_OP_COUNT] = {
+    [TC_OP_IDIV] = "(%2$s==0?0:%2$s==-1?-%1$s:%1$s/%2$s)",
+    [TC_OP_MOD] = "(%2$s==0||%2$s==-1?0:%1$s%%%2$s)",
+};
+/* float math functions (float16 computes in float) */
+static const char *const math_fn[TC_OP_COUNT] = {
+    [TC_OP_EXP2] = "exp2f", [TC_OP_LOG2] = "log2f", [TC_OP_SIN] = "sinf", [TC_OP_SQRT] = "sqrtf",
+};
+
+static char *render_alu(const rctx *r, const tc_uop *u) {
+    char *const *e = r->expr;
+    const char *a = e[u->srcs[0]->id], *b = u->n_srcs > 1 ? e[u->srcs[1]->id] : "";
+    const char *c = u->n_srcs > 2 ? e[u->srcs[2]->id] : "";
+    if (math_fn[u->alu])
+        return u->dtype == TC_FLOAT16
+                   ? fmt("((%s)%s((float)%s))", ctype(r, u->dtype), math_fn[u->alu], a)
+                   : fmt("%s(%s)", math_fn[u->alu], a);
+    if (u->alu == TC_OP_RECIP) return fmt("((%s)1.0f/%s)", ctype(r, u->dtype), a);
+    const char *f = alu_fmt[u->alu];
+    if (u->dtype == TC_BOOL && bool_fmt[u->alu]) f = bool_fmt[u->alu];
+    if (safe_div_fmt[u->alu] && !(u->srcs[1]->vmin > 0 || u->srcs[1]->vmax < -1))
+        f = safe_div_fmt[u->alu];
+    if (!f) {
+        TC_INTERNAL("cannot render ALU %s", tc_ops[u->alu].name);
+        return NULL;
+    }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    return fmt(f, a, b, c);
+#pragma GCC diagnostic pop
+}
+
+static void line(rctx *r, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static void line(rctx *r, const char *f, ...) {
+    tc_sb_printf(&r->out, "%*s", 2 * r->indent, "");
+    va_list ap;
+    va_start(ap, f);
+    tc_sb_vprintf(&r->out, f, ap);
+    va_end(ap);
+    tc_sb_printf(&r->out, "\n");
+}
+
+/* an expression for u: inline it, or declare a variable and name it */
+static char *bind(rctx *r, const tc_uop *u, const char *prefix, char *expr) {
+    if (!expr) return NULL;
+    bool inl = u->uses == 1 && r->user_depth[u->id] == u->depth;
+    if (inl) return expr;
+    char *name = fmt("%s%d", prefix, u->id);
+    if (name) line(r, "%s %s = %s;", ctype(r, u->dtype), name, expr);
+    tc_free(expr);
+    return name;
+}
+
+static char *render_uop(rctx *r, const tc_uop *u) {
+    char *const *e = r->expr;
+    switch (u->op) {
+    case TC_UOP_DEFINE_GLOBAL: return fmt("data%lld", (long long)u->arg);
+    case TC_UOP_CONST: return render_const(r, u);
+    case TC_UOP_SPECIAL: break;
+    case TC_UOP_RANGE: {
+        char *name = fmt("ridx%d", u->id);
+        if (name)
+            line(r, "for (%s %s = %s; %s < %s; %s++) {", ctype(r, u->dtype), name,
+                 e[u->srcs[0]->id], name, e[u->srcs[1]->id], name);
+        r->indent++;
+        return name;
+    }
+    case TC_UOP_ENDRANGE:
+        r->indent--;
+        line(r, "}");
+        return fmt("%s", "");
+    case TC_UOP_DEFINE_ACC: {
+        char *name = fmt("acc%d", u->id);
+        if (name) line(r, "%s %s = %s;", ctype(r, u->dtype), name, e[u->srcs[0]->id]);
+        return name;
+    }
+    case TC_UOP_LOAD: {
+        const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
+        char *x = u->n_srcs > 2 ? fmt("(%s?%s[%s]:(%s)0)", e[u->srcs[2]->id], buf, idx, ctype(r, u->dtype))
+                                : fmt("%s[%s]", buf, idx);
+        return bind(r, u, "val", x);
+    }
+    case TC_UOP_STORE:
+        line(r, "%s[%s] = %s;", e[u->srcs[0]->id], e[u->srcs[1]->id], e[u->srcs[2]->id]);
+        return fmt("%s", "");
+    case TC_UOP_ALU: return bind(r, u, "alu", render_alu(r, u));
+    case TC_UOP_CAST:
+        return bind(r, u, "cast", fmt("((%s)%s)", ctype(r, u->dtype), e[u->srcs[0]->id]));
+    case TC_UOP_BITCAST:
+        return bind(r, u, "cast",
+                    fmt("__extension__({%s s_ = %s; %s d_; __builtin_memcpy(&d_, &s_, sizeof d_); d_;})",
+                        ctype(r, u->srcs[0]->dtype), e[u->srcs[0]->id], ctype(r, u->dtype)));
+    case TC_UOP_ASSIGN:
+        line(r, "%s = %s;", e[u->srcs[0]->id], e[u->srcs[1]->id]);
+        return fmt("%s", "");
+    case TC_UOP_COUNT: break;
+    }
+    TC_INTERNAL("cannot render UOp %s", tc_uop_names[u->op]);
+    return NULL;
+}
+
+static void signature(rctx *r) {
+    const tc_kernel_uops *k = r->k;
+    tc_sb_printf(&r->out, "%s%svoid %s(", r->d->preamble, r->d->kernel_prefix, k->name);
+    for (int i = 0; i < k->n_bufs; i++)
+        tc_sb_printf(&r->out, "%s%s%s%s *%sdata%d", i ? ", " : "", k->buf_written[i] ? "" : "const ",
+                     r->d->buf_prefix, ctype(r, k->buf_dtypes[i]), r->d->restrict_kw, i);
+    tc_sb_printf(&r->out, ") {\n");
+}
+
+char *tc_render(const tc_dialect *d, const tc_kernel_uops *k) {
+    rctx r = {.d = d, .k = k, .indent = 1};
+    r.expr = tc_calloc((size_t)k->n_uops + 1, sizeof(char *));
+    r.user_depth = tc_calloc((size_t)k->n_uops + 1, sizeof(int));
+    bool ok = r.expr && r.user_depth;
+    for (int i = 0; ok && i < k->n_uops; i++) r.user_depth[i] = -1;
+    for (int i = 0; ok && i < k->n_uops; i++)
+        for (int j = 0; j < k->uops[i]->n_srcs; j++) r.user_depth[k->uops[i]->srcs[j]->id] = k->uops[i]->depth;
+    if (ok) signature(&r);
+    for (int i = 0; ok && i < k->n_uops; i++) ok = (r.expr[i] = render_uop(&r, k->uops[i])) != NULL;
+    tc_sb_printf(&r.out, "}\n");
+    if (r.expr)
+        for (int i = 0; i < k->n_uops; i++) tc_free(r.expr[i]);
+    tc_free(r.expr);
+    tc_free(r.user_depth);
+    if (!ok || r.out.failed) {
+        tc_sb_free(&r.out);
+        if (tc_error_code() == TC_OK) tc_error_set(TC_ERR_MEMORY, "render: out of memory");
+        return NULL;
+    }
+    return r.out.s;
+}

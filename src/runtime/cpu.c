@@ -1,0 +1,474 @@
+/* cpu.c - the CPU device: host memory, and C source -> shared object -> call.
+ *
+ * Memory: 64-byte aligned blocks from the util allocator (so the failing
+ * allocator reaches them too); copies are memcpy.
+ * compile: source -> key = tc_hash_hex(compiler, flags, source). Programs
+ * (dlopen handle + entry point + libffi call interface) are kept in the
+ * device by (key, fn_name), so a source is loaded once per process. On a
+ * miss <tc_cachedir()>/<key>.so is dlopen'ed; if it is absent (or does not
+ * load) the source goes to a temp file in the cache dir, the system compiler
+ * (TC_CC, else cc) builds a temp .so with its messages in a log file, and
+ * rename() publishes the .so atomically: processes that race each write a
+ * complete .so and the last rename wins. Every temp file is removed on every
+ * path.
+ * launch: fn(bufs...) through libffi, every argument a pointer.
+ * The device owns its programs; close dlcloses and frees them. Callers
+ * serialize compile, close and a program's first launch with a new argument
+ * count (the API lock); launches keep their argument array on their stack.
+ */
+#include "runtime/runtime.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ffi.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ; /* passed to the compiler */
+
+#define CPU_ALIGN     64   /* alignment of every buffer, in bytes */
+#define LOG_MAX       1500 /* compiler log bytes quoted in an error message */
+#define MAX_CC_WORDS  8    /* words in TC_CC ("ccache cc" is two) */
+#define ARGS_ON_STACK 32   /* launches with more buffers allocate their argument array */
+
+/* compiler flags, part of the cache key; the file arguments follow them */
+static const char *const cc_flags[] = {
+    "-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-std=gnu11", NULL};
+
+static int64_t compile_count; /* compiler invocations in this process */
+
+struct tc_program {
+    char key[33];         /* hash of compiler, flags and source: the .so's file name */
+    char *fn_name;        /* entry point (owned) */
+    void *handle;         /* dlopen handle (one reference, dlclose'd at close) */
+    void *fn;             /* the entry point, from dlsym */
+    int n_args;           /* pointer arguments cif is prepared for; -1 = not yet */
+    ffi_cif cif;          /* libffi call interface: void fn(void *, ..., void *) */
+    ffi_type **arg_types; /* n_args x &ffi_type_pointer (owned; cif points at it) */
+};
+
+typedef struct {
+    tc_ptrvec programs; /* tc_program *, owned; looked up by (key, fn_name) */
+} cpu_ctx;
+
+/* ---- memory --------------------------------------------------------------- */
+
+/* nbytes (0 is fine) aligned to CPU_ALIGN; the raw block's address sits in
+ * the word just below the returned pointer */
+static void *cpu_alloc(tc_dev *d, size_t nbytes) {
+    (void)d;
+    size_t extra = CPU_ALIGN + sizeof(void *);
+    if (nbytes > SIZE_MAX - extra) {
+        tc_error_set(TC_ERR_MEMORY, "CPU: cannot allocate %zu bytes", nbytes);
+        return NULL;
+    }
+    char *raw = tc_malloc(nbytes + extra);
+    if (!raw) {
+        tc_error_set(TC_ERR_MEMORY, "CPU: out of memory allocating %zu bytes", nbytes);
+        return NULL;
+    }
+    uintptr_t at = ((uintptr_t)raw + sizeof(void *) + CPU_ALIGN - 1) & ~(uintptr_t)(CPU_ALIGN - 1);
+    void **p = (void **)at;
+    p[-1] = raw;
+    return p;
+}
+
+static void cpu_free(tc_dev *d, void *ptr) {
+    (void)d;
+    if (ptr) tc_free(((void **)ptr)[-1]);
+}
+
+static tc_status cpu_copyin(tc_dev *d, void *dst, const void *src, size_t nbytes) {
+    (void)d;
+    if (nbytes) memmove(dst, src, nbytes);
+    return TC_OK;
+}
+
+static tc_status cpu_copyout(tc_dev *d, void *dst, const void *src, size_t nbytes) {
+    (void)d;
+    if (nbytes) memmove(dst, src, nbytes);
+    return TC_OK;
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* a new tc_malloc'ed string from a format; NULL with TC_ERR_MEMORY set */
+static char *fmt_alloc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt_alloc(const char *fmt, ...) {
+    tc_strbuf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    tc_sb_vprintf(&b, fmt, ap);
+    va_end(ap);
+    if (b.failed || !b.s) {
+        tc_sb_free(&b);
+        tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory building a path");
+        return NULL;
+    }
+    return b.s;
+}
+
+/* mkdir -p with mode 0700 for the directories it creates */
+static tc_status make_dirs(const char *path) {
+    if (!*path) return tc_error_set(TC_ERR_IO, "CPU compile: the cache directory name is empty");
+    char *p = tc_strdup(path);
+    if (!p) return TC_ERR_MEMORY;
+    tc_status st = TC_OK;
+    for (char *s = p + 1; st == TC_OK; s++) {
+        char c = *s;
+        if (c != '/' && c != '\0') continue;
+        *s = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            st = tc_error_set(TC_ERR_IO, "CPU compile: cannot create cache directory '%s': %s", p,
+                              strerror(errno));
+        *s = c;
+        if (c == '\0') break;
+    }
+    struct stat sb;
+    if (st == TC_OK && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        st = tc_error_set(TC_ERR_IO, "CPU compile: cache directory '%s' is not a directory", path);
+    tc_free(p);
+    return st;
+}
+
+/* creates a unique "<dir>/<key>-XXXXXX.c" holding src; returns its path */
+static char *write_temp_source(const char *dir, const char *key, const char *src) {
+    char *path = fmt_alloc("%s/%s-XXXXXX.c", dir, key);
+    if (!path) return NULL;
+    int fd = mkstemps(path, 2);
+    if (fd < 0) {
+        tc_error_set(TC_ERR_IO, "CPU compile: cannot create a temp file in '%s': %s", dir,
+                     strerror(errno));
+        tc_free(path);
+        return NULL;
+    }
+    size_t n = strlen(src), done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, src + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    int err = done < n ? errno : 0;
+    if (close(fd) != 0 && !err) err = errno;
+    if (done < n || err) {
+        tc_error_set(TC_ERR_IO, "CPU compile: cannot write '%s': %s", path,
+                     strerror(err ? err : EIO));
+        unlink(path);
+        tc_free(path);
+        return NULL;
+    }
+    return path;
+}
+
+/* the first LOG_MAX bytes of the file at path, NUL-terminated, into buf */
+static void read_log(const char *path, char buf[LOG_MAX + 16]) {
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return;
+    size_t n = 0;
+    while (n < LOG_MAX) {
+        ssize_t r = read(fd, buf + n, LOG_MAX - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    char more;
+    bool is_cut = n == LOG_MAX && read(fd, &more, 1) == 1;
+    close(fd);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) n--;
+    strcpy(buf + n, is_cut ? "\n[...]" : "");
+}
+
+/* ---- the compiler ----------------------------------------------------------- */
+
+/* TC_CC, else "cc": a tc_malloc'ed copy, split in place into words */
+static char *compiler_words(char *words[MAX_CC_WORDS + 1], int *n_words) {
+    const char *cc = getenv("TC_CC");
+    char *copy = tc_strdup(cc && *cc ? cc : "cc");
+    if (!copy) return NULL;
+    int n = 0;
+    char *save = NULL;
+    for (char *s = strtok_r(copy, " \t", &save); s && n < MAX_CC_WORDS;
+         s = strtok_r(NULL, " \t", &save))
+        words[n++] = s;
+    if (n == 0) words[n++] = "cc";
+    words[n] = NULL;
+    *n_words = n;
+    return copy;
+}
+
+/* the cache key: hash of the compiler words, the flags and the source */
+static tc_status cache_key(const char *src, char key[33]) {
+    char *words[MAX_CC_WORDS + 1];
+    int n_words;
+    char *cc = compiler_words(words, &n_words);
+    if (!cc) return TC_ERR_MEMORY;
+    tc_strbuf b = {0};
+    for (int i = 0; i < n_words; i++) tc_sb_printf(&b, "%s ", words[i]);
+    tc_sb_printf(&b, "\n");
+    for (int i = 0; cc_flags[i]; i++) tc_sb_printf(&b, "%s ", cc_flags[i]);
+    tc_sb_printf(&b, "\n%s", src);
+    tc_free(cc);
+    if (b.failed || !b.s) {
+        tc_sb_free(&b);
+        return tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory hashing the source");
+    }
+    tc_hash_hex(b.s, b.len, key);
+    tc_sb_free(&b);
+    return TC_OK;
+}
+
+/* runs argv with stdin from /dev/null and stdout+stderr into log_path.
+ * Returns 0 when it exited with status 0, else an error (TC_ERR_COMPILE
+ * quoting the log). */
+static tc_status run_compiler(char *const *argv, const char *log_path, const char *fn_name) {
+    posix_spawn_file_actions_t fa;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc != 0) return tc_error_set(TC_ERR_MEMORY, "CPU compile: posix_spawn: %s", strerror(rc));
+    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (!rc)
+        rc = posix_spawn_file_actions_addopen(&fa, 2, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    pid_t pid = 0;
+    if (!rc) rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        return tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': cannot run the compiler '%s': %s",
+                            fn_name, argv[0], strerror(rc));
+    compile_count++;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno == EINTR) continue;
+        if (errno == ECHILD) return TC_OK; /* the host reaps children: the output decides */
+        return tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': waitpid: %s", fn_name,
+                            strerror(errno));
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return TC_OK;
+    char log[LOG_MAX + 16];
+    read_log(log_path, log);
+    return tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s' failed (%s %s %d):\n%s", fn_name,
+                        argv[0], WIFEXITED(status) ? "exited with status" : "killed by signal",
+                        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), log);
+}
+
+/* compiles c_path to tmp_so with the log in log_path, then renames tmp_so to so_path */
+static tc_status compile_file(const char *c_path, const char *tmp_so, const char *log_path,
+                              const char *so_path, const char *fn_name) {
+    char *words[MAX_CC_WORDS + 1];
+    int n = 0;
+    char *cc = compiler_words(words, &n);
+    if (!cc) return TC_ERR_MEMORY;
+    const char *argv[MAX_CC_WORDS + 16];
+    int k = 0;
+    for (int i = 0; i < n; i++) argv[k++] = words[i];
+    for (int i = 0; cc_flags[i]; i++) argv[k++] = cc_flags[i];
+    const char *tail[] = {"-x", "c", c_path, "-o", tmp_so, "-lm", NULL};
+    for (int i = 0; i < 7; i++) argv[k++] = tail[i];
+    tc_status st = run_compiler((char *const *)argv, log_path, fn_name);
+    tc_free(cc);
+    if (st == TC_OK && rename(tmp_so, so_path) != 0) {
+        int err = errno;
+        char log[LOG_MAX + 16];
+        read_log(log_path, log);
+        if (err == ENOENT)
+            st = tc_error_set(TC_ERR_COMPILE,
+                              "CPU compile of '%s': the compiler wrote no output:\n%s", fn_name,
+                              log[0] ? log : "(and printed nothing)");
+        else
+            st = tc_error_set(TC_ERR_IO, "CPU compile: cannot rename '%s' to '%s': %s", tmp_so,
+                              so_path, strerror(err));
+    }
+    return st;
+}
+
+/* writes src to a temp file in dir, compiles it and publishes so_path */
+static tc_status build_so(const char *dir, const char *key, const char *src, const char *so_path,
+                          const char *fn_name) {
+    char *c_path = write_temp_source(dir, key, src);
+    if (!c_path) return tc_error_code();
+    size_t stem = strlen(c_path) - 2; /* without ".c" */
+    char *tmp_so = fmt_alloc("%.*s.so", (int)stem, c_path);
+    char *log_path = tmp_so ? fmt_alloc("%.*s.log", (int)stem, c_path) : NULL;
+    tc_status st =
+        log_path ? compile_file(c_path, tmp_so, log_path, so_path, fn_name) : TC_ERR_MEMORY;
+    unlink(c_path);
+    if (log_path) unlink(log_path);
+    if (tmp_so) unlink(tmp_so); /* gone already when the rename worked */
+    tc_free(c_path);
+    tc_free(tmp_so);
+    tc_free(log_path);
+    return st;
+}
+
+/* ---- programs --------------------------------------------------------------- */
+
+static tc_program *find_program(cpu_ctx *ctx, const char *key, const char *fn_name) {
+    for (int i = 0; i < ctx->programs.n; i++) {
+        tc_program *p = ctx->programs.items[i];
+        if (strcmp(p->key, key) == 0 && strcmp(p->fn_name, fn_name) == 0) return p;
+    }
+    return NULL;
+}
+
+static void program_free(tc_program *p) {
+    if (p->handle) dlclose(p->handle);
+    tc_free(p->fn_name);
+    tc_free(p->arg_types);
+    tc_free(p);
+}
+
+/* dlopens so_path (built when missing or unloadable) and finds fn_name */
+static tc_status load_so(const char *dir, const char *key, const char *src, const char *so_path,
+                         const char *fn_name, void **handle, void **fn) {
+    *handle = access(so_path, F_OK) == 0 ? dlopen(so_path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!*handle) {
+        tc_status st = build_so(dir, key, src, so_path, fn_name);
+        if (st != TC_OK) return st;
+        *handle = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
+        if (!*handle) {
+            const char *why = dlerror();
+            return tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': cannot load '%s': %s",
+                                fn_name, so_path, why ? why : "unknown error");
+        }
+    }
+    *fn = dlsym(*handle, fn_name);
+    if (!*fn) {
+        dlclose(*handle);
+        *handle = NULL;
+        return tc_error_set(TC_ERR_COMPILE, "CPU compile: the source has no function '%s'",
+                            fn_name);
+    }
+    return TC_OK;
+}
+
+/* a new program for (key, fn_name), loaded or compiled; NULL with an error */
+static tc_program *program_new(const char *key, const char *src, const char *fn_name) {
+    const char *dir = tc_cachedir();
+    if (!dir) {
+        if (tc_error_code() == TC_OK) tc_error_set(TC_ERR_IO, "CPU compile: no cache directory");
+        return NULL;
+    }
+    char *so_path = fmt_alloc("%s/%s.so", dir, key);
+    tc_program *p = so_path ? tc_calloc(1, sizeof *p) : NULL;
+    if (!p) {
+        tc_free(so_path);
+        return NULL;
+    }
+    memcpy(p->key, key, 33);
+    p->n_args = -1;
+    p->fn_name = tc_strdup(fn_name);
+    tc_status st = p->fn_name ? make_dirs(dir) : TC_ERR_MEMORY;
+    if (st == TC_OK) st = load_so(dir, key, src, so_path, fn_name, &p->handle, &p->fn);
+    tc_free(so_path);
+    if (st != TC_OK) {
+        program_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static tc_program *cpu_compile(tc_dev *d, const char *src, const char *fn_name) {
+    if (!src || !fn_name || !*fn_name) {
+        tc_error_set(TC_ERR_INVALID, "CPU compile: no source or no function name (src %p, fn '%s')",
+                     (const void *)src, fn_name ? fn_name : "(null)");
+        return NULL;
+    }
+    cpu_ctx *ctx = d->ctx;
+    char key[33];
+    if (cache_key(src, key) != TC_OK) return NULL;
+    tc_program *p = find_program(ctx, key, fn_name);
+    if (p) return p;
+    p = program_new(key, src, fn_name);
+    if (p && tc_ptrvec_push(&ctx->programs, p) != TC_OK) {
+        program_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* (re)builds p's call interface for n pointer arguments */
+static tc_status prepare_cif(tc_program *p, int n) {
+    ffi_type **types = tc_malloc((n > 0 ? (size_t)n : 1) * sizeof *types);
+    if (!types) return TC_ERR_MEMORY;
+    for (int i = 0; i < n; i++) types[i] = &ffi_type_pointer;
+    ffi_cif cif;
+    ffi_status fs = ffi_prep_cif(&cif, FFI_DEFAULT_ABI, (unsigned)n, &ffi_type_void, types);
+    if (fs != FFI_OK) {
+        tc_free(types);
+        return tc_error_set(TC_ERR_RUNTIME,
+                            "CPU launch of '%s': ffi_prep_cif failed (%d) for %d "
+                            "arguments",
+                            p->fn_name, (int)fs, n);
+    }
+    tc_free(p->arg_types);
+    p->cif = cif;
+    p->arg_types = types;
+    p->n_args = n;
+    return TC_OK;
+}
+
+/* calls fn(bufs[0], ..., bufs[n_bufs-1]); dims are unused (the loops are in
+ * the code). The argument array lives on this call's stack (or heap, past
+ * ARGS_ON_STACK), so launches of a prepared program share no mutable state. */
+static tc_status cpu_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
+                            const tc_launch_dims *dims) {
+    (void)d;
+    (void)dims;
+    if (!p) return tc_error_set(TC_ERR_INVALID, "CPU launch: program is NULL");
+    if (n_bufs < 0 || (n_bufs > 0 && !bufs))
+        return tc_error_set(TC_ERR_INVALID, "CPU launch of '%s': bad arguments (%d buffers at %p)",
+                            p->fn_name, n_bufs, (void *)bufs);
+    if (p->n_args != n_bufs && prepare_cif(p, n_bufs) != TC_OK) return tc_error_code();
+    void *stack[ARGS_ON_STACK];
+    void **values = n_bufs <= ARGS_ON_STACK ? stack : tc_malloc((size_t)n_bufs * sizeof *values);
+    if (!values) return TC_ERR_MEMORY;
+    for (int i = 0; i < n_bufs; i++) values[i] = &bufs[i];
+    ffi_call(&p->cif, FFI_FN(p->fn), NULL, values);
+    if (values != stack) tc_free(values);
+    return TC_OK;
+}
+
+static tc_status cpu_synchronize(tc_dev *d) {
+    (void)d;
+    return TC_OK;
+}
+
+static void cpu_close(tc_dev *d) {
+    cpu_ctx *ctx = d->ctx;
+    for (int i = 0; i < ctx->programs.n; i++) program_free(ctx->programs.items[i]);
+    tc_ptrvec_free(&ctx->programs);
+    tc_free(ctx);
+    tc_free(d);
+}
+
+tc_dev *tc_cpu_device_create(int id) {
+    tc_dev *d = tc_calloc(1, sizeof *d);
+    cpu_ctx *ctx = d ? tc_calloc(1, sizeof *ctx) : NULL;
+    if (!ctx) {
+        tc_free(d);
+        return NULL;
+    }
+    snprintf(d->name, sizeof d->name, "CPU");
+    d->id = id;
+    d->ctx = ctx;
+    d->alloc = cpu_alloc;
+    d->free = cpu_free;
+    d->copyin = cpu_copyin;
+    d->copyout = cpu_copyout;
+    d->compile = cpu_compile;
+    d->launch = cpu_launch;
+    d->synchronize = cpu_synchronize;
+    d->close = cpu_close;
+    return d;
+}
+
+int64_t tc_cpu_compile_count(void) {
+    return compile_count;
+}

@@ -1,0 +1,244 @@
+/* device.c - the device table, device names, buffers and copies.
+ *
+ * Input: device names from the user ("CPU", "cpu:0", NULL = TC_DEVICE or
+ * CPU) and buffer requests from the engine. Output: device ids (indices into
+ * a fixed, process-wide table of opened devices; id 0 is always CPU) and
+ * refcounted tc_buffers whose release frees the device memory and the
+ * struct. The table owns the devices; tc_runtime_shutdown closes them all.
+ * Callers hold the API lock (tc_lock), so nothing here locks on its own.
+ */
+#include "runtime/runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_DEVICES 16 /* slots in the device table */
+
+typedef enum {
+    KIND_CPU,    /* the host: always available */
+    KIND_OPENCL, /* OpenCL through the ICD loader: not built yet */
+    KIND_CUDA,   /* CUDA driver API + NVRTC: not built yet */
+    KIND_COUNT
+} device_kind;
+
+typedef struct {
+    const char *name;   /* canonical spelling, matched case-insensitively */
+    int n_devices;      /* how many indices exist (0: not available in this build) */
+    const char *reason; /* why it is not available, when n_devices is 0 */
+} kind_info;
+
+static const kind_info kinds[KIND_COUNT] = {
+    [KIND_CPU] = {"CPU", 1, NULL},
+    [KIND_OPENCL] = {"OPENCL", 0, "built without OpenCL support"},
+    [KIND_CUDA] = {"CUDA", 0, "built without CUDA support"},
+};
+
+static tc_dev *devices[MAX_DEVICES]; /* opened devices by id; NULL = free slot */
+
+/* ---- names ---------------------------------------------------------------- */
+
+/* parses "KIND" or "KIND:N" (kind case-insensitive, N decimal digits).
+ * Returns 0 and sets *kind, *index; -1 if the kind is unknown; -2 if the
+ * kind is known but the index is malformed. */
+static int parse_name(const char *name, device_kind *kind, int *index) {
+    const char *colon = strchr(name, ':');
+    size_t klen = colon ? (size_t)(colon - name) : strlen(name);
+    int k = 0;
+    while (k < KIND_COUNT &&
+           !(strlen(kinds[k].name) == klen && strncasecmp(kinds[k].name, name, klen) == 0))
+        k++;
+    if (k == KIND_COUNT) return -1;
+    *kind = (device_kind)k;
+    *index = 0;
+    if (!colon) return 0;
+    const char *p = colon + 1;
+    if (*p == '\0' || strlen(p) > 6) return -2;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9') return -2;
+        *index = *index * 10 + (*p - '0');
+    }
+    return 0;
+}
+
+/* canonical name: "CPU", "OPENCL", "OPENCL:1" (index 0 is left out) */
+static void canonical_name(char out[32], device_kind kind, int index) {
+    if (index == 0) snprintf(out, 32, "%s", kinds[kind].name);
+    else snprintf(out, 32, "%s:%d", kinds[kind].name, index);
+}
+
+/* the id of the opened device called `canon`, or -1 */
+static int find_open(const char *canon) {
+    for (int i = 0; i < MAX_DEVICES; i++)
+        if (devices[i] && strcmp(devices[i]->name, canon) == 0) return i;
+    return -1;
+}
+
+/* reports a bad name; `from` says where it came from ("" or " (from TC_DEVICE)") */
+static int name_error(const char *api, const char *name, const char *from, int why) {
+    if (why == -1)
+        tc_error_set(TC_ERR_DEVICE, "%s: unknown device '%.64s'%s (known: CPU, OPENCL, CUDA)", api,
+                     name, from);
+    else
+        tc_error_set(TC_ERR_DEVICE,
+                     "%s: bad device name '%.64s'%s (expected CPU, OPENCL or CUDA, with an "
+                     "optional :N index)",
+                     api, name, from);
+    return -1;
+}
+
+/* makes the device of `kind` and puts it in a free slot; CPU always takes 0 */
+static int create_device(device_kind kind, const char *api) {
+    int id = kind == KIND_CPU ? 0 : 1;
+    while (id < MAX_DEVICES && devices[id]) id++;
+    if (id >= MAX_DEVICES) {
+        tc_error_set(TC_ERR_DEVICE, "%s: too many open devices (at most %d)", api, MAX_DEVICES);
+        return -1;
+    }
+    tc_dev *d = NULL;
+    switch (kind) {
+    case KIND_CPU: d = tc_cpu_device_create(id); break;
+    case KIND_OPENCL:
+    case KIND_CUDA:
+    case KIND_COUNT: TC_INTERNAL("%s: device %s has no constructor", api, kinds[kind].name); break;
+    }
+    if (!d) return -1; /* the constructor set the error */
+    devices[id] = d;
+    return id;
+}
+
+int tc_device_open(const char *name, const char *api) {
+    const char *from = "";
+    if (!api) api = "tc_device_open";
+    if (!name) {
+        const char *env = getenv("TC_DEVICE");
+        name = env && *env ? env : "CPU";
+        if (env && *env) from = " (from TC_DEVICE)";
+    }
+    device_kind kind;
+    int index;
+    int rc = parse_name(name, &kind, &index);
+    if (rc != 0) return name_error(api, name, from, rc);
+    if (kinds[kind].n_devices == 0) {
+        tc_error_set(TC_ERR_DEVICE, "%s: device %s is not available (%s)", api, kinds[kind].name,
+                     kinds[kind].reason);
+        return -1;
+    }
+    if (index >= kinds[kind].n_devices) {
+        const kind_info *k = &kinds[kind];
+        char have[64];
+        if (k->n_devices == 1) snprintf(have, sizeof have, "only %s:0", k->name);
+        else snprintf(have, sizeof have, "%s:0 to %s:%d", k->name, k->name, k->n_devices - 1);
+        tc_error_set(TC_ERR_DEVICE, "%s: device '%.64s'%s does not exist (there is %s)", api, name,
+                     from, have);
+        return -1;
+    }
+    char canon[32];
+    canonical_name(canon, kind, index);
+    int id = find_open(canon);
+    return id >= 0 ? id : create_device(kind, api);
+}
+
+tc_dev *tc_device_get(int id) {
+    if (id < 0 || id >= MAX_DEVICES || !devices[id]) {
+        tc_error_set(TC_ERR_DEVICE, "tc_device_get: no open device with id %d", id);
+        return NULL;
+    }
+    return devices[id];
+}
+
+void tc_runtime_shutdown(void) {
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        if (!devices[i]) continue;
+        tc_dev *d = devices[i];
+        devices[i] = NULL;
+        d->close(d);
+    }
+}
+
+/* ---- buffers -------------------------------------------------------------- */
+
+/* the release hook of every runtime buffer. A buffer that outlives its
+ * device (tc_runtime_shutdown while tensors live, which the API forbids)
+ * cannot give its memory back: only the struct is freed. */
+static void buffer_release(tc_buffer *b) {
+    tc_dev *d = b->device >= 0 && b->device < MAX_DEVICES ? devices[b->device] : NULL;
+    if (d) d->free(d, b->ptr);
+    tc_free(b);
+}
+
+tc_buffer *tc_buffer_new(int device, size_t nbytes) {
+    tc_dev *d = tc_device_get(device);
+    if (!d) return NULL;
+    tc_buffer *b = tc_malloc(sizeof *b);
+    if (!b) return NULL;
+    b->ptr = d->alloc(d, nbytes);
+    if (!b->ptr) {
+        tc_free(b);
+        return NULL;
+    }
+    b->refcount = 1;
+    b->device = device;
+    b->nbytes = nbytes;
+    b->release = buffer_release;
+    return b;
+}
+
+/* checks that [offset, offset+nbytes) lies inside b and that the host
+ * pointer is usable; `api` and `host` name the call and the pointer */
+static tc_status check_range(const char *api, const tc_buffer *b, size_t offset, size_t nbytes,
+                             const void *host) {
+    if (!b) return tc_error_set(TC_ERR_INVALID, "%s: buffer is NULL", api);
+    if (!host && nbytes > 0)
+        return tc_error_set(TC_ERR_INVALID, "%s: host pointer is NULL for %zu bytes", api, nbytes);
+    if (offset > b->nbytes || nbytes > b->nbytes - offset)
+        return tc_error_set(TC_ERR_INVALID,
+                            "%s: range [%zu, %zu + %zu) is outside the buffer of %zu bytes", api,
+                            offset, offset, nbytes, b->nbytes);
+    if (!tc_device_get(b->device))
+        return tc_error_set(TC_ERR_DEVICE, "%s: the buffer's device %d is not open", api,
+                            b->device);
+    return TC_OK;
+}
+
+tc_status tc_buffer_copyin(tc_buffer *b, size_t offset, const void *src, size_t nbytes) {
+    tc_status st = check_range("tc_buffer_copyin", b, offset, nbytes, src);
+    if (st != TC_OK || nbytes == 0) return st;
+    tc_dev *d = tc_device_get(b->device);
+    return d->copyin(d, (char *)b->ptr + offset, src, nbytes);
+}
+
+tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbytes) {
+    tc_status st = check_range("tc_buffer_copyout", b, offset, nbytes, dst);
+    if (st != TC_OK || nbytes == 0) return st;
+    tc_dev *d = tc_device_get(b->device);
+    return d->copyout(d, dst, (const char *)b->ptr + offset, nbytes);
+}
+
+/* Copies between two devices. One side on the host (CPU, id 0) is a single
+ * copyin/copyout by the other side; otherwise the bytes travel through a
+ * host staging buffer. */
+tc_status tc_buffer_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
+    const char *api = "tc_buffer_copy";
+    if (!dst || !src)
+        return tc_error_set(TC_ERR_INVALID, "%s: %s buffer is NULL", api,
+                            dst ? "source" : "destination");
+    if (nbytes > dst->nbytes || nbytes > src->nbytes)
+        return tc_error_set(TC_ERR_INVALID,
+                            "%s: %zu bytes do not fit (destination %zu bytes, source %zu bytes)",
+                            api, nbytes, dst->nbytes, src->nbytes);
+    tc_dev *dd = tc_device_get(dst->device), *sd = tc_device_get(src->device);
+    if (!dd || !sd)
+        return tc_error_set(TC_ERR_DEVICE, "%s: the %s buffer's device is not open", api,
+                            dd ? "source" : "destination");
+    if (nbytes == 0 || dst == src) return TC_OK;
+    if (sd->id == 0) return dd->copyin(dd, dst->ptr, src->ptr, nbytes);
+    if (dd->id == 0) return sd->copyout(sd, dst->ptr, src->ptr, nbytes);
+    void *tmp = tc_malloc(nbytes);
+    if (!tmp) return TC_ERR_MEMORY;
+    tc_status st = sd->copyout(sd, tmp, src->ptr, nbytes); /* returns with the bytes in tmp */
+    if (st == TC_OK) st = dd->copyin(dd, dst->ptr, tmp, nbytes);
+    if (st == TC_OK) st = dd->synchronize(dd); /* copyin may still read tmp */
+    tc_free(tmp);
+    return st;
+}
