@@ -20,7 +20,8 @@ struct binfo {
     tc_ptrvec consumers;   /* pairs (consumer base, view node or NULL), flattened */
     tc_node *fused_into;   /* REDUCE fused into this realized node's kernel */
     bool has_reduce;       /* realized node whose kernel holds a fused reduce */
-    int64_t full[TC_MAX_DIMS]; /* that kernel's full shape */
+    int full_ndim;         /* that kernel's loop-space rank */
+    int64_t full[TC_MAX_DIMS]; /* and full shape */
     uint32_t axes;         /* and its reduced axes */
     int item;              /* index of the producing item, -1 */
 };
@@ -82,6 +83,19 @@ static bool st_has_mask(const tc_st *st) {
     return false;
 }
 
+/* an expanding view: it reads base elements more than once. A padded view
+ * counts only its valid region (tinygrad's "simple pad"). */
+static bool reads_more_than_base(const tc_node *via, const tc_node *b) {
+    const tc_st *st = via->st;
+    int64_t n = tc_node_numel(via);
+    if (st->n_views == 1 && st->views[0].has_mask) {
+        const tc_view *v = &st->views[0];
+        n = 1;
+        for (int a = 0; a < v->ndim; a++) n *= v->mask_end[a] - v->mask_begin[a];
+    }
+    return n > tc_node_numel(b);
+}
+
 /* realize points that follow from the op or from how a base is read */
 static tc_status decide_realizes(sched_ctx *c, tc_node *const *nodes, int n) {
     for (int i = 0; i < n; i++) {
@@ -102,7 +116,7 @@ static tc_status decide_realizes(sched_ctx *c, tc_node *const *nodes, int n) {
             tc_node *consumer = bi->consumers.items[k], *via = bi->consumers.items[k + 1];
             if (consumer->op == TC_OP_COPY) bi->realize = true; /* copies read buffers */
             if (!via) continue;
-            if (tc_node_numel(via) > tc_node_numel(b)) bi->realize = true; /* expand */
+            if (reads_more_than_base(via, b)) bi->realize = true; /* expand */
             else if (st_has_mask(via->st)) bi->pad_check = true;
         }
     }
@@ -168,28 +182,35 @@ static tc_node *fusion_target(tc_node *r) {
     return forced ? NULL : target;
 }
 
+/* records that t's kernel runs over r's loop space; false when it already
+ * runs over a different one */
+static bool join_loop_space(binfo *ti, const tc_node *r) {
+    const tc_node *src = r->srcs[0];
+    if (ti->has_reduce)
+        return ti->axes == r->axes && ti->full_ndim == src->ndim &&
+               memcmp(ti->full, src->shape, sizeof(int64_t) * (size_t)r->ndim) == 0;
+    ti->has_reduce = true;
+    ti->full_ndim = src->ndim;
+    ti->axes = r->axes;
+    memcpy(ti->full, src->shape, sizeof(int64_t) * (size_t)r->ndim);
+    return true;
+}
+
 static void pair_reduces(sched_ctx *c) {
     bool nofuse = tc_flag_get(TC_FLAG_NOFUSE) != 0;
     for (int i = 0; i < c->bases.n; i++) {
         tc_node *r = c->bases.items[i];
         binfo *ri = info(r);
-        if (!tc_op_is_reduce(r->op) || ri->realize) continue;
-        tc_node *t = nofuse ? NULL : fusion_target(r);
-        const tc_node *src = r->srcs[0];
-        if (t) {
-            binfo *ti = info(t);
-            bool same = !ti->has_reduce ||
-                        (ti->axes == r->axes &&
-                         memcmp(ti->full, src->shape, sizeof(int64_t) * (size_t)r->ndim) == 0);
-            if (same) {
+        if (!tc_op_is_reduce(r->op)) continue;
+        if (!ri->realize) {
+            tc_node *t = nofuse ? NULL : fusion_target(r);
+            if (t && join_loop_space(info(t), r)) {
                 ri->fused_into = t;
-                ti->has_reduce = true;
-                ti->axes = r->axes;
-                memcpy(ti->full, src->shape, sizeof(int64_t) * (size_t)r->ndim);
                 continue;
             }
+            ri->realize = true;
         }
-        ri->realize = true;
+        join_loop_space(ri, r); /* a realized reduce runs over its own input */
     }
 }
 
@@ -345,7 +366,8 @@ static tc_status build_kernel_item(sched_ctx *c, tc_node *b) {
     it->ndim = b->ndim;
     memcpy(it->full_shape, b->shape, sizeof(int64_t) * (size_t)b->ndim);
     if (bi->has_reduce) {
-        memcpy(it->full_shape, bi->full, sizeof(int64_t) * (size_t)b->ndim);
+        it->ndim = bi->full_ndim;
+        memcpy(it->full_shape, bi->full, sizeof(int64_t) * (size_t)bi->full_ndim);
         it->reduce_axes = bi->axes;
     }
     /* the store runs in the reduced space: full shape with R axes at 1 */

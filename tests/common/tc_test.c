@@ -92,3 +92,42 @@ tc_tensor *tc_test_randn(int ndim, const int64_t *shape, uint64_t seed, float lo
     assert_non_null(t);
     return t;
 }
+
+#include "schedule/schedule.h"
+#include "tensor/tensor.h"
+
+void tc_check_schedule(tc_tensor *t, int kernels, double rtol, double atol, const char *what) {
+    assert_non_null(t);
+    tc_node *n = tc_tensor_node(t);
+    int got = tc_schedule_kernel_count(&t, 1);
+    if (got != kernels) {
+        fprintf(stderr, "%s: expected %d kernels, got %d\n", what, kernels, got);
+        tc_node *b = tc_node_base(n);
+        tc_schedule *s = tc_schedule_create(&b, 1);
+        if (s) tc_schedule_dump(stderr, s);
+        tc_schedule_free(s);
+        tc_node_dump(stderr, n);
+    }
+    assert_int_equal(got, kernels);
+    size_t nbytes = (size_t)tc_numel(t) * tc_dtype_size(tc_get_dtype(t));
+    void *want = malloc(nbytes ? nbytes : 1);
+    assert_non_null(want);
+    if (tc_ref_eval(n, want) != TC_OK) {
+        fprintf(stderr, "%s: reference failed: %s\n", what, tc_last_error());
+        free(want);
+        fail();
+    }
+    tc_counters before, after;
+    tc_get_counters(&before);
+    void *got_v = tc_test_read(t);
+    tc_get_counters(&after);
+    bool ok = tc_allclose(got_v, want, tc_get_dtype(t), tc_numel(t), rtol, atol, what);
+    bool count_ok = after.kernel_count - before.kernel_count == kernels;
+    if (!count_ok)
+        fprintf(stderr, "%s: %lld kernels ran, expected %d\n", what,
+                (long long)(after.kernel_count - before.kernel_count), kernels);
+    free(want);
+    free(got_v);
+    assert_true(ok);
+    assert_true(count_ok);
+}

@@ -29,3 +29,8 @@ void *tc_test_read(tc_tensor *t);
 tc_tensor *tc_test_randn(int ndim, const int64_t *shape, uint64_t seed, float lo, float hi);
 
 #endif
+
+/* Kernel-count check used by the schedule tests: asserts that realizing t
+ * runs exactly `kernels` kernels (dumping the schedule when not), then
+ * realizes it and compares the values with the reference evaluator. */
+void tc_check_schedule(tc_tensor *t, int kernels, double rtol, double atol, const char *what);

@@ -1,0 +1,199 @@
+/* test_schedule.c - exact kernel counts of the first scheduler, each also
+ * checked against the reference evaluator. The comment on each test says
+ * why the count is what it is. */
+#include "tc_test.h"
+
+#include <stdlib.h>
+
+static const int64_t S44[2] = {4, 4};
+static const int64_t S816[2] = {8, 16};
+
+static tc_tensor *rnd(int ndim, const int64_t *shape, uint64_t seed) {
+    return tc_test_randn(ndim, shape, seed, -2.0f, 2.0f);
+}
+
+/* a*b+c: one elementwise chain is one kernel */
+static void test_elementwise_chain(void **state) {
+    (void)state;
+    tc_tensor *a = rnd(2, S44, 1), *b = rnd(2, S44, 2), *c = rnd(2, S44, 3);
+    tc_tensor *ab = tc_mul(a, b), *r = tc_add(ab, c);
+    tc_check_schedule(r, 1, 1e-6, 1e-6, "a*b+c");
+    tc_release(a), tc_release(b), tc_release(c), tc_release(ab), tc_release(r);
+    tc_shutdown();
+}
+
+/* (a*b).sum(): the multiply fuses into the reduce */
+static void test_mul_sum(void **state) {
+    (void)state;
+    tc_tensor *a = rnd(2, S816, 4), *b = rnd(2, S816, 5);
+    tc_tensor *ab = tc_mul(a, b), *r = tc_sum(ab, 0, NULL, false);
+    tc_check_schedule(r, 1, 1e-5, 1e-5, "(a*b).sum()");
+    tc_release(a), tc_release(b), tc_release(ab), tc_release(r);
+    tc_shutdown();
+}
+
+/* (a+b).sum(axis=1)*2: elementwise before and after the reduce, one kernel */
+static void test_sum_then_elementwise(void **state) {
+    (void)state;
+    tc_tensor *a = rnd(2, S816, 6), *b = rnd(2, S816, 7);
+    int ax = 1;
+    tc_tensor *ab = tc_add(a, b), *s = tc_sum(ab, 1, &ax, false);
+    tc_tensor *two = tc_full(0, NULL, 2.0, TC_FLOAT32, NULL), *r = tc_mul(s, two);
+    tc_check_schedule(r, 1, 1e-5, 1e-5, "(a+b).sum(1)*2");
+    tc_release(a), tc_release(b), tc_release(ab), tc_release(s), tc_release(two), tc_release(r);
+    tc_shutdown();
+}
+
+/* x.reshape(...).permute(...).exp(): movement ops make no kernels */
+static void test_movement_then_exp(void **state) {
+    (void)state;
+    const int64_t shape[1] = {24}, to[3] = {2, 3, 4};
+    const int order[3] = {2, 0, 1};
+    tc_tensor *x = rnd(1, shape, 8);
+    tc_tensor *rs = tc_reshape(x, 3, to), *p = tc_permute(rs, order), *e = tc_exp(p);
+    tc_check_schedule(e, 1, 1e-6, 1e-6, "x.reshape.permute.exp");
+    tc_release(x), tc_release(rs), tc_release(p), tc_release(e);
+    tc_shutdown();
+}
+
+/* x.sum(0) + y.sum(0): two reduces over the same loop space share a kernel */
+static void test_two_independent_reduces(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(2, S816, 9), *y = rnd(2, S816, 10);
+    int ax = 0;
+    tc_tensor *sx = tc_sum(x, 1, &ax, false), *sy = tc_sum(y, 1, &ax, false), *r = tc_add(sx, sy);
+    tc_check_schedule(r, 1, 1e-5, 1e-5, "x.sum(0)+y.sum(0)");
+    tc_release(x), tc_release(y), tc_release(sx), tc_release(sy), tc_release(r);
+    tc_shutdown();
+}
+
+/* different loop spaces (x is 8x16, y is 16x8) cannot share one: 2 kernels */
+static void test_two_reduces_different_spaces(void **state) {
+    (void)state;
+    const int64_t s168[2] = {16, 8};
+    tc_tensor *x = rnd(2, S816, 11), *y = rnd(2, s168, 12);
+    int a1 = 0, a2 = 1;
+    tc_tensor *sx = tc_sum(x, 1, &a1, false), *sy = tc_sum(y, 1, &a2, false);
+    tc_tensor *sy2 = tc_reshape(sy, 1, (int64_t[]){16}), *r = tc_add(sx, sy2);
+    tc_check_schedule(r, 2, 1e-5, 1e-5, "x.sum(0)+y.T-ish.sum(1)");
+    tc_release(x), tc_release(y), tc_release(sx), tc_release(sy), tc_release(sy2), tc_release(r);
+    tc_shutdown();
+}
+
+/* a reduce of a reduce over another axis: two kernels */
+static void test_reduce_of_reduce(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(2, S816, 13);
+    int a1 = 1, a0 = 0;
+    tc_tensor *s1 = tc_sum(x, 1, &a1, false), *s2 = tc_sum(s1, 1, &a0, false);
+    tc_check_schedule(s2, 2, 1e-5, 1e-5, "x.sum(1).sum(0)");
+    tc_release(x), tc_release(s1), tc_release(s2);
+    tc_shutdown();
+}
+
+/* contiguous() is a realize point: (a+b).contiguous()*2 is 2 kernels */
+static void test_contiguous_is_a_kernel(void **state) {
+    (void)state;
+    tc_tensor *a = rnd(2, S44, 14), *b = rnd(2, S44, 15);
+    tc_tensor *ab = tc_add(a, b), *c = tc_contiguous(ab);
+    tc_tensor *two = tc_full(2, S44, 2.0, TC_FLOAT32, NULL), *r = tc_mul(c, two);
+    tc_check_schedule(r, 2, 1e-6, 1e-6, "(a+b).contiguous()*2");
+    tc_release(a), tc_release(b), tc_release(ab), tc_release(c), tc_release(two), tc_release(r);
+    tc_shutdown();
+}
+
+/* the same expression built twice is one node (hash-consing): 1 kernel */
+static void test_interned_expression(void **state) {
+    (void)state;
+    tc_tensor *a = rnd(2, S44, 16), *b = rnd(2, S44, 17);
+    tc_tensor *x1 = tc_add(a, b), *x2 = tc_add(a, b), *r = tc_mul(x1, x2);
+    tc_check_schedule(r, 1, 1e-6, 1e-6, "(a+b)*(a+b)");
+    tc_release(a), tc_release(b), tc_release(x1), tc_release(x2), tc_release(r);
+    tc_shutdown();
+}
+
+/* x - x.sum(1, keepdim): the expanded reduce is realized first (2 kernels);
+ * the fusion issue brings this to 1 */
+static void test_expanded_reduce_realizes(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(2, S816, 18);
+    int a1 = 1;
+    tc_tensor *s = tc_sum(x, 1, &a1, true), *r = tc_sub(x, s);
+    tc_check_schedule(r, 2, 1e-5, 1e-5, "x - x.sum(1,keepdim)");
+    tc_release(x), tc_release(s), tc_release(r);
+    tc_shutdown();
+}
+
+/* a safe pad fuses: (x*2+1).pad(1) is 1 kernel and the pad reads 0 */
+static void test_safe_pad_fuses(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(2, S44, 19);
+    tc_tensor *two = tc_full(2, S44, 2.0, TC_FLOAT32, NULL), *m = tc_mul(x, two);
+    const int64_t pads[4] = {1, 1, 2, 0};
+    tc_tensor *p = tc_pad(m, pads), *c = tc_contiguous(p);
+    tc_check_schedule(c, 1, 1e-6, 1e-6, "(x*2).pad");
+    tc_release(x), tc_release(two), tc_release(m), tc_release(p), tc_release(c);
+    tc_shutdown();
+}
+
+/* an unsafe pad does not: exp(x).pad must read 0, not exp(0)=1, so exp is
+ * realized first (2 kernels) */
+static void test_unsafe_pad_realizes(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(2, S44, 20), *e = tc_exp(x);
+    const int64_t pads[4] = {1, 1, 0, 3};
+    tc_tensor *p = tc_pad(e, pads), *c = tc_contiguous(p);
+    tc_check_schedule(c, 2, 1e-6, 1e-6, "exp(x).pad");
+    float *v = tc_test_read(c);
+    assert_true(v[0] == 0.0f); /* a padded corner */
+    free(v);
+    tc_release(x), tc_release(e), tc_release(p), tc_release(c);
+    tc_shutdown();
+}
+
+/* a realized tensor needs no kernel */
+static void test_realized_is_free(void **state) {
+    (void)state;
+    tc_tensor *a = rnd(2, S44, 21), *b = rnd(2, S44, 22), *r = tc_add(a, b);
+    assert_int_equal(tc_realize(&r, 1), TC_OK);
+    assert_int_equal(tc_schedule_kernel_count(&r, 1), 0);
+    tc_release(a), tc_release(b), tc_release(r);
+    tc_shutdown();
+}
+
+/* a reduce feeding two outputs realized together is computed once (3
+ * kernels); realized one at a time, each output recomputes it (1 each) */
+static void test_shared_reduce(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(2, S816, 23);
+    int a1 = 1;
+    tc_tensor *s = tc_sum(x, 1, &a1, false);
+    tc_tensor *two = tc_full(1, (int64_t[]){8}, 2.0, TC_FLOAT32, NULL);
+    tc_tensor *p = tc_add(s, two), *q = tc_mul(s, two);
+    tc_tensor *both[2] = {p, q};
+    assert_int_equal(tc_schedule_kernel_count(both, 2), 3);
+    tc_check_schedule(p, 1, 1e-5, 1e-5, "s+2 alone");
+    tc_check_schedule(q, 1, 1e-5, 1e-5, "s*2 alone");
+    tc_release(x), tc_release(s), tc_release(two), tc_release(p), tc_release(q);
+    tc_shutdown();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_elementwise_chain),
+        cmocka_unit_test(test_mul_sum),
+        cmocka_unit_test(test_sum_then_elementwise),
+        cmocka_unit_test(test_movement_then_exp),
+        cmocka_unit_test(test_two_independent_reduces),
+        cmocka_unit_test(test_two_reduces_different_spaces),
+        cmocka_unit_test(test_reduce_of_reduce),
+        cmocka_unit_test(test_contiguous_is_a_kernel),
+        cmocka_unit_test(test_interned_expression),
+        cmocka_unit_test(test_expanded_reduce_realizes),
+        cmocka_unit_test(test_safe_pad_fuses),
+        cmocka_unit_test(test_unsafe_pad_realizes),
+        cmocka_unit_test(test_realized_is_free),
+        cmocka_unit_test(test_shared_reduce),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
