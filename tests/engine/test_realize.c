@@ -1,0 +1,112 @@
+/* test_realize.c - the engine: counters, the on-disk kernel cache (a second
+ * run compiles nothing), TC_DEBUG output, and realize of shared inputs. */
+#include "tc_test.h"
+
+#include "runtime/runtime.h"
+#include "util/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const int64_t S[2] = {16, 8};
+
+/* (a*b+1).sum(1) realized; returns the first value */
+static float run_program(void) {
+    tc_tensor *a = tc_test_randn(2, S, 1, -1, 1), *b = tc_test_randn(2, S, 2, -1, 1);
+    tc_tensor *one = tc_full(0, NULL, 1.0, TC_FLOAT32, NULL);
+    tc_tensor *ab = tc_mul(a, b), *p = tc_add(ab, one);
+    int ax = 1;
+    tc_tensor *s = tc_sum(p, 1, &ax, false);
+    float *v = tc_test_read(s);
+    float r = v[0];
+    free(v);
+    tc_release(a), tc_release(b), tc_release(one), tc_release(ab), tc_release(p), tc_release(s);
+    return r;
+}
+
+static char cachedir[] = "/tmp/tc_engine_test_XXXXXX";
+
+static int setup(void **state) {
+    (void)state;
+    if (!mkdtemp(cachedir)) return -1;
+    setenv("TC_CACHEDIR", cachedir, 1);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cachedir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_second_run_compiles_nothing(void **state) {
+    (void)state;
+    int64_t c0 = tc_cpu_compile_count();
+    float first = run_program();
+    int64_t c1 = tc_cpu_compile_count();
+    assert_int_equal(c1 - c0, 1); /* one fused kernel, compiled once */
+    tc_shutdown(); /* forget every in-memory program: like a new process */
+    float second = run_program();
+    assert_int_equal(tc_cpu_compile_count(), c1); /* loaded from the disk cache */
+    assert_true(first == second);
+    tc_shutdown();
+}
+
+static void test_counters(void **state) {
+    (void)state;
+    tc_reset_counters();
+    run_program();
+    tc_counters c;
+    tc_get_counters(&c);
+    assert_int_equal(c.kernel_count, 1);
+    /* 16*8 multiplies, adds and accumulates at least */
+    assert_true(c.global_ops >= 3 * 16 * 8);
+    /* reads a and b, writes 16 floats */
+    assert_int_equal(c.global_mem, (2 * 16 * 8 + 16) * 4);
+    tc_reset_counters();
+    tc_get_counters(&c);
+    assert_int_equal(c.kernel_count, 0);
+    tc_shutdown();
+}
+
+/* TC_DEBUG=4 prints each kernel's source, TC_DEBUG=1 a summary line */
+static void test_debug_output(void **state) {
+    (void)state;
+    char path[] = "/tmp/tc_debug_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    tc_set_flag("TC_DEBUG", 5);
+    run_program();
+    tc_set_flag("TC_DEBUG", 0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fdopen(fd, "r");
+    fseek(f, 0, SEEK_SET);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(path);
+    assert_non_null(strstr(text, "void r_16_8("));       /* source (4) */
+    assert_non_null(strstr(text, "DEFINE_ACC"));          /* UOps (5) */
+    assert_non_null(strstr(text, "REDUCE_SUM"));          /* AST (3) */
+    assert_non_null(strstr(text, "kernel   0 r_16_8"));   /* per kernel line (2) */
+    assert_non_null(strstr(text, "realize: 1 kernels"));  /* summary (1) */
+    tc_shutdown();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_second_run_compiles_nothing),
+        cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_debug_output),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
