@@ -25,6 +25,7 @@ static bool is_int(tc_dtype dt) {
 }
 
 static void dtype_bounds(tc_dtype dt, int64_t *lo, int64_t *hi) {
+    *lo = -BIG, *hi = BIG;
     switch (dt) {
     case TC_BOOL: *lo = 0, *hi = 1; return;
     case TC_UINT8: *lo = 0, *hi = 255; return;
