@@ -91,6 +91,7 @@ static tc_uop *reduce_init(lower_ctx *c, tc_op op, tc_dtype dt) {
 }
 
 static tc_uop *lower(lower_ctx *c, tc_ast *a);
+static void prelower_reduces(lower_ctx *c, tc_ast *a);
 
 /* opens a loop over each R axis of the kernel (size-1 axes are index 0) */
 static int open_stage(lower_ctx *c) {
@@ -121,6 +122,7 @@ static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
         c->ub.failed = true;
         return NULL;
     }
+    prelower_reduces(c, a->srcs[0]); /* earlier stages: reduces this one reads */
     tc_uop *acc = tc_ub_acc(&c->ub, reduce_init(c, a->op, a->dtype));
     int opened = open_stage(c);
     tc_uop *x = lower(c, a->srcs[0]);
@@ -174,24 +176,39 @@ static void prelower_reduces(lower_ctx *c, tc_ast *a) {
         lower(c, a);
         return;
     }
+    if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST || a->mark == c->base_epoch) return;
+    a->mark = c->base_epoch; /* visited in this lowering: DAGs stay linear */
     for (int i = 0; i < a->n_srcs && !c->ub.failed; i++) prelower_reduces(c, a->srcs[i]);
 }
 
-static void lower_store(lower_ctx *c, tc_ast *st) {
+static bool store_is_full(const lower_ctx *c, const tc_ast *st) {
     const tc_view *v = &st->st->views[st->st->n_views - 1];
-    bool full = false;
     for (int a = 0; a < v->ndim; a++)
-        if (((c->it->reduce_axes >> a) & 1) && v->shape[a] > 1) full = true;
-    int opened = 0;
-    if (full) {
-        prelower_reduces(c, st->srcs[0]);
-        opened = open_stage(c);
+        if (((c->it->reduce_axes >> a) & 1) && v->shape[a] > 1) return true;
+    return false;
+}
+
+/* the stores of one space: every value first, then every store, so a kernel
+ * that reads a buffer it also writes (an assign) reads the old values */
+static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
+    tc_uop *vals[sink->n_srcs];
+    int opened = 0, n = 0;
+    for (int i = 0; i < sink->n_srcs; i++) n += store_is_full(c, sink->srcs[i]) == full;
+    if (!n) return;
+    if (full) opened = open_stage(c);
+    for (int i = 0; i < sink->n_srcs; i++) {
+        tc_ast *st = sink->srcs[i];
+        vals[i] = store_is_full(c, st) == full ? lower(c, st->srcs[0]) : NULL;
     }
-    tc_uop *val = lower(c, st->srcs[0]), *idx, *valid;
-    if (val && st_to_uops(c, st->st, &idx, &valid) == TC_OK)
-        tc_ub_store(&c->ub, c->globals[st->buf], idx, tc_ub_cast(&c->ub, val, st->dtype, false));
-    else
-        c->ub.failed = true;
+    for (int i = 0; i < sink->n_srcs && !c->ub.failed; i++) {
+        tc_ast *st = sink->srcs[i];
+        tc_uop *idx, *valid;
+        if (store_is_full(c, st) != full) continue;
+        if (vals[i] && st_to_uops(c, st->st, &idx, &valid) == TC_OK)
+            tc_ub_store(&c->ub, c->globals[st->buf], idx, tc_ub_cast(&c->ub, vals[i], st->dtype, false));
+        else
+            c->ub.failed = true;
+    }
     if (full) close_stage(c, opened);
 }
 
@@ -233,7 +250,9 @@ static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     }
     c->outer_depth = c->ub.depth;
     tc_ast *sink = it->ast;
-    for (int i = 0; i < sink->n_srcs && !c->ub.failed; i++) lower_store(c, sink->srcs[i]);
+    prelower_reduces(c, sink); /* every reduce stage, in dependency order */
+    lower_stores(c, sink, false);
+    lower_stores(c, sink, true);
     while (c->ub.depth > 0) tc_ub_end_range(&c->ub);
     tc_status st = tc_ub_linearize(&c->ub);
     if (st == TC_OK) estimate(k, it);

@@ -170,7 +170,10 @@ static char *render_uop(rctx *r, const tc_uop *u) {
         const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
         char *x = u->n_srcs > 2 ? fmt("(%s?%s[%s]:(%s)0)", e[u->srcs[2]->id], buf, idx, ctype(r, u->dtype))
                                 : fmt("%s[%s]", buf, idx);
-        return bind(r, u, "val", x);
+        char *name = x ? fmt("val%d", u->id) : NULL; /* never inlined: it must read before any store */
+        if (name) line(r, "%s %s = %s;", ctype(r, u->dtype), name, x);
+        tc_free(x);
+        return name;
     }
     case TC_UOP_STORE:
         line(r, "%s[%s] = %s;", e[u->srcs[0]->id], e[u->srcs[1]->id], e[u->srcs[2]->id]);

@@ -34,6 +34,7 @@ struct tc_ast {
     uint64_t hash;   /* structural hash (for dedup and program caching) */
     void *lowered;   /* codegen's scratch: the UOp computed for this node */
     int lowered_epoch; /* codegen's scratch: the stage that computed it */
+    int mark;          /* codegen's scratch: traversal mark */
 };
 
 typedef struct {
@@ -64,5 +65,42 @@ void tc_schedule_free(tc_schedule *s); /* NULL is fine; drops the node reference
 int tc_schedule_n_kernels(const tc_schedule *s);
 void tc_ast_dump(FILE *f, const tc_ast *ast); /* indented tree, for TC_DEBUG>=3 */
 void tc_schedule_dump(FILE *f, const tc_schedule *s);
+
+/* ---- internal to src/schedule ---------------------------------------------
+ * Per-base bookkeeping while a schedule is made (node->scratch points here).
+ * A *root* is a base that gets a buffer; roots are grouped (union-find) into
+ * kernels; every unrealized reduce is computed inside the kernel of the roots
+ * its consumers reach. */
+typedef struct tc_binfo tc_binfo;
+struct tc_binfo {
+    tc_node *node;          /* the base */
+    bool realize;           /* a root: gets a buffer */
+    bool pad_check;         /* read through a masked view: check for unsafe ops */
+    bool expand_pending;    /* read through an expand that a reduce group may absorb */
+    bool validated;         /* that expand is a row broadcast inside a reduce group */
+    bool inlinable;         /* root: every read of it is recomputable in its own kernel */
+    tc_ptrvec consumers;    /* pairs (consumer base, view node or NULL), flattened */
+    tc_binfo *parent;       /* roots: union-find parent (the group's representative) */
+    bool has_reduce;        /* representative: the group runs over a reduce's loop space */
+    int full_ndim;          /* representative: loop-space rank */
+    int64_t full[TC_MAX_DIMS]; /* representative: full shape F */
+    uint32_t axes;          /* representative: reduced axes R */
+    tc_ptrvec loads;        /* roots: realized nodes its kernel reads (per grouping pass) */
+    bool loads_done;        /* loads is filled in */
+    int item;               /* roots: index of the producing item, -1 */
+};
+
+typedef struct {
+    tc_schedule *s;   /* the schedule being built */
+    tc_ptrvec bases;  /* every unrealized base reached, in discovery order */
+    tc_ptrvec items;  /* tc_sched_item pointers (arena) in creation order */
+} tc_sched_ctx;
+
+static inline tc_binfo *tc_binfo_of(const tc_node *n) {
+    return n->scratch;
+}
+tc_binfo *tc_group_find(tc_binfo *b);        /* group.c: a root's representative */
+tc_status tc_group_reduces(tc_sched_ctx *c); /* group.c: places every unrealized reduce */
+tc_status tc_build_items(tc_sched_ctx *c);   /* ast.c: one item per group, ordered */
 
 #endif /* TC_SCHEDULE_H */

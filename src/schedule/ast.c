@@ -1,0 +1,301 @@
+/* ast.c - the scheduler's third section: one item per group of roots (a
+ * kernel with one STORE per root, or a copy), and their order.
+ *
+ * Building walks back from each root through unrealized nodes, composing
+ * views so every LOAD and CONST carries a tracker from the kernel's loop
+ * space to its buffer. A fused reduce is one AST node however it is reached
+ * (its value is a per-row register); everything else is memoised per
+ * (node, tracker) so DAGs stay DAGs.
+ */
+#include "schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct memo memo;
+struct memo {
+    memo *next;      /* chain */
+    tc_node *node;   /* key: node ... */
+    const tc_st *st; /* ... read through this tracker (NULL: any, for reduces) */
+    tc_ast *ast;     /* value */
+};
+
+typedef struct {
+    tc_sched_ctx *c;        /* the schedule */
+    tc_ptrvec slots;        /* buffer nodes by slot: the outputs, then inputs */
+    int n_outs;             /* outputs */
+    memo *buckets[512];     /* (node, st) -> ast */
+} build_ctx;
+
+static bool is_realized(const tc_node *n) {
+    return n->op == TC_OP_BUFFER;
+}
+
+static tc_st *keep_st(build_ctx *bc, tc_st *st) {
+    if (st && tc_ptrvec_push(&bc->c->s->sts, st) != TC_OK) {
+        tc_st_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static tc_ast *ast_new(build_ctx *bc, tc_op op, tc_dtype dt, int n_srcs) {
+    tc_ast *a = tc_arena_alloc(&bc->c->s->arena, sizeof *a);
+    if (!a) return NULL;
+    a->op = op;
+    a->dtype = dt;
+    a->n_srcs = n_srcs;
+    a->buf = -1;
+    if (n_srcs) {
+        a->srcs = tc_arena_alloc(&bc->c->s->arena, sizeof(tc_ast *) * (size_t)n_srcs);
+        if (!a->srcs) return NULL;
+    }
+    return a;
+}
+
+static int slot_of(build_ctx *bc, tc_node *b) {
+    for (int i = 0; i < bc->n_outs; i++) { /* read-modify-write: an assign's target */
+        tc_node *o = bc->slots.items[i];
+        if (o->op == TC_OP_ASSIGN && tc_node_base(o->srcs[1]) == b) return i;
+    }
+    for (int i = 0; i < bc->slots.n; i++)
+        if (bc->slots.items[i] == b) return i;
+    if (tc_ptrvec_push(&bc->slots, b) != TC_OK) return -1;
+    return bc->slots.n - 1;
+}
+
+static memo **memo_find(build_ctx *bc, tc_node *n, const tc_st *st) {
+    size_t h = (size_t)tc_hash_combine((uint64_t)(uintptr_t)n, st ? tc_st_hash(st) : 0) % 512;
+    memo **m = &bc->buckets[h];
+    while (*m && !((*m)->node == n && (st ? (*m)->st && tc_st_equal((*m)->st, st) : !(*m)->st)))
+        m = &(*m)->next;
+    return m;
+}
+
+static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st);
+
+static tc_ast *build_reduce(build_ctx *bc, tc_node *r) {
+    memo **m = memo_find(bc, r, NULL);
+    if (*m) return (*m)->ast;
+    tc_node *src = r->srcs[0];
+    tc_st *full = keep_st(bc, tc_st_from_shape(src->ndim, src->shape));
+    tc_ast *s = full ? build(bc, src, full) : NULL;
+    tc_ast *a = s ? ast_new(bc, r->op, r->dtype, 1) : NULL;
+    memo *e = a ? tc_arena_alloc(&bc->c->s->arena, sizeof *e) : NULL;
+    if (!e) return NULL;
+    a->srcs[0] = s;
+    a->axes = r->axes;
+    *e = (memo){NULL, r, NULL, a};
+    *m = e;
+    return a;
+}
+
+static tc_ast *build_base(build_ctx *bc, tc_node *b, const tc_st *st) {
+    tc_binfo *bi = b->scratch;
+    bool is_out = false;
+    for (int i = 0; i < bc->n_outs; i++) is_out |= bc->slots.items[i] == b;
+    if (is_realized(b) || (bi && bi->realize && !is_out)) {
+        int slot = slot_of(bc, b);
+        tc_ast *a = slot < 0 ? NULL : ast_new(bc, TC_OP_LOAD, b->dtype, 0);
+        if (!a) return NULL;
+        a->buf = slot;
+        a->st = (tc_st *)st;
+        return a;
+    }
+    if (b->op == TC_OP_CONST) {
+        tc_ast *a = ast_new(bc, TC_OP_CONST, b->dtype, 0);
+        if (!a) return NULL;
+        a->value = b->value;
+        a->ivalue = b->ivalue;
+        a->st = (tc_st *)st;
+        return a;
+    }
+    if (b->op == TC_OP_CONTIGUOUS || b->op == TC_OP_ASSIGN) /* only as this kernel's output */
+        return build(bc, b->srcs[0], st);
+    if (tc_op_is_reduce(b->op)) return build_reduce(bc, b);
+    if (!tc_op_is_elementwise(b->op)) {
+        TC_INTERNAL("op %s cannot be inlined in a kernel", tc_ops[b->op].name);
+        return NULL;
+    }
+    tc_ast *a = ast_new(bc, b->op, b->dtype, b->n_srcs);
+    if (!a) return NULL;
+    for (int i = 0; i < b->n_srcs; i++)
+        if (!(a->srcs[i] = build(bc, b->srcs[i], st))) return NULL;
+    return a;
+}
+
+/* the AST computing node n at loop-space indices mapped onto n's elements by st */
+static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st) {
+    memo **m = memo_find(bc, n, st);
+    if (*m) return (*m)->ast;
+    tc_ast *a;
+    if (n->op == TC_OP_VIEW) {
+        tc_st *composed = keep_st(bc, tc_st_compose(n->st, st));
+        a = composed ? build_base(bc, n->srcs[0], composed) : NULL;
+    } else {
+        a = build_base(bc, n, st);
+    }
+    memo *e = a ? tc_arena_alloc(&bc->c->s->arena, sizeof *e) : NULL;
+    if (!e) return NULL;
+    *e = (memo){NULL, n, st, a};
+    *m = e;
+    return a;
+}
+
+static void name_kernel(tc_sched_item *it) {
+    size_t at = (size_t)snprintf(it->name, sizeof it->name, "%s", it->reduce_axes ? "r" : "E");
+    if (it->n_outs > 1) at += (size_t)snprintf(it->name + at, sizeof it->name - at, "%d", it->n_outs);
+    for (int i = 0; i < it->ndim && at + 24 < sizeof it->name; i++)
+        at += (size_t)snprintf(it->name + at, sizeof it->name - at, "_%lld",
+                               (long long)it->full_shape[i]);
+    if (it->ndim == 0) snprintf(it->name + at, sizeof it->name - at, "_1");
+}
+
+static tc_status finish_item(tc_sched_ctx *c, tc_sched_item *it, tc_ptrvec *slots) {
+    it->n_bufs = slots->n;
+    it->bufs = tc_arena_alloc(&c->s->arena, sizeof(tc_node *) * (size_t)(slots->n ? slots->n : 1));
+    if (!it->bufs) return TC_ERR_MEMORY;
+    for (int i = 0; i < slots->n; i++) it->bufs[i] = tc_node_retain(slots->items[i]);
+    return tc_ptrvec_push(&c->items, it);
+}
+
+static tc_status build_copy_item(tc_sched_ctx *c, tc_node *b) {
+    tc_sched_item *it = tc_arena_alloc(&c->s->arena, sizeof *it);
+    if (!it) return TC_ERR_MEMORY;
+    it->is_copy = true;
+    it->n_outs = 1;
+    snprintf(it->name, sizeof it->name, "copy");
+    tc_ptrvec slots = {0};
+    tc_status st = tc_ptrvec_push(&slots, b);
+    if (st == TC_OK) st = tc_ptrvec_push(&slots, b->srcs[0]);
+    if (st == TC_OK) st = finish_item(c, it, &slots);
+    tc_ptrvec_free(&slots);
+    return st;
+}
+
+/* the store of one root: in the full space when it has F's size, else in the
+ * reduced space (F with R at 1) */
+static tc_ast *build_store(build_ctx *bc, tc_sched_item *it, int k) {
+    tc_node *root = bc->slots.items[k];
+    int64_t shape[TC_MAX_DIMS], numel = 1, full = 1;
+    for (int a = 0; a < it->ndim; a++) {
+        full *= it->full_shape[a];
+        shape[a] = (it->reduce_axes >> a) & 1 ? 1 : it->full_shape[a];
+        numel *= shape[a];
+    }
+    if (tc_node_numel(root) == full) memcpy(shape, it->full_shape, sizeof shape);
+    else if (tc_node_numel(root) != numel) {
+        TC_INTERNAL("output %d of %s has %lld elements, not %lld", k, it->name,
+                    (long long)tc_node_numel(root), (long long)numel);
+        return NULL;
+    }
+    tc_st *st = keep_st(bc, tc_st_from_shape(it->ndim, shape));
+    tc_ast *store = st ? ast_new(bc, TC_OP_STORE, root->dtype, 1) : NULL;
+    if (!store) return NULL;
+    store->buf = k;
+    store->st = st;
+    store->srcs[0] = build(bc, root, st);
+    return store->srcs[0] ? store : NULL;
+}
+
+static int by_id(const void *a, const void *b) {
+    const tc_node *x = *(tc_node *const *)a, *y = *(tc_node *const *)b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static tc_status build_kernel_item(tc_sched_ctx *c, tc_binfo *rep) {
+    build_ctx bc = {.c = c};
+    tc_sched_item *it = tc_arena_alloc(&c->s->arena, sizeof *it);
+    if (!it) return TC_ERR_MEMORY;
+    for (int i = 0; i < c->bases.n; i++) { /* the group's roots, by creation order */
+        tc_binfo *bi = tc_binfo_of(c->bases.items[i]);
+        if (bi->realize && bi->node->op != TC_OP_COPY && tc_group_find(bi) == rep &&
+            tc_ptrvec_push(&bc.slots, bi->node) != TC_OK)
+            return TC_ERR_MEMORY;
+    }
+    qsort(bc.slots.items, (size_t)bc.slots.n, sizeof(void *), by_id);
+    bc.n_outs = it->n_outs = bc.slots.n;
+    for (int k = 0; k < bc.n_outs; k++) tc_binfo_of(bc.slots.items[k])->item = c->items.n;
+    tc_node *first = bc.slots.items[0];
+    it->ndim = rep->has_reduce ? rep->full_ndim : first->ndim;
+    memcpy(it->full_shape, rep->has_reduce ? rep->full : first->shape, sizeof(int64_t) * (size_t)it->ndim);
+    it->reduce_axes = rep->has_reduce ? rep->axes : 0;
+    name_kernel(it);
+    tc_status status = TC_ERR_MEMORY;
+    tc_ast *sink = ast_new(&bc, TC_OP_SINK, first->dtype, bc.n_outs);
+    for (int k = 0; sink && k < bc.n_outs; k++)
+        if (!(sink->srcs[k] = build_store(&bc, it, k))) sink = NULL;
+    if (sink) {
+        it->ast = sink;
+        status = finish_item(c, it, &bc.slots);
+    } else if (tc_error_code() != TC_OK) {
+        status = tc_error_code();
+    }
+    tc_ptrvec_free(&bc.slots);
+    return status;
+}
+
+/* ---- ordering ---- */
+
+/* Kahn's algorithm over producer -> consumer edges plus "reader of an
+ * assign target runs before the assign". Ties keep creation order. */
+static tc_status order_items(tc_sched_ctx *c) {
+    int n = c->items.n;
+    tc_sched_item **its = (tc_sched_item **)c->items.items;
+    int *indeg = tc_calloc((size_t)n + 1, sizeof(int));
+    bool *edge = tc_calloc((size_t)n * (size_t)n + 1, 1); /* edge[a*n+b]: a before b */
+    bool *done = tc_calloc((size_t)n + 1, 1);
+    tc_status st = TC_OK;
+    if (!indeg || !edge || !done) st = TC_ERR_MEMORY;
+    for (int b = 0; b < n && st == TC_OK; b++) {
+        for (int k = its[b]->n_outs; k < its[b]->n_bufs; k++) {
+            tc_node *in = its[b]->bufs[k];
+            if (in->scratch && tc_binfo_of(in)->item >= 0) edge[tc_binfo_of(in)->item * n + b] = true;
+            for (int a = 0; a < n; a++) { /* b reads a's assign target: b first */
+                for (int o = 0; o < its[a]->n_outs; o++) {
+                    tc_node *out = its[a]->bufs[o];
+                    if (a != b && out->op == TC_OP_ASSIGN && tc_node_base(out->srcs[1]) == in)
+                        edge[b * n + a] = true;
+                }
+            }
+        }
+    }
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) indeg[b] += edge[a * n + b];
+    c->s->items = tc_arena_alloc(&c->s->arena, sizeof(tc_sched_item) * (size_t)(n ? n : 1));
+    if (!c->s->items && st == TC_OK) st = TC_ERR_MEMORY;
+    for (int placed = 0; placed < n && st == TC_OK; placed++) {
+        int pick = -1;
+        for (int i = 0; i < n && pick < 0; i++)
+            if (!done[i] && indeg[i] == 0) pick = i;
+        if (pick < 0) {
+            st = tc_error_set(TC_ERR_INVALID, "tc_realize: cycle in the schedule: a kernel "
+                                              "reads a buffer that an assign overwrites");
+            break;
+        }
+        done[pick] = true;
+        for (int b = 0; b < n; b++) indeg[b] -= edge[pick * n + b];
+        c->s->items[c->s->n_items++] = *its[pick];
+    }
+    tc_free(indeg);
+    tc_free(edge);
+    tc_free(done);
+    return st;
+}
+
+tc_status tc_build_items(tc_sched_ctx *c) {
+    for (int i = c->bases.n - 1; i >= 0; i--) { /* sources before consumers */
+        tc_node *b = c->bases.items[i];
+        tc_binfo *bi = tc_binfo_of(b);
+        if (!bi->realize || bi->item >= 0) continue;
+        tc_status st;
+        if (b->op == TC_OP_COPY) {
+            bi->item = c->items.n;
+            st = build_copy_item(c, b);
+        } else {
+            st = build_kernel_item(c, tc_group_find(bi));
+        }
+        if (st != TC_OK) return st;
+    }
+    return order_items(c);
+}

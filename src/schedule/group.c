@@ -1,0 +1,314 @@
+/* group.c - the scheduler's second section: place every unrealized reduce
+ * in a kernel, grouping roots (realized bases) into multi-output kernels.
+ *
+ * A kernel runs over a loop space (full shape F, reduced axes R; see
+ * schedule.h). From each unrealized reduce r we follow its consumers through
+ * unrealized nodes. Along the way a value is either in the *reduced* space
+ * (a per-row scalar: r itself, elementwise ops on it, reshapes of it) or in
+ * the *full* space (shape F). Allowed steps:
+ *   reduced -> reduced   through reshapes (contiguous views)
+ *   reduced -> full      through a row broadcast: an expand over exactly R
+ *   full    -> full      through elementwise ops and reshapes
+ *   full    -> reduced   through another reduce over the same F and R
+ * Every realized node reached becomes an output of r's kernel. Anything else
+ * (another loop space, a permute/shrink/pad of a reduced value, a copy, two
+ * roots that read each other) forces r to be realized on its own.
+ *
+ * Cost rule: a reduce is only ever computed where each of its values is used
+ * once per row of its own loop space (broadcast over R only), so fusion never
+ * re-runs an expensive reduce (a matmul, a conv) per output element.
+ *
+ * Deciding one reduce can change another's answer (a realized reduce is a
+ * root for the reduces before it), so grouping runs in passes until nothing
+ * changes; the realize set only grows, so this ends.
+ */
+#include "schedule.h"
+
+#include <string.h>
+
+tc_binfo *tc_group_find(tc_binfo *b) {
+    while (b->parent && b->parent != b) {
+        if (b->parent->parent) b->parent = b->parent->parent; /* path halving */
+        b = b->parent;
+    }
+    return b;
+}
+
+static bool contains(const tc_ptrvec *v, const void *p) {
+    for (int i = 0; i < v->n; i++)
+        if (v->items[i] == p) return true;
+    return false;
+}
+
+static void push_unique(tc_ptrvec *v, void *p) {
+    if (!contains(v, p)) tc_ptrvec_push(v, p);
+}
+
+/* ---- the loop space of a reduce ---- */
+
+typedef struct {
+    int ndim;                   /* rank of F */
+    const int64_t *full;        /* F: the reduce's input shape */
+    uint32_t axes;              /* R */
+    int64_t red[TC_MAX_DIMS];   /* F with R at 1 */
+    int64_t red_numel;          /* elements of the reduced space */
+} space;
+
+static void space_of(const tc_node *r, space *s) {
+    s->ndim = r->srcs[0]->ndim;
+    s->full = r->srcs[0]->shape;
+    s->axes = r->axes;
+    s->red_numel = 1;
+    for (int a = 0; a < s->ndim; a++) {
+        s->red[a] = (r->axes >> a) & 1 ? 1 : s->full[a];
+        s->red_numel *= s->red[a];
+    }
+}
+
+static bool same_full(const space *s, int ndim, const int64_t *shape) {
+    return ndim == s->ndim && memcmp(shape, s->full, sizeof(int64_t) * (size_t)ndim) == 0;
+}
+
+/* via maps an index of F onto the flat reduced-space index, ignoring R */
+static bool is_row_broadcast(const tc_node *via, const space *s) {
+    const tc_st *st = via->st;
+    if (st->n_views != 1 || !same_full(s, via->ndim, via->shape)) return false;
+    const tc_view *v = &st->views[0];
+    if (v->has_mask || v->offset != 0) return false;
+    int64_t stride = 1;
+    for (int a = s->ndim - 1; a >= 0; a--) {
+        int64_t want = s->red[a] == 1 || s->full[a] == 1 ? 0 : stride;
+        if (v->strides[a] != want) return false;
+        stride *= s->red[a];
+    }
+    return true;
+}
+
+/* ---- following a reduce's consumers ---- */
+
+typedef struct {
+    bool forced;         /* r must be realized on its own */
+    tc_ptrvec roots;     /* realized nodes reached: r's kernel's outputs */
+    tc_ptrvec through;   /* roots whose readers are all inside the kernel too */
+    tc_ptrvec validated; /* expand_pending bases whose broadcast r absorbs */
+    tc_ptrvec seen;      /* nodes visited */
+    tc_ptrvec stack;     /* pairs (node, full-space flag) to visit */
+} reach;
+
+static void reach_free(reach *o) {
+    tc_ptrvec_free(&o->roots);
+    tc_ptrvec_free(&o->through);
+    tc_ptrvec_free(&o->validated);
+    tc_ptrvec_free(&o->seen);
+    tc_ptrvec_free(&o->stack);
+}
+
+static void visit(reach *o, tc_node *x, bool full) {
+    if (contains(&o->seen, x)) return;
+    tc_ptrvec_push(&o->seen, x);
+    tc_ptrvec_push(&o->stack, x);
+    tc_ptrvec_push(&o->stack, (void *)(uintptr_t)full);
+}
+
+/* one consumer edge x -> cons (through via) of a value in the given space */
+static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_node *cons,
+                        tc_node *via) {
+    bool cfull = full;
+    if (via && !tc_st_is_contiguous(via->st)) {
+        if (full || !is_row_broadcast(via, s)) {
+            o->forced = true;
+            return;
+        }
+        cfull = true;
+        if (tc_binfo_of(x)->expand_pending) push_unique(&o->validated, x);
+    }
+    if (cons->op == TC_OP_COPY) {
+        o->forced = true;
+    } else if (tc_binfo_of(cons)->realize) {
+        push_unique(&o->roots, cons);
+    } else if (tc_op_is_reduce(cons->op)) {
+        /* a consecutive reduce: same loop space, reading a full-space value */
+        if (!cfull || cons->axes != s->axes ||
+            !same_full(s, cons->srcs[0]->ndim, cons->srcs[0]->shape))
+            o->forced = true;
+        else
+            visit(o, cons, false); /* a reduce's value is reduced-space */
+    } else {
+        visit(o, cons, cfull);
+    }
+}
+
+static void run(reach *o, const space *s) {
+    while (o->stack.n && !o->forced) {
+        bool full = (uintptr_t)o->stack.items[--o->stack.n] != 0;
+        tc_node *x = o->stack.items[--o->stack.n];
+        tc_binfo *xi = tc_binfo_of(x);
+        for (int k = 0; k < xi->consumers.n && !o->forced; k += 2)
+            follow_edge(o, s, x, full, xi->consumers.items[k], xi->consumers.items[k + 1]);
+    }
+}
+
+/* tries to go on through root t: when everything reading t can be computed
+ * in the same kernel (t's value is then recomputed, not loaded), its readers'
+ * roots join; otherwise they read t's buffer and nothing changes */
+static void extend_through(reach *o, const space *s, tc_node *t) {
+    reach e = {0};
+    for (int i = 0; i < o->seen.n; i++) tc_ptrvec_push(&e.seen, o->seen.items[i]);
+    bool full = tc_node_numel(t) != s->red_numel;
+    tc_ptrvec_push(&e.stack, t);
+    tc_ptrvec_push(&e.stack, (void *)(uintptr_t)full);
+    run(&e, s);
+    if (!e.forced) {
+        push_unique(&o->through, t);
+        for (int i = 0; i < e.roots.n; i++) push_unique(&o->roots, e.roots.items[i]);
+        for (int i = 0; i < e.validated.n; i++) push_unique(&o->validated, e.validated.items[i]);
+        for (int i = o->seen.n; i < e.seen.n; i++) tc_ptrvec_push(&o->seen, e.seen.items[i]);
+    }
+    reach_free(&e);
+}
+
+static void follow(tc_node *r, const space *s, reach *o) {
+    visit(o, r, false);
+    run(o, s);
+    /* roots found so far may lead on to more (the list grows as we go) */
+    for (int i = 0; i < o->roots.n && !o->forced; i++) {
+        tc_node *t = o->roots.items[i];
+        if (t->op != TC_OP_COPY && !contains(&o->through, t)) extend_through(o, s, t);
+    }
+    if (!o->roots.n) o->forced = true;
+}
+
+/* ---- roots and their groups ---- */
+
+/* the realized nodes (buffers and other roots) a root's kernel reads */
+static const tc_ptrvec *root_loads(tc_binfo *ri) {
+    if (ri->loads_done) return &ri->loads;
+    ri->loads_done = true;
+    tc_ptrvec stack = {0}, seen = {0};
+    for (int i = 0; i < ri->node->n_srcs; i++) tc_ptrvec_push(&stack, ri->node->srcs[i]);
+    while (stack.n) {
+        tc_node *x = tc_node_base(stack.items[--stack.n]);
+        if (x->op == TC_OP_BUFFER || (x->scratch && tc_binfo_of(x)->realize)) {
+            push_unique(&ri->loads, x);
+            continue;
+        }
+        if (x->op == TC_OP_CONST || contains(&seen, x)) continue;
+        tc_ptrvec_push(&seen, x);
+        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return &ri->loads;
+}
+
+/* can the groups of o's roots become one kernel over space s? They must run
+ * over s already (or over nothing yet), no root may read another, and no
+ * root may read the target of another root's ASSIGN */
+static bool merge_ok(tc_sched_ctx *c, const reach *o, const space *s) {
+    tc_ptrvec reps = {0}, members = {0};
+    for (int i = 0; i < o->roots.n; i++)
+        push_unique(&reps, tc_group_find(tc_binfo_of(o->roots.items[i])));
+    bool ok = true;
+    for (int i = 0; i < reps.n && ok; i++) {
+        const tc_binfo *g = reps.items[i];
+        if (g->has_reduce && (g->axes != s->axes || !same_full(s, g->full_ndim, g->full))) ok = false;
+    }
+    for (int i = 0; i < c->bases.n && ok; i++) {
+        tc_binfo *bi = tc_binfo_of(c->bases.items[i]);
+        if (bi->realize && contains(&reps, tc_group_find(bi))) tc_ptrvec_push(&members, bi->node);
+    }
+    for (int i = 0; i < members.n && ok; i++) {
+        const tc_ptrvec *loads = root_loads(tc_binfo_of(members.items[i]));
+        for (int k = 0; k < loads->n && ok; k++) {
+            tc_node *l = loads->items[k];
+            /* reading another output of the kernel is fine only when the kernel
+             * can recompute it at the reader's row */
+            if (contains(&members, l) && !tc_binfo_of(l)->inlinable && !contains(&o->through, l))
+                ok = false;
+            for (int j = 0; j < members.n && ok; j++) {
+                tc_node *m = members.items[j];
+                if (j != i && m->op == TC_OP_ASSIGN && tc_node_base(m->srcs[1]) == l) ok = false;
+            }
+        }
+    }
+    tc_ptrvec_free(&reps);
+    tc_ptrvec_free(&members);
+    return ok;
+}
+
+static void merge(const reach *o, const space *s) {
+    tc_binfo *rep = tc_group_find(tc_binfo_of(o->roots.items[0]));
+    for (int i = 1; i < o->roots.n; i++) {
+        tc_binfo *g = tc_group_find(tc_binfo_of(o->roots.items[i]));
+        if (g != rep) g->parent = rep;
+    }
+    rep->has_reduce = true;
+    rep->full_ndim = s->ndim;
+    memcpy(rep->full, s->full, sizeof(int64_t) * (size_t)s->ndim);
+    rep->axes = s->axes;
+    for (int i = 0; i < o->validated.n; i++) tc_binfo_of(o->validated.items[i])->validated = true;
+    for (int i = 0; i < o->through.n; i++) tc_binfo_of(o->through.items[i])->inlinable = true;
+}
+
+/* every root alone in its group; a realized reduce runs over its own input */
+static void reset_groups(tc_sched_ctx *c) {
+    for (int i = 0; i < c->bases.n; i++) {
+        tc_node *b = c->bases.items[i];
+        tc_binfo *bi = tc_binfo_of(b);
+        bi->validated = false;
+        bi->inlinable = false;
+        bi->parent = bi->realize ? bi : NULL;
+        bi->has_reduce = false;
+        bi->loads.n = 0;
+        bi->loads_done = false;
+        if (bi->realize && tc_op_is_reduce(b->op)) {
+            space s;
+            space_of(b, &s);
+            bi->has_reduce = true;
+            bi->full_ndim = s.ndim;
+            memcpy(bi->full, s.full, sizeof(int64_t) * (size_t)s.ndim);
+            bi->axes = s.axes;
+        }
+    }
+}
+
+/* one grouping pass; false when it realized something (run another pass) */
+static bool group_pass(tc_sched_ctx *c) {
+    reset_groups(c);
+    for (int i = c->bases.n - 1; i >= 0; i--) { /* inputs first */
+        tc_node *r = c->bases.items[i];
+        tc_binfo *ri = tc_binfo_of(r);
+        if (!tc_op_is_reduce(r->op) || ri->realize) continue;
+        space s;
+        space_of(r, &s);
+        reach o = {0};
+        follow(r, &s, &o);
+        bool ok = !o.forced && merge_ok(c, &o, &s);
+        if (ok) merge(&o, &s);
+        reach_free(&o);
+        if (!ok) {
+            ri->realize = true;
+            return false;
+        }
+    }
+    bool stable = true;
+    for (int i = 0; i < c->bases.n; i++) {
+        tc_binfo *bi = tc_binfo_of(c->bases.items[i]);
+        if (bi->expand_pending && !bi->validated && !bi->realize) {
+            bi->realize = true; /* its reduce went elsewhere: the expand recomputes it */
+            stable = false;
+        }
+    }
+    return stable;
+}
+
+tc_status tc_group_reduces(tc_sched_ctx *c) {
+    bool nofuse = tc_flag_get(TC_FLAG_NOFUSE) != 0;
+    for (int i = 0; i < c->bases.n && nofuse; i++) {
+        tc_node *b = c->bases.items[i];
+        if (tc_op_is_reduce(b->op)) tc_binfo_of(b)->realize = true;
+    }
+    while (!group_pass(c)) {
+    }
+    return TC_OK;
+}

@@ -1,0 +1,154 @@
+/* test_fusion.c - kernels that hold several reduces in sequence (the
+ * "consecutive reduce" fusion tinygrad never got right): per-row stages
+ * inside one loop over the kept axes. Each count is exact and each result is
+ * checked against the reference evaluator. Shapes are odd on purpose. */
+#include "tc_test.h"
+
+static const int64_t X[2] = {7, 33};
+static const int LAST = -1;
+
+static tc_tensor *rnd(uint64_t seed) {
+    return tc_test_randn(2, X, seed, -3.0f, 3.0f);
+}
+
+/* releases a NULL-terminated list */
+static void drop(tc_tensor **ts) {
+    for (; *ts; ts++) tc_release(*ts);
+}
+
+/* softmax by hand: max stage, sum-of-exp stage, store stage: 1 kernel */
+static void test_softmax(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(1), *m = tc_max(x, 1, &LAST, true), *d = tc_sub(x, m), *e = tc_exp(d);
+    tc_tensor *s = tc_sum(e, 1, &LAST, true), *y = tc_div(e, s);
+    tc_check_schedule(y, 1, 1e-5, 1e-6, "softmax");
+    drop((tc_tensor *[]){x, m, d, e, s, y, NULL});
+    tc_shutdown();
+}
+
+/* log_softmax: x - max - log(sum(exp(x - max))): 1 kernel */
+static void test_log_softmax(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(2), *m = tc_max(x, 1, &LAST, true), *d = tc_sub(x, m), *e = tc_exp(d);
+    tc_tensor *s = tc_sum(e, 1, &LAST, true), *l = tc_log(s), *y = tc_sub(d, l);
+    tc_check_schedule(y, 1, 1e-5, 1e-5, "log_softmax");
+    drop((tc_tensor *[]){x, m, d, e, s, l, y, NULL});
+    tc_shutdown();
+}
+
+/* layernorm without affine: mean stage, variance stage, store: 1 kernel */
+static void test_layernorm(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(3), *mu = tc_mean(x, 1, &LAST, true), *d = tc_sub(x, mu), *sq = tc_square(d);
+    tc_tensor *var = tc_mean(sq, 1, &LAST, true), *eps = tc_full(0, NULL, 1e-5, TC_FLOAT32, NULL);
+    tc_tensor *ve = tc_add(var, eps), *sd = tc_sqrt(ve), *y = tc_div(d, sd);
+    tc_check_schedule(y, 1, 1e-4, 1e-5, "layernorm");
+    drop((tc_tensor *[]){x, mu, d, sq, var, eps, ve, sd, y, NULL});
+    tc_shutdown();
+}
+
+/* std: mean stage, then a sum of squares stage: 1 kernel */
+static void test_std(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(4), *s = tc_std(x, 1, &LAST, false, 1);
+    tc_check_schedule(s, 1, 1e-5, 1e-6, "std");
+    drop((tc_tensor *[]){x, s, NULL});
+    tc_shutdown();
+}
+
+/* mean and std realized together: one kernel with two outputs */
+static void test_mean_and_std(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(5), *mu = tc_mean(x, 1, &LAST, false), *s = tc_std(x, 1, &LAST, false, 1);
+    tc_tensor *both[2] = {mu, s};
+    assert_int_equal(tc_schedule_kernel_count(both, 2), 1);
+    tc_check_schedule(s, 1, 1e-5, 1e-6, "std (mean alive)");
+    tc_check_schedule(mu, 1, 1e-5, 1e-6, "mean");
+    drop((tc_tensor *[]){x, mu, s, NULL});
+    tc_shutdown();
+}
+
+/* x - x.mean(1) and its squared mean: 1 kernel each */
+static void test_centered(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(6), *mu = tc_mean(x, 1, &LAST, true), *d = tc_sub(x, mu);
+    tc_check_schedule(d, 1, 1e-5, 1e-5, "x - x.mean(1)");
+    tc_tensor *x2 = rnd(7), *mu2 = tc_mean(x2, 1, &LAST, true), *d2 = tc_sub(x2, mu2);
+    tc_tensor *sq = tc_square(d2), *v = tc_mean(sq, 1, &LAST, false);
+    tc_check_schedule(v, 1, 1e-5, 1e-6, "(x - x.mean(1)).square().mean(1)");
+    drop((tc_tensor *[]){x, mu, d, x2, mu2, d2, sq, v, NULL});
+    tc_shutdown();
+}
+
+/* x.sum() + x.max(): two parallel reduces over the same loop space */
+static void test_parallel_reduces(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(8), *s = tc_sum(x, 0, NULL, false), *m = tc_max(x, 0, NULL, false);
+    tc_tensor *y = tc_add(s, m);
+    tc_check_schedule(y, 1, 1e-5, 1e-5, "x.sum() + x.max()");
+    drop((tc_tensor *[]){x, s, m, y, NULL});
+    tc_shutdown();
+}
+
+/* (a + a.sum(-1, keepdim)).sum(-1): reduce, broadcast, reduce: 1 kernel */
+static void test_reduce_expand_reduce(void **state) {
+    (void)state;
+    tc_tensor *a = rnd(9), *s = tc_sum(a, 1, &LAST, true), *p = tc_add(a, s);
+    tc_tensor *y = tc_sum(p, 1, &LAST, false);
+    tc_check_schedule(y, 1, 1e-4, 1e-4, "(a + a.sum(-1,kd)).sum(-1)");
+    drop((tc_tensor *[]){a, s, p, y, NULL});
+    tc_shutdown();
+}
+
+/* a+(a+a.sum(-1,kd)).sum(-1,kd) and out0=a+a.sum(-1,kd), out1=out0.sum(-1):
+ * full-space and reduced-space outputs of one kernel */
+static void test_branching_outputs(void **state) {
+    (void)state;
+    tc_tensor *a = rnd(10), *s = tc_sum(a, 1, &LAST, true), *o0 = tc_add(a, s);
+    tc_tensor *o1 = tc_sum(o0, 1, &LAST, false);
+    tc_tensor *both[2] = {o0, o1};
+    assert_int_equal(tc_schedule_kernel_count(both, 2), 1);
+    assert_int_equal(tc_realize(both, 2), TC_OK);
+    tc_tensor *a2 = rnd(11), *s2 = tc_sum(a2, 1, &LAST, true), *p2 = tc_add(a2, s2);
+    tc_tensor *t2 = tc_sum(p2, 1, &LAST, true), *y2 = tc_add(a2, t2);
+    tc_check_schedule(y2, 1, 1e-4, 1e-4, "a+(a+a.sum(-1,kd)).sum(-1,kd)");
+    drop((tc_tensor *[]){a, s, o0, o1, a2, s2, p2, t2, y2, NULL});
+    tc_shutdown();
+}
+
+/* a reduce over another loop space cannot be absorbed: x.sum(0) broadcast
+ * back over rows is a different loop space than the row sums: 2 kernels */
+static void test_different_spaces(void **state) {
+    (void)state;
+    const int FIRST = 0;
+    tc_tensor *x = rnd(12), *c = tc_sum(x, 1, &FIRST, true), *d = tc_sub(x, c);
+    tc_tensor *y = tc_sum(d, 1, &LAST, false);
+    tc_check_schedule(y, 2, 1e-4, 1e-4, "(x - x.sum(0)).sum(1)");
+    drop((tc_tensor *[]){x, c, d, y, NULL});
+    tc_shutdown();
+}
+
+/* TC_NOFUSE=1: one kernel per reduce (softmax is 3: max, sum, store) and the
+ * same numbers */
+static void test_nofuse(void **state) {
+    (void)state;
+    tc_set_flag("TC_NOFUSE", 1);
+    tc_tensor *x = rnd(13), *m = tc_max(x, 1, &LAST, true), *d = tc_sub(x, m), *e = tc_exp(d);
+    tc_tensor *s = tc_sum(e, 1, &LAST, true), *y = tc_div(e, s);
+    tc_check_schedule(y, 3, 1e-5, 1e-6, "softmax NOFUSE");
+    tc_set_flag("TC_NOFUSE", 0);
+    drop((tc_tensor *[]){x, m, d, e, s, y, NULL});
+    tc_shutdown();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_softmax),          cmocka_unit_test(test_log_softmax),
+        cmocka_unit_test(test_layernorm),        cmocka_unit_test(test_std),
+        cmocka_unit_test(test_mean_and_std),     cmocka_unit_test(test_centered),
+        cmocka_unit_test(test_parallel_reduces), cmocka_unit_test(test_reduce_expand_reduce),
+        cmocka_unit_test(test_branching_outputs), cmocka_unit_test(test_different_spaces),
+        cmocka_unit_test(test_nofuse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
