@@ -111,6 +111,7 @@ int tc_st_ndim(const tc_st *st);
 const int64_t *tc_st_shape(const tc_st *st);
 int64_t tc_st_numel(const tc_st *st);
 bool tc_st_is_contiguous(const tc_st *st); /* one view, and it is contiguous */
+bool tc_st_has_mask(const tc_st *st);      /* some view has a mask (reads padding) */
 bool tc_st_equal(const tc_st *a, const tc_st *b);
 uint64_t tc_st_hash(const tc_st *st);
 /* Movement. Callers check the arguments (the front end does, with messages);

@@ -671,3 +671,9 @@ void tc_st_dump(FILE *f, const tc_st *st) {
     }
     fprintf(f, ")\n");
 }
+
+bool tc_st_has_mask(const tc_st *st) {
+    for (int i = 0; i < st->n_views; i++)
+        if (st->views[i].has_mask) return true;
+    return false;
+}

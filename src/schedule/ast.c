@@ -124,6 +124,33 @@ static tc_ast *build_base(build_ctx *bc, tc_node *b, const tc_st *st) {
     return a;
 }
 
+/* A padded view of a computed value whose ops do not keep 0 at 0 (exp2,
+ * log2, recip, idiv): masking the leaves gives f(0) in the padding, so the
+ * whole value is gated: valid ? value : 0. (tinygrad realized these.) */
+static bool needs_gate(build_ctx *bc, tc_node *view) {
+    tc_node *b = view->srcs[0];
+    tc_binfo *bi = b->scratch;
+    bool computed = !is_realized(b) && b->op != TC_OP_CONST && bi;
+    bool is_out = false;
+    for (int i = 0; i < bc->n_outs; i++) is_out |= bc->slots.items[i] == b;
+    if (!computed || (bi->realize && !is_out) || !tc_st_has_mask(view->st)) return false;
+    return tc_sched_cone_has(b, false, tc_sched_unsafe_pad);
+}
+
+static tc_ast *gate(build_ctx *bc, tc_ast *value, tc_st *st) {
+    tc_ast *valid = ast_new(bc, TC_OP_CONST, TC_BOOL, 0), *zero = ast_new(bc, TC_OP_CONST, value->dtype, 0);
+    tc_ast *w = valid && zero ? ast_new(bc, TC_OP_WHERE, value->dtype, 3) : NULL;
+    if (!w) return NULL;
+    valid->value = 1;
+    valid->ivalue = 1;
+    valid->st = st; /* a true constant under the view's mask: the validity */
+    zero->st = st;
+    w->srcs[0] = valid;
+    w->srcs[1] = value;
+    w->srcs[2] = zero;
+    return w;
+}
+
 /* the AST computing node n at loop-space indices mapped onto n's elements by st */
 static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st) {
     memo **m = memo_find(bc, n, st);
@@ -132,6 +159,7 @@ static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st) {
     if (n->op == TC_OP_VIEW) {
         tc_st *composed = keep_st(bc, tc_st_compose(n->st, st));
         a = composed ? build_base(bc, n->srcs[0], composed) : NULL;
+        if (a && needs_gate(bc, n)) a = gate(bc, a, composed);
     } else {
         a = build_base(bc, n, st);
     }

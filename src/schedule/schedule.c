@@ -52,10 +52,8 @@ static tc_status collect(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     return st;
 }
 
-static bool st_has_mask(const tc_st *st) {
-    for (int i = 0; i < st->n_views; i++)
-        if (st->views[i].has_mask) return true;
-    return false;
+bool tc_sched_unsafe_pad(const tc_node *n) {
+    return tc_ops[n->op].is_unsafe_pad;
 }
 
 /* an expanding view: it reads base elements more than once. A padded view
@@ -73,7 +71,7 @@ static bool reads_more_than_base(const tc_node *via, const tc_node *b) {
 
 /* true when the unrealized cone under b (stopping at realized nodes and, if
  * stop_at_reduce, at reduces) holds a node for which pred holds */
-static bool cone_has(tc_node *b, bool stop_at_reduce, bool (*pred)(const tc_node *)) {
+bool tc_sched_cone_has(tc_node *b, bool stop_at_reduce, bool (*pred)(const tc_node *)) {
     tc_ptrvec stack = {0}, seen = {0};
     bool found = false;
     tc_ptrvec_push(&stack, b);
@@ -92,10 +90,6 @@ static bool cone_has(tc_node *b, bool stop_at_reduce, bool (*pred)(const tc_node
     tc_ptrvec_free(&stack);
     tc_ptrvec_free(&seen);
     return found;
-}
-
-static bool is_unsafe_pad(const tc_node *n) {
-    return tc_ops[n->op].is_unsafe_pad;
 }
 
 static bool is_reduce_node(const tc_node *n) {
@@ -126,19 +120,14 @@ static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) 
                 /* an expand recomputes b per element it broadcasts to: realize b,
                  * unless b is a per-row value of a reduce that a kernel can keep
                  * in a register (group.c decides) */
-                if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && cone_has(b, true, is_reduce_node))
+                if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && tc_sched_cone_has(b, true, is_reduce_node))
                     bi->expand_pending = true;
                 else
                     bi->realize = true;
-            } else if (st_has_mask(via->st)) {
-                bi->pad_check = true;
             }
+            /* a padded view of an op with f(0) != 0 needs no realize: ast.c
+             * gates the expression with the view's validity */
         }
-    }
-    for (int i = 0; i < c->bases.n; i++) {
-        tc_node *b = c->bases.items[i];
-        tc_binfo *bi = tc_binfo_of(b);
-        if (bi->pad_check && !bi->realize && cone_has(b, true, is_unsafe_pad)) bi->realize = true;
     }
     return TC_OK;
 }

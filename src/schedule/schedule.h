@@ -75,7 +75,6 @@ typedef struct tc_binfo tc_binfo;
 struct tc_binfo {
     tc_node *node;          /* the base */
     bool realize;           /* a root: gets a buffer */
-    bool pad_check;         /* read through a masked view: check for unsafe ops */
     bool expand_pending;    /* read through an expand that a reduce group may absorb */
     bool validated;         /* that expand is a row broadcast inside a reduce group */
     bool inlinable;         /* root: every read of it is recomputable in its own kernel */
@@ -100,6 +99,10 @@ static inline tc_binfo *tc_binfo_of(const tc_node *n) {
     return n->scratch;
 }
 tc_binfo *tc_group_find(tc_binfo *b);        /* group.c: a root's representative */
+/* schedule.c: does the unrealized cone under b (stopping at realized nodes
+ * and, if asked, at reduces) hold a node for which pred holds? */
+bool tc_sched_cone_has(tc_node *b, bool stop_at_reduce, bool (*pred)(const tc_node *));
+bool tc_sched_unsafe_pad(const tc_node *n); /* f(0) != 0 (EXP2, LOG2, RECIP, IDIV) */
 tc_status tc_group_reduces(tc_sched_ctx *c); /* group.c: places every unrealized reduce */
 tc_status tc_build_items(tc_sched_ctx *c);   /* ast.c: one item per group, ordered */
 

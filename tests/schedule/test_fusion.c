@@ -4,6 +4,8 @@
  * checked against the reference evaluator. Shapes are odd on purpose. */
 #include "tc_test.h"
 
+#include <stdlib.h>
+
 static const int64_t X[2] = {7, 33};
 static const int LAST = -1;
 
@@ -128,6 +130,30 @@ static void test_different_spaces(void **state) {
     tc_shutdown();
 }
 
+/* the pad cases tinygrad got wrong before #4614 (shrink_pad_unsafe,
+ * base_change_shrink_pad) and a pad under a reduce: all 1 kernel, with the
+ * padding reading 0 (exp2(0) would be 1, log2(0) -inf) */
+static void test_unsafe_pads(void **state) {
+    (void)state;
+    const int64_t n4[1] = {4}, shrink1[2] = {0, 1}, pad1[2] = {0, 1};
+    tc_tensor *a = tc_test_randn(1, n4, 14, -1, 1), *e = tc_exp2(a), *sh = tc_shrink(e, shrink1);
+    tc_tensor *p = tc_pad(sh, pad1), *c = tc_contiguous(p);
+    tc_check_schedule(c, 1, 1e-6, 1e-6, "a.exp2()[:1].pad((0,1))");
+    float *v = tc_test_read(c);
+    assert_true(v[1] == 0.0f);
+    free(v);
+    const int64_t s44[2] = {4, 4}, sh2[4] = {0, 3, 0, 3}, pd2[4] = {0, 1, 0, 1};
+    tc_tensor *b = tc_test_randn(2, s44, 15, -1, 1), *be = tc_exp2(b), *bs = tc_shrink(be, sh2);
+    tc_tensor *bp = tc_pad(bs, pd2), *two = tc_full(0, NULL, 2.0, TC_FLOAT32, NULL), *bm = tc_mul(bp, two);
+    tc_check_schedule(bm, 1, 1e-6, 1e-6, "b.exp2()[:-1,:-1].pad(...)*2");
+    tc_tensor *d = tc_test_randn(2, s44, 16, 0.5f, 2.0f), *dl = tc_log2(d);
+    const int64_t pd3[4] = {1, 1, 1, 1};
+    tc_tensor *dp = tc_pad(dl, pd3), *ds = tc_sum(dp, 0, NULL, false);
+    tc_check_schedule(ds, 1, 1e-5, 1e-5, "d.log2().pad(1).sum()");
+    drop((tc_tensor *[]){a, e, sh, p, c, b, be, bs, bp, two, bm, d, dl, dp, ds, NULL});
+    tc_shutdown();
+}
+
 /* TC_NOFUSE=1: one kernel per reduce (softmax is 3: max, sum, store) and the
  * same numbers */
 static void test_nofuse(void **state) {
@@ -148,7 +174,7 @@ int main(void) {
         cmocka_unit_test(test_mean_and_std),     cmocka_unit_test(test_centered),
         cmocka_unit_test(test_parallel_reduces), cmocka_unit_test(test_reduce_expand_reduce),
         cmocka_unit_test(test_branching_outputs), cmocka_unit_test(test_different_spaces),
-        cmocka_unit_test(test_nofuse),
+        cmocka_unit_test(test_unsafe_pads),      cmocka_unit_test(test_nofuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
