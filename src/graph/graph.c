@@ -247,7 +247,7 @@ tc_node *tc_node_buffer(tc_buffer *b, tc_dtype dt, int ndim, const int64_t *shap
     if (!n) return NULL;
     n->buffer = tc_buffer_retain(b);
     n->ndim = ndim;
-    memcpy(n->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    if (ndim) memcpy(n->shape, shape, sizeof(int64_t) * (size_t)ndim);
     return n;
 }
 

@@ -1,0 +1,277 @@
+/* binary.c - the public binary ops, tc_where and tc_cast: checks (NULL
+ * handles, same device, numpy broadcasting, dtype rules), then promotion with
+ * tc_dtype_promote, broadcasting by reshape+expand, and the op composed from
+ * primitives:
+ *   sub = a + -b       div = a * recip(b) (ints -> float32)    idiv, mod: ints only
+ *   minimum = flip(max(flip a, flip b)) with an order-reversing flip per dtype
+ *   lt = CMPLT  gt = CMPLT(b,a)  ne = CMPNE  eq = !CMPNE  ge = !lt  le = !gt
+ *   (floats: le = lt|eq and ge = gt|eq, so comparisons with NaN are false)
+ *   pow = exp2(b*log2|a|), sign fixed for negative a (odd integer b: negative,
+ *   non-integer b: NaN), 1 where b == 0 or a == 1 (C's pow, even for NaN). */
+#include "tensor.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- operands ---- */
+
+static const char *device_name(int id) {
+    tc_dev *d = tc_device_get(id);
+    return d ? d->name : "?";
+}
+
+/* checks n handles (names[i] for messages) for NULL, one device and
+ * broadcastable shapes; the broadcast shape goes to ndim/shape */
+static tc_status check_operands(const char *api, int n, tc_tensor *const *ts,
+                                const char *const *names, int *ndim, int64_t *shape) {
+    for (int i = 0; i < n; i++)
+        if (tc_tensor_check(ts[i], api, names[i]) != TC_OK) return TC_ERR_INVALID;
+    for (int i = 1; i < n; i++)
+        if (ts[i]->node->device != ts[0]->node->device)
+            return tc_error_set(TC_ERR_DEVICE, "%s: %s is on %s but %s is on %s", api, names[0],
+                                device_name(ts[0]->node->device), names[i],
+                                device_name(ts[i]->node->device));
+    *ndim = ts[0]->node->ndim;
+    memcpy(shape, ts[0]->node->shape, sizeof(int64_t) * (size_t)*ndim);
+    for (int i = 1; i < n; i++) {
+        const tc_node *x = ts[i]->node;
+        int nd = x->ndim > *ndim ? x->ndim : *ndim;
+        int64_t out[TC_MAX_DIMS];
+        for (int d = 0; d < nd; d++) {
+            int ia = d - (nd - *ndim), ib = d - (nd - x->ndim);
+            int64_t sa = ia >= 0 ? shape[ia] : 1, sb = ib >= 0 ? x->shape[ib] : 1;
+            if (sa != sb && sa != 1 && sb != 1) {
+                char b1[256], b2[256];
+                return tc_error_set(TC_ERR_SHAPE, "%s: cannot broadcast %s with %s", api,
+                                    tc_fmt_shape(b1, sizeof b1, *ndim, shape),
+                                    tc_fmt_shape(b2, sizeof b2, x->ndim, x->shape));
+            }
+            out[d] = sa == 1 ? sb : sa;
+        }
+        *ndim = nd;
+        memcpy(shape, out, sizeof(int64_t) * (size_t)nd);
+    }
+    return TC_OK;
+}
+
+/* t's node cast to dt and broadcast to shape (new reference) */
+static tc_node *operand(const tc_tensor *t, tc_dtype dt, int ndim, const int64_t *shape) {
+    return tc_ew_broadcast(tc_ew_cast(tc_node_retain(t->node), dt), ndim, shape);
+}
+
+/* ---- binary builders: a and b consumed, same shape and dtype ---- */
+
+static tc_node *build_add(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_ADD, a, b);
+}
+static tc_node *build_mul(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_MUL, a, b);
+}
+static tc_node *build_div(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_MUL, a, tc_ew_unary(TC_OP_RECIP, b));
+}
+static tc_node *build_idiv(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_IDIV, a, b);
+}
+static tc_node *build_mod(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_MOD, a, b);
+}
+static tc_node *build_maximum(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_MAX, a, b);
+}
+static tc_node *build_minimum(tc_node *a, tc_node *b) {
+    return tc_ew_order_flip(tc_ew_binary(TC_OP_MAX, tc_ew_order_flip(a), tc_ew_order_flip(b)));
+}
+static tc_node *build_and(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_AND, a, b);
+}
+static tc_node *build_or(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_OR, a, b);
+}
+static tc_node *build_xor(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_XOR, a, b);
+}
+
+static tc_node *build_lt(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_CMPLT, a, b);
+}
+static tc_node *build_gt(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_CMPLT, b, a);
+}
+static tc_node *build_ne(tc_node *a, tc_node *b) {
+    return tc_ew_binary(TC_OP_CMPNE, a, b);
+}
+static tc_node *build_eq(tc_node *a, tc_node *b) {
+    return tc_ew_not(tc_ew_binary(TC_OP_CMPNE, a, b));
+}
+/* a <= b: !(b < a) for ints and bool; (a < b) | (a == b) for floats (NaN -> false) */
+static tc_node *build_le(tc_node *a, tc_node *b) {
+    if (a && !tc_dtypes[a->dtype].is_float) return tc_ew_not(build_gt(a, b));
+    tc_node *a2 = tc_ew_keep(a), *b2 = tc_ew_keep(b);
+    return tc_ew_binary(TC_OP_OR, build_lt(a, b), build_eq(a2, b2));
+}
+static tc_node *build_ge(tc_node *a, tc_node *b) {
+    return build_le(b, a);
+}
+
+/* for float b (borrowed): is_int = b is a whole number, is_odd = an odd one.
+ * |b| >= 2^24, inf and NaN become 0 first (all such floats are even
+ * integers), so the int32 cast never overflows. */
+static void int_parts(tc_node *b, tc_node **is_int, tc_node **is_odd) {
+    tc_node *lim = tc_ew_const(b, 16777216.0), *zero = tc_ew_const(b, 0);
+    tc_node *abs_b = tc_ew_abs(tc_ew_keep(b));
+    tc_node *t = tc_ew_where(tc_ew_binary(TC_OP_CMPLT, abs_b, lim), tc_ew_keep(b), zero);
+    tc_node *ti = tc_ew_cast(tc_ew_keep(t), TC_INT32);
+    tc_node *ti2 = tc_ew_keep(ti), *one_i = tc_ew_const(ti, 1), *zero_i = tc_ew_const(ti, 0);
+    tc_dtype dt = b->dtype;
+    *is_int = tc_ew_not(tc_ew_binary(TC_OP_CMPNE, tc_ew_cast(ti, dt), t));
+    *is_odd = tc_ew_binary(TC_OP_CMPNE, tc_ew_binary(TC_OP_AND, ti2, one_i), zero_i);
+}
+
+static tc_node *build_pow(tc_node *a, tc_node *b) {
+    if (!a || !b) {
+        tc_node_release(a);
+        tc_node_release(b);
+        return NULL;
+    }
+    tc_node *is_int, *is_odd;
+    int_parts(b, &is_int, &is_odd);
+    tc_node *zero_a = tc_ew_const(a, 0), *zero_b = tc_ew_const(b, 0), *one = tc_ew_const(a, 1);
+    tc_node *one_cmp = tc_ew_const(a, 1), *nan = tc_ew_const(a, NAN);
+    tc_node *abs_a = tc_ew_abs(tc_ew_keep(a)), *a2 = tc_ew_keep(a), *b1 = tc_ew_keep(b);
+    tc_node *mag =
+        tc_ew_unary(TC_OP_EXP2, tc_ew_binary(TC_OP_MUL, b1, tc_ew_unary(TC_OP_LOG2, abs_a)));
+    tc_node *mag2 = tc_ew_keep(mag), *mag3 = tc_ew_keep(mag);
+    tc_node *signed_mag = tc_ew_where(is_odd, tc_ew_unary(TC_OP_NEG, mag), mag2);
+    tc_node *neg_base = tc_ew_where(is_int, signed_mag, nan);
+    tc_node *r = tc_ew_where(tc_ew_binary(TC_OP_CMPLT, a, zero_a), neg_base, mag3);
+    tc_node *b_is_zero = tc_ew_not(tc_ew_binary(TC_OP_CMPNE, b, zero_b));
+    tc_node *a_is_one = tc_ew_not(tc_ew_binary(TC_OP_CMPNE, a2, one_cmp));
+    return tc_ew_where(tc_ew_binary(TC_OP_OR, b_is_zero, a_is_one), one, r);
+}
+
+/* ---- public binary ops ---- */
+
+typedef enum {
+    B_ANY,    /* every dtype */
+    B_NOBOOL, /* every dtype but bool (sub) */
+    B_FLOAT,  /* ints and bool are computed in float32 (div, pow) */
+    B_INT,    /* int32, int64, uint8 only (idiv, mod) */
+    B_LOGIC,  /* bool and integer dtypes (and, or, xor) */
+} binary_kind;
+
+/* the promoted dtype of a op b into *dt, or a TC_ERR_DTYPE naming api */
+static tc_status binary_dtype(const char *api, binary_kind kind, tc_dtype a, tc_dtype b,
+                              tc_dtype *dt) {
+    tc_dtype p = tc_dtype_promote(a, b);
+    bool is_float = tc_dtypes[p].is_float;
+    const char *need = NULL;
+    if (kind == B_NOBOOL && p == TC_BOOL) need = "not defined for bool tensors";
+    if (kind == B_INT && (is_float || p == TC_BOOL)) need = "needs integer tensors";
+    if (kind == B_LOGIC && is_float) need = "needs bool or integer tensors";
+    if (need)
+        return tc_error_set(TC_ERR_DTYPE, "%s: %s, got %s and %s", api, need, tc_dtypes[a].name,
+                            tc_dtypes[b].name);
+    *dt = kind == B_FLOAT && !is_float ? TC_FLOAT32 : p;
+    return TC_OK;
+}
+
+static tc_tensor *binary(const char *api, tc_tensor *a, tc_tensor *b, binary_kind kind,
+                         tc_node *(*build)(tc_node *, tc_node *)) {
+    tc_lock();
+    tc_tensor *out = NULL, *ts[2] = {a, b};
+    static const char *const names[2] = {"a", "b"};
+    int ndim = 0;
+    int64_t shape[TC_MAX_DIMS];
+    tc_dtype dt = TC_FLOAT32;
+    if (check_operands(api, 2, ts, names, &ndim, shape) == TC_OK &&
+        binary_dtype(api, kind, a->node->dtype, b->node->dtype, &dt) == TC_OK) {
+        tc_node *x = operand(a, dt, ndim, shape), *y = operand(b, dt, ndim, shape);
+        out = tc_tensor_wrap(build(x, y));
+    }
+    tc_unlock();
+    return out;
+}
+
+TC_API tc_tensor *tc_add(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_add", a, b, B_ANY, build_add);
+}
+TC_API tc_tensor *tc_sub(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_sub", a, b, B_NOBOOL, tc_ew_sub);
+}
+TC_API tc_tensor *tc_mul(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_mul", a, b, B_ANY, build_mul);
+}
+TC_API tc_tensor *tc_div(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_div", a, b, B_FLOAT, build_div);
+}
+TC_API tc_tensor *tc_idiv(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_idiv", a, b, B_INT, build_idiv);
+}
+TC_API tc_tensor *tc_mod(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_mod", a, b, B_INT, build_mod);
+}
+TC_API tc_tensor *tc_maximum(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_maximum", a, b, B_ANY, build_maximum);
+}
+TC_API tc_tensor *tc_minimum(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_minimum", a, b, B_ANY, build_minimum);
+}
+TC_API tc_tensor *tc_pow(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_pow", a, b, B_FLOAT, build_pow);
+}
+TC_API tc_tensor *tc_lt(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_lt", a, b, B_ANY, build_lt);
+}
+TC_API tc_tensor *tc_gt(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_gt", a, b, B_ANY, build_gt);
+}
+TC_API tc_tensor *tc_le(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_le", a, b, B_ANY, build_le);
+}
+TC_API tc_tensor *tc_ge(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_ge", a, b, B_ANY, build_ge);
+}
+TC_API tc_tensor *tc_eq(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_eq", a, b, B_ANY, build_eq);
+}
+TC_API tc_tensor *tc_ne(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_ne", a, b, B_ANY, build_ne);
+}
+TC_API tc_tensor *tc_logical_and(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_logical_and", a, b, B_LOGIC, build_and);
+}
+TC_API tc_tensor *tc_logical_or(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_logical_or", a, b, B_LOGIC, build_or);
+}
+TC_API tc_tensor *tc_logical_xor(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_logical_xor", a, b, B_LOGIC, build_xor);
+}
+
+/* ---- where and cast ---- */
+
+TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b) {
+    tc_lock();
+    tc_tensor *out = NULL, *ts[3] = {cond, a, b};
+    static const char *const names[3] = {"cond", "a", "b"};
+    int ndim = 0;
+    int64_t shape[TC_MAX_DIMS];
+    if (check_operands("tc_where", 3, ts, names, &ndim, shape) == TC_OK) {
+        tc_dtype dt = tc_dtype_promote(a->node->dtype, b->node->dtype);
+        tc_node *c = operand(cond, TC_BOOL, ndim, shape);
+        tc_node *x = operand(a, dt, ndim, shape), *y = operand(b, dt, ndim, shape);
+        out = tc_tensor_wrap(tc_ew_where(c, x, y));
+    }
+    tc_unlock();
+    return out;
+}
+
+TC_API tc_tensor *tc_cast(tc_tensor *a, tc_dtype dt) {
+    tc_lock();
+    tc_tensor *out = NULL;
+    if (tc_tensor_check(a, "tc_cast", "a") == TC_OK &&
+        tc_tensor_check_dtype("tc_cast", dt) == TC_OK)
+        out = tc_tensor_wrap(tc_ew_cast(tc_node_retain(a->node), dt));
+    tc_unlock();
+    return out;
+}

@@ -1,0 +1,162 @@
+/* reduce.c - sum, max, min, mean, var and std over a set of axes.
+ *
+ * Axes become a bitmask for tc_node_reduce (reduced dims stay size 1); unless
+ * keepdim they are then reshaped away. Accumulation dtypes: bool, uint8 and
+ * int32 sum in int32, int64 in int64, float16 in float32 (cast back after).
+ * min = flip(max(flip x)) with the order-reversing flip of tc_ew_order_flip.
+ * mean = sum * (1/n) (ints in float32); var = sum((x-mean)^2) / max(0, n-c).
+ * An input with no elements reduces to the identity (sum 0, max -inf or the
+ * dtype's lowest value, min its highest), so mean of nothing is NaN. */
+#include "tensor.h"
+
+#include <math.h>
+
+/* the lowest value of dt (max's identity) as a const of the given shape */
+static tc_node *lowest(tc_dtype dt, int device, int ndim, const int64_t *shape) {
+    switch (dt) {
+    case TC_FLOAT32:
+    case TC_FLOAT16: return tc_node_const(-INFINITY, dt, device, ndim, shape);
+    case TC_INT32: return tc_node_const_int(INT32_MIN, dt, device, ndim, shape);
+    case TC_INT64: return tc_node_const_int(INT64_MIN, dt, device, ndim, shape);
+    case TC_UINT8:
+    case TC_BOOL: return tc_node_const_int(0, dt, device, ndim, shape);
+    case TC_DTYPE_COUNT: break;
+    }
+    TC_INTERNAL("bad dtype %d", (int)dt);
+    return NULL;
+}
+
+/* x (consumed) reduced with op (REDUCE_SUM or REDUCE_MAX) over mask; the
+ * reduced dims stay as size 1 */
+static tc_node *reduce_keep(tc_node *x, tc_op op, uint32_t mask) {
+    if (!x) return NULL;
+    int64_t shape[TC_MAX_DIMS];
+    uint32_t real = 0; /* reducing a size-1 dim changes nothing */
+    for (int i = 0; i < x->ndim; i++) {
+        bool is_reduced = (mask >> i) & 1;
+        shape[i] = is_reduced ? 1 : x->shape[i];
+        if (is_reduced && x->shape[i] != 1) real |= 1u << i;
+    }
+    tc_node *r;
+    if (tc_node_numel(x) == 0)
+        r = op == TC_OP_REDUCE_SUM ? tc_node_const_int(0, x->dtype, x->device, x->ndim, shape)
+                                   : lowest(x->dtype, x->device, x->ndim, shape);
+    else if (!real) return x;
+    else r = tc_node_reduce(op, x, real);
+    tc_node_release(x);
+    return r;
+}
+
+/* x (consumed) with the dims in mask removed, unless keepdim */
+static tc_node *squeeze(tc_node *x, uint32_t mask, bool keepdim) {
+    if (!x || keepdim || !mask) return x;
+    int64_t shape[TC_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (!((mask >> i) & 1)) shape[nd++] = x->shape[i];
+    return tc_ew_reshape(x, nd, shape);
+}
+
+/* number of elements each output element reduces */
+static int64_t reduced_count(const tc_node *x, uint32_t mask) {
+    int64_t n = 1;
+    for (int i = 0; i < x->ndim; i++)
+        if ((mask >> i) & 1) n *= x->shape[i];
+    return n;
+}
+
+static tc_dtype sum_dtype(tc_dtype dt) {
+    switch (dt) {
+    case TC_BOOL:
+    case TC_UINT8:
+    case TC_INT32: return TC_INT32;
+    case TC_INT64: return TC_INT64;
+    case TC_FLOAT16:
+    case TC_FLOAT32:
+    case TC_DTYPE_COUNT: break;
+    }
+    return TC_FLOAT32;
+}
+
+/* x * (1/n) for float x (consumed) */
+static tc_node *scale(tc_node *x, double n) {
+    return tc_ew_binary(TC_OP_MUL, x, tc_ew_const(x, n > 0 ? 1.0 / n : INFINITY));
+}
+
+/* mean over mask, dims kept; x float32 (consumed) */
+static tc_node *mean_keep(tc_node *x, uint32_t mask) {
+    if (!x) return NULL;
+    double n = (double)reduced_count(x, mask);
+    return scale(reduce_keep(x, TC_OP_REDUCE_SUM, mask), n);
+}
+
+/* variance over mask, dims kept; x float32 (consumed) */
+static tc_node *var_keep(tc_node *x, uint32_t mask, int correction) {
+    if (!x) return NULL;
+    int ndim = x->ndim;
+    int64_t shape[TC_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) shape[i] = x->shape[i];
+    double n = (double)reduced_count(x, mask) - correction;
+    tc_node *mean = tc_ew_broadcast(mean_keep(tc_ew_keep(x), mask), ndim, shape);
+    tc_node *d = tc_ew_sub(x, mean);
+    tc_node *d2 = tc_ew_keep(d);
+    return scale(reduce_keep(tc_ew_binary(TC_OP_MUL, d, d2), TC_OP_REDUCE_SUM, mask), n);
+}
+
+/* ---- public ---- */
+
+typedef enum { R_SUM, R_MAX, R_MIN, R_MEAN, R_VAR, R_STD } reduce_kind;
+
+/* the reduction of x (consumed, dtype dt) over mask, dims kept */
+static tc_node *reduce_node(tc_node *x, tc_dtype dt, reduce_kind kind, uint32_t mask,
+                            int correction) {
+    switch (kind) {
+    case R_SUM:
+        return tc_ew_cast(reduce_keep(tc_ew_cast(x, sum_dtype(dt)), TC_OP_REDUCE_SUM, mask),
+                          dt == TC_FLOAT16 ? dt : sum_dtype(dt));
+    case R_MAX: return reduce_keep(x, TC_OP_REDUCE_MAX, mask);
+    case R_MIN: return tc_ew_order_flip(reduce_keep(tc_ew_order_flip(x), TC_OP_REDUCE_MAX, mask));
+    case R_MEAN:
+    case R_VAR:
+    case R_STD: break;
+    }
+    tc_dtype out = dt == TC_FLOAT16 ? dt : TC_FLOAT32;
+    x = tc_ew_cast(x, TC_FLOAT32);
+    tc_node *r = kind == R_MEAN ? mean_keep(x, mask) : var_keep(x, mask, correction);
+    if (kind == R_STD) r = tc_ew_unary(TC_OP_SQRT, r);
+    return tc_ew_cast(r, out);
+}
+
+static tc_tensor *reduce(const char *api, tc_tensor *a, int naxes, const int *axes, bool keepdim,
+                         reduce_kind kind, int correction) {
+    tc_lock();
+    tc_tensor *out = NULL;
+    uint32_t mask = 0;
+    if (tc_tensor_check(a, api, "a") == TC_OK &&
+        tc_tensor_axes_mask(api, a->node->ndim, naxes, axes, &mask) == TC_OK) {
+        tc_node *x = tc_node_retain(a->node);
+        tc_node *r = reduce_node(x, a->node->dtype, kind, mask, correction);
+        out = tc_tensor_wrap(squeeze(r, mask, keepdim));
+    }
+    tc_unlock();
+    return out;
+}
+
+TC_API tc_tensor *tc_sum(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    return reduce("tc_sum", a, naxes, axes, keepdim, R_SUM, 0);
+}
+TC_API tc_tensor *tc_max(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    return reduce("tc_max", a, naxes, axes, keepdim, R_MAX, 0);
+}
+TC_API tc_tensor *tc_min(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    return reduce("tc_min", a, naxes, axes, keepdim, R_MIN, 0);
+}
+TC_API tc_tensor *tc_mean(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    return reduce("tc_mean", a, naxes, axes, keepdim, R_MEAN, 0);
+}
+TC_API tc_tensor *tc_var(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction) {
+    return reduce("tc_var", a, naxes, axes, keepdim, R_VAR, correction);
+}
+TC_API tc_tensor *tc_std(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction) {
+    return reduce("tc_std", a, naxes, axes, keepdim, R_STD, correction);
+}

@@ -1,0 +1,84 @@
+/* run.c - running the graph: tc_realize (all handles in one engine call, so
+ * their kernels are scheduled together), tc_to_host, tc_schedule_kernel_count,
+ * tc_to_device (a COPY node) and the counters. The engine does the work;
+ * this file checks the user's arguments and names the public call. */
+#include "tensor.h"
+
+/* the nodes of ts[0..n-1] in a new array (NULL with an error otherwise) */
+static tc_node **nodes_of(const char *api, tc_tensor **ts, int n) {
+    if (n < 0 || (n > 0 && !ts)) {
+        tc_error_set(TC_ERR_INVALID, "%s: %s", api, n < 0 ? "n is negative" : "ts is NULL");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        if (!ts[i]) {
+            tc_error_set(TC_ERR_INVALID, "%s: ts[%d] is NULL", api, i);
+            return NULL;
+        }
+    tc_node **nodes = tc_malloc(sizeof *nodes * (size_t)(n ? n : 1));
+    if (!nodes) return NULL;
+    for (int i = 0; i < n; i++) nodes[i] = ts[i]->node;
+    return nodes;
+}
+
+TC_API tc_status tc_realize(tc_tensor **ts, int n) {
+    tc_lock();
+    tc_node **nodes = nodes_of("tc_realize", ts, n);
+    tc_status s = nodes ? tc_engine_realize(nodes, n, "tc_realize") : tc_error_code();
+    tc_free(nodes);
+    tc_unlock();
+    return s;
+}
+
+TC_API int tc_schedule_kernel_count(tc_tensor **ts, int n) {
+    tc_lock();
+    tc_node **nodes = nodes_of("tc_schedule_kernel_count", ts, n);
+    int count = nodes ? tc_engine_kernel_count(nodes, n) : -1;
+    tc_free(nodes);
+    tc_unlock();
+    return count;
+}
+
+TC_API tc_status tc_to_host(tc_tensor *t, void *dst, size_t nbytes) {
+    tc_lock();
+    tc_status s = tc_tensor_check(t, "tc_to_host", "t");
+    if (s == TC_OK) {
+        int64_t numel = tc_node_numel(t->node);
+        size_t want = (size_t)numel * tc_dtypes[t->node->dtype].size;
+        if (nbytes != want)
+            s = tc_error_set(TC_ERR_INVALID,
+                             "tc_to_host: nbytes is %zu but %lld elements of %s "
+                             "need %zu",
+                             nbytes, (long long)numel, tc_dtypes[t->node->dtype].name, want);
+        else if (!dst && nbytes > 0) s = tc_error_set(TC_ERR_INVALID, "tc_to_host: dst is NULL");
+        else s = tc_engine_to_host(t->node, dst, nbytes, "tc_to_host");
+    }
+    tc_unlock();
+    return s;
+}
+
+TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device) {
+    tc_lock();
+    tc_tensor *out = NULL;
+    int dev = -1;
+    if (tc_tensor_check(t, "tc_to_device", "t") == TC_OK &&
+        (dev = tc_device_open(device, "tc_to_device")) >= 0) {
+        tc_node *x = t->node;
+        out = tc_tensor_wrap(dev == x->device ? tc_node_retain(x)
+                                              : tc_node_meta(TC_OP_COPY, dev, 1, &x));
+    }
+    tc_unlock();
+    return out;
+}
+
+TC_API void tc_get_counters(tc_counters *out) {
+    tc_lock();
+    if (out) tc_engine_get_counters(out);
+    tc_unlock();
+}
+
+TC_API void tc_reset_counters(void) {
+    tc_lock();
+    tc_engine_reset_counters();
+    tc_unlock();
+}
