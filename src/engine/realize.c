@@ -8,6 +8,7 @@
 #include "render/render.h"
 #include "schedule/schedule.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static tc_counters counters; /* since start or the last reset */
@@ -102,11 +103,32 @@ static tc_status run_item(const tc_sched_item *it, int index) {
     return st;
 }
 
+/* TC_SAVE_SCHEDULE=path writes each realize's schedule as Graphviz to path
+ * (replaced each time), or to path formatted with a counter when it holds
+ * one "%d" (tools/render_schedule.sh turns them into SVG) */
+static void save_schedule(const tc_schedule *s) {
+    static int counter;
+    const char *pattern = getenv("TC_SAVE_SCHEDULE");
+    if (!pattern || !*pattern || !s->n_items) return;
+    char path[4096];
+    const char *pct = strstr(pattern, "%d");
+    if (pct && !strchr(pct + 2, '%') && strchr(pattern, '%') == pct) {
+        snprintf(path, sizeof path, "%.*s%d%s", (int)(pct - pattern), pattern, counter++, pct + 2);
+    } else {
+        snprintf(path, sizeof path, "%s", pattern);
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) return; /* a debugging aid: never fails a realize */
+    tc_schedule_write_dot(f, s);
+    fclose(f);
+}
+
 tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
     (void)api;
     double t0 = tc_time_now();
     tc_schedule *s = tc_schedule_create(nodes, n);
     if (!s) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    save_schedule(s);
     tc_status st = TC_OK;
     for (int i = 0; i < s->n_items && st == TC_OK; i++) st = run_item(&s->items[i], i);
     if (st == TC_OK && tc_flag_get(TC_FLAG_DEBUG) >= 1 && s->n_items)

@@ -30,3 +30,69 @@ void tc_schedule_dump(FILE *f, const tc_schedule *s) {
         if (it->ast) tc_ast_dump(f, it->ast);
     }
 }
+
+/* counts the distinct AST nodes per op (a DAG: each node once) */
+static void count_ops(const tc_ast *root, int *counts) {
+    tc_ptrvec stack = {0}, seen = {0};
+    tc_ptrvec_push(&stack, (void *)root);
+    while (stack.n) {
+        const tc_ast *a = stack.items[--stack.n];
+        bool dup = false;
+        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == a;
+        if (dup) continue;
+        tc_ptrvec_push(&seen, (void *)a);
+        counts[a->op]++;
+        for (int i = 0; i < a->n_srcs; i++) tc_ptrvec_push(&stack, a->srcs[i]);
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+}
+
+static void dot_item_label(FILE *f, const tc_sched_item *it) {
+    char shape[160];
+    fprintf(f, "%s\\nfull %s", it->name, tc_fmt_shape(shape, sizeof shape, it->ndim, it->full_shape));
+    if (!it->ast) return;
+    int counts[TC_OP_COUNT] = {0};
+    count_ops(it->ast, counts);
+    fprintf(f, "\\n");
+    int shown = 0;
+    for (int op = 0; op < TC_OP_COUNT; op++) {
+        if (!counts[op] || op == TC_OP_SINK || op == TC_OP_STORE || op == TC_OP_LOAD) continue;
+        fprintf(f, "%s%s", shown++ ? " " : "", tc_ops[op].name);
+        if (counts[op] > 1) fprintf(f, "x%d", counts[op]);
+    }
+}
+
+static int producer_of(const tc_schedule *s, const tc_node *n, int before) {
+    for (int i = 0; i < before; i++)
+        for (int k = 0; k < s->items[i].n_outs; k++)
+            if (s->items[i].bufs[k] == n) return i;
+    return -1;
+}
+
+/* Graphviz: kernels and copies are boxes, buffers read from outside the
+ * schedule are ellipses, edges are buffers labelled with shape and dtype */
+void tc_schedule_write_dot(FILE *f, const tc_schedule *s) {
+    fprintf(f, "digraph schedule {\n  rankdir=TB;\n  node [fontname=\"monospace\" fontsize=10];\n");
+    for (int i = 0; i < s->n_items; i++) {
+        const tc_sched_item *it = &s->items[i];
+        fprintf(f, "  k%d [shape=box style=filled fillcolor=\"%s\" label=\"", i,
+                it->is_copy ? "#dddddd" : it->reduce_axes ? "#ffd9a0" : "#bfe3ff");
+        dot_item_label(f, it);
+        fprintf(f, "\"];\n");
+        for (int k = it->n_outs; k < it->n_bufs; k++) {
+            const tc_node *in = it->bufs[k];
+            char shape[160];
+            tc_fmt_shape(shape, sizeof shape, in->ndim, in->shape);
+            int p = producer_of(s, in, i);
+            if (p < 0) {
+                fprintf(f, "  b%llu [shape=ellipse label=\"buf %s\\n%s\"];\n",
+                        (unsigned long long)in->id, shape, tc_dtypes[in->dtype].name);
+                fprintf(f, "  b%llu -> k%d;\n", (unsigned long long)in->id, i);
+            } else {
+                fprintf(f, "  k%d -> k%d [label=\"%s %s\"];\n", p, i, shape, tc_dtypes[in->dtype].name);
+            }
+        }
+    }
+    fprintf(f, "}\n");
+}

@@ -102,11 +102,40 @@ static void test_debug_output(void **state) {
     tc_shutdown();
 }
 
+/* TC_SAVE_SCHEDULE writes the schedule as Graphviz: one box per kernel,
+ * an edge for the buffer one kernel passes to the next */
+static void test_save_schedule(void **state) {
+    (void)state;
+    char path[] = "/tmp/tc_sched_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    setenv("TC_SAVE_SCHEDULE", path, 1);
+    tc_tensor *x = tc_test_randn(2, S, 3, -1, 1);
+    int a0 = 0, a1 = 1;
+    tc_tensor *c = tc_sum(x, 1, &a0, true), *d = tc_sub(x, c), *y = tc_sum(d, 1, &a1, false);
+    assert_int_equal(tc_realize(&y, 1), TC_OK);
+    unsetenv("TC_SAVE_SCHEDULE");
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char text[1 << 14];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(path);
+    assert_non_null(strstr(text, "digraph schedule"));
+    assert_non_null(strstr(text, "k0 -> k1")); /* the column sums feed the second kernel */
+    assert_non_null(strstr(text, "REDUCE_SUM"));
+    tc_release(x), tc_release(c), tc_release(d), tc_release(y);
+    tc_shutdown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_run_compiles_nothing),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_debug_output),
+        cmocka_unit_test(test_save_schedule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
