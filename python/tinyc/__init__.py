@@ -1,0 +1,81 @@
+"""tinyc - Python binding of libtinyc, an embeddable tensor compiler modelled
+on tinygrad. A pure-Python package: ctypes over libtinyc.so.
+
+    from tinyc import Tensor
+    a = Tensor([[1.0, 2.0], [3.0, 4.0]])
+    print((a * 2 + 1).sum(axis=1).numpy())
+
+The library is found through TINYC_LIB, the build tree next to this
+checkout, or the installed library (see tinyc/_lib.py).
+"""
+from . import _lib
+from ._lib import TinycError
+from .dtype import DType, dtypes
+from .tensor import AxisError, Tensor
+
+__all__ = ["Tensor", "GlobalCounters", "TinycError", "AxisError", "dtypes", "DType",
+           "nn", "version", "set_flag", "get_flag", "library_path", "where"]
+
+library_path = _lib.path
+
+
+def version():
+    """libtinyc's version string, "MAJOR.MINOR.PATCH"."""
+    return _lib.lib.tc_version().decode()
+
+
+def set_flag(name, value):
+    """tc_set_flag: TC_DEBUG, TC_NOOPT, TC_NOFUSE, TC_BEAM."""
+    _lib.check_status(_lib.lib.tc_set_flag(name.encode(), int(value)))
+
+
+def get_flag(name):
+    v = _lib.lib.tc_get_flag(name.encode())
+    if v == -1:  # unknown name
+        raise _lib.error()
+    return v
+
+
+def where(cond, x, y):
+    """tinyc.where(cond, x, y): x where cond, else y (torch.where)."""
+    if not isinstance(cond, Tensor):
+        cond = Tensor(cond)
+    return cond.where(x, y)
+
+
+class _CountersMeta(type):
+    """class-level properties: GlobalCounters.kernel_count reads tc_get_counters."""
+
+    @staticmethod
+    def _read():
+        c = _lib.Counters()
+        _lib.lib.tc_get_counters(c)
+        return c
+
+    @property
+    def kernel_count(cls):
+        return cls._read().kernel_count
+
+    @property
+    def global_ops(cls):
+        return cls._read().global_ops
+
+    @property
+    def global_mem(cls):
+        return cls._read().global_mem
+
+    @property
+    def time_sum_s(cls):
+        return cls._read().time_sum_s
+
+
+class GlobalCounters(metaclass=_CountersMeta):
+    """tinygrad's GlobalCounters: kernel_count, global_ops, global_mem,
+    time_sum_s since start or the last reset() (read from tc_get_counters)."""
+
+    @staticmethod
+    def reset():
+        _lib.lib.tc_reset_counters()
+
+
+from . import nn  # noqa: E402  (nn imports Tensor from here)

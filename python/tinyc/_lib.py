@@ -1,0 +1,206 @@
+"""_lib.py - finds libtinyc, loads it with ctypes and declares every C function
+the package calls (restype and argtypes), so ctypes never guesses.
+
+Where the library is looked for, in order:
+  1. the TINYC_LIB environment variable: a path to libtinyc.so, or a folder
+     holding it;
+  2. build trees next to the source checkout this package sits in
+     (<repo>/build, then <repo>/build-release, <repo>/cmake-build-release,
+     <repo>/cmake-build-debug);
+  3. the installed library: <sys.prefix>/lib, /usr/local/lib, then the
+     system's search path (ctypes.util.find_library("tinyc")).
+A library that is not found raises ImportError naming every place tried.
+
+Functions that later versions of the library add (autograd, composites,
+optimizers) are optional here: `has(name)` says whether the loaded library
+exports one and `need(name, what)` returns it or raises NotImplementedError
+naming the missing C symbol.
+"""
+import ctypes
+import ctypes.util
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(os.path.dirname(_HERE))  # python/tinyc/ -> repository root
+_BUILD_DIRS = ("build", "build-release", "cmake-build-release", "cmake-build-debug")
+_NAMES = ("libtinyc.so", "libtinyc.so.0", "libtinyc.dylib")
+
+
+def _candidates():
+    """(path, why) pairs in the order they are tried."""
+    env = os.environ.get("TINYC_LIB")
+    if env:
+        if os.path.isdir(env):
+            for n in _NAMES:
+                yield os.path.join(env, n), "TINYC_LIB"
+        else:
+            yield env, "TINYC_LIB"
+        return  # an explicit choice is never silently replaced by another library
+    for d in _BUILD_DIRS:
+        for n in _NAMES:
+            yield os.path.join(_REPO, d, n), "build tree"
+    for d in (os.path.join(sys.prefix, "lib"), "/usr/local/lib"):
+        for n in _NAMES:
+            yield os.path.join(d, n), "install prefix"
+    found = ctypes.util.find_library("tinyc")
+    if found:
+        yield found, "system"
+
+
+def _load():
+    tried = []
+    for path, why in _candidates():
+        is_file = os.path.isfile(path)
+        if not is_file and why != "system":
+            tried.append(path)
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    if os.environ.get("TINYC_LIB"):
+        where = "TINYC_LIB=%s" % os.environ["TINYC_LIB"]
+    else:
+        where = "the build trees, the install prefix and the system path"
+    raise ImportError(
+        "tinyc: cannot find libtinyc (looked in %s):\n  %s\n"
+        "Build it from the repository root with\n"
+        "  cmake -B build && cmake --build build\n"
+        "or point TINYC_LIB at libtinyc.so." % (where, "\n  ".join(tried) or "(nowhere)"))
+
+
+lib, path = _load()
+
+# ---- C types ----------------------------------------------------------------
+T = ctypes.c_void_p  # tc_tensor * (opaque handle, an int in Python)
+O = ctypes.c_void_p  # tc_optimizer *
+I64P = ctypes.POINTER(ctypes.c_int64)
+IP = ctypes.POINTER(ctypes.c_int)
+TP = ctypes.POINTER(ctypes.c_void_p)
+i32, i64, u64, f64 = ctypes.c_int, ctypes.c_int64, ctypes.c_uint64, ctypes.c_double
+b, s, sz, vp = ctypes.c_bool, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p
+
+
+class Counters(ctypes.Structure):
+    """tc_counters"""
+    _fields_ = [("kernel_count", ctypes.c_int64), ("global_ops", ctypes.c_int64),
+                ("global_mem", ctypes.c_int64), ("time_sum_s", ctypes.c_double)]
+
+
+_UNARY = ("neg exp log exp2 log2 sqrt sin cos relu sigmoid tanh recip abs square "
+          "contiguous logical_not").split()
+_BINARY = ("add sub mul div idiv mod maximum minimum pow lt gt le ge eq ne "
+           "logical_and logical_or logical_xor").split()
+_REDUCE = "sum max min mean".split()
+
+# name -> (restype, argtypes). Everything the package calls is listed here.
+SIGNATURES = {
+    "tc_last_error": (s, []), "tc_last_status": (i32, []),
+    "tc_status_string": (s, [i32]), "tc_version": (s, []), "tc_shutdown": (None, []),
+    "tc_dtype_size": (sz, [i32]), "tc_dtype_name": (s, [i32]),
+    "tc_set_flag": (i32, [s, i64]), "tc_get_flag": (i64, [s]),
+    "tc_from_data": (T, [vp, i32, i32, I64P, s]),
+    "tc_full": (T, [i32, I64P, f64, i32, s]), "tc_zeros": (T, [i32, I64P, i32, s]),
+    "tc_ones": (T, [i32, I64P, i32, s]), "tc_full_like": (T, [T, f64]),
+    "tc_arange": (T, [i64, i64, i64, i32, s]), "tc_eye": (T, [i64, i32, s]),
+    "tc_rand": (T, [i32, I64P, i32, s]), "tc_randn": (T, [i32, I64P, i32, s]),
+    "tc_manual_seed": (None, [u64]), "tc_retain": (T, [T]), "tc_release": (None, [T]),
+    "tc_ndim": (i32, [T]), "tc_shape": (I64P, [T]), "tc_get_dtype": (i32, [T]),
+    "tc_numel": (i64, [T]), "tc_device": (s, [T]), "tc_is_realized": (b, [T]),
+    "tc_where": (T, [T, T, T]), "tc_cast": (T, [T, i32]),
+    "tc_var": (T, [T, i32, IP, b, i32]), "tc_std": (T, [T, i32, IP, b, i32]),
+    "tc_reshape": (T, [T, i32, I64P]), "tc_permute": (T, [T, IP]),
+    "tc_transpose": (T, [T, i32, i32]), "tc_expand": (T, [T, i32, I64P]),
+    "tc_pad": (T, [T, I64P]), "tc_shrink": (T, [T, I64P]), "tc_flip": (T, [T, i32, IP]),
+    "tc_realize": (i32, [TP, i32]), "tc_to_host": (i32, [T, vp, sz]),
+    "tc_schedule_kernel_count": (i32, [TP, i32]), "tc_to_device": (T, [T, s]),
+    "tc_get_counters": (None, [ctypes.POINTER(Counters)]), "tc_reset_counters": (None, []),
+    # composites (optional until the library has them)
+    "tc_matmul": (T, [T, T]), "tc_softmax": (T, [T, i32]), "tc_log_softmax": (T, [T, i32]),
+    "tc_layernorm": (T, [T, i32, f64]), "tc_conv2d": (T, [T, T, T, i32, i32]),
+    "tc_max_pool2d": (T, [T, i32, i32]), "tc_cross_entropy": (T, [T, T]),
+    # autograd and training (optional until the library has them)
+    "tc_set_requires_grad": (i32, [T, b]), "tc_backward": (i32, [T]),
+    "tc_grad": (T, [T]), "tc_assign": (i32, [T, T]),
+    "tc_adam": (O, [TP, i32, f64, f64, f64, f64]), "tc_sgd": (O, [TP, i32, f64, f64]),
+    "tc_optimizer_zero_grad": (i32, [O]), "tc_optimizer_step": (i32, [O]),
+    "tc_optimizer_free": (None, [O]),
+}
+for _n in _UNARY:
+    SIGNATURES["tc_" + _n] = (T, [T])
+for _n in _BINARY:
+    SIGNATURES["tc_" + _n] = (T, [T, T])
+for _n in _REDUCE:
+    SIGNATURES["tc_" + _n] = (T, [T, i32, IP, b])
+
+_missing = set()
+for _name, (_res, _args) in SIGNATURES.items():
+    try:
+        _f = getattr(lib, _name)
+    except AttributeError:
+        _missing.add(_name)
+        continue
+    _f.restype, _f.argtypes = _res, _args
+
+
+def has(name):
+    """True when the loaded library exports the C function `name`."""
+    return name not in _missing and name in SIGNATURES
+
+
+def need(name, what):
+    """The C function `name`, or NotImplementedError saying `what` needs it."""
+    if name in _missing:
+        raise NotImplementedError(
+            "tinyc: %s needs the C function %s, which this libtinyc (%s) does not "
+            "export yet" % (what, name, path))
+    return getattr(lib, name)
+
+
+class TinycError(RuntimeError):
+    """A libtinyc call failed; the message is tc_last_error(), `status` the
+    tc_error name ("TC_ERR_SHAPE", ...)."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+def error():
+    """TinycError from the library's last failure on this thread."""
+    msg = lib.tc_last_error()
+    code = lib.tc_last_status()
+    name = lib.tc_status_string(code)
+    return TinycError((msg or b"libtinyc call failed").decode("utf-8", "replace"),
+                      name.decode() if name else None)
+
+
+def check(handle):
+    """handle if not NULL, else raise the library's error."""
+    if not handle:
+        raise error()
+    return handle
+
+
+def check_status(st):
+    if st != 0:
+        raise error()
+
+
+def shape_arg(shape):
+    """(ndim, int64_t array) for a shape tuple."""
+    n = len(shape)
+    return n, (ctypes.c_int64 * max(n, 1))(*shape)
+
+
+def int_array(values):
+    return (ctypes.c_int * max(len(values), 1))(*values)
+
+
+def int64_array(values):
+    return (ctypes.c_int64 * max(len(values), 1))(*values)
+
+
+def handle_array(handles):
+    return (ctypes.c_void_p * max(len(handles), 1))(*handles)

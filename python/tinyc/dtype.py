@@ -1,0 +1,111 @@
+"""dtype.py - tinyc's dtypes as Python objects (tinygrad's `dtypes` namespace)
+and their mapping to tc_dtype values and numpy dtypes.
+
+    from tinyc import dtypes
+    dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool
+    (aliases: float, half, int, long, default_float, default_int)
+
+`to_dtype(x)` accepts a DType, a name ("float32"), a numpy dtype or type, a
+torch dtype, or the Python types float/int/bool.
+"""
+import numpy as np
+
+
+class DType:
+    """One tinyc dtype: `name`, `itemsize` (bytes), `value` (the tc_dtype enum),
+    `np` (the numpy dtype)."""
+    __slots__ = ("value", "name", "itemsize", "np", "is_float", "is_int")
+
+    def __init__(self, value, name, np_dtype, is_float, is_int):
+        self.value, self.name, self.np = value, name, np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self.is_float, self.is_int = is_float, is_int
+
+    def __repr__(self):
+        return "dtypes.%s" % self.name
+
+    def __reduce__(self):
+        return (to_dtype, (self.name,))
+
+
+class dtypes:
+    """tinygrad-style namespace of the dtypes libtinyc has."""
+    float32 = DType(0, "float32", np.float32, True, False)
+    float16 = DType(1, "float16", np.float16, True, False)
+    int32 = DType(2, "int32", np.int32, False, True)
+    int64 = DType(3, "int64", np.int64, False, True)
+    uint8 = DType(4, "uint8", np.uint8, False, True)
+    bool = DType(5, "bool", np.bool_, False, False)
+    float = float32
+    half = float16
+    int = int32
+    long = int64
+    default_float = float32
+    default_int = int32
+
+    @staticmethod
+    def is_float(dt):
+        return to_dtype(dt).is_float
+
+    @staticmethod
+    def is_int(dt):
+        return to_dtype(dt).is_int
+
+
+ALL = (dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool)
+BY_VALUE = {d.value: d for d in ALL}
+BY_NAME = {d.name: d for d in ALL}
+BY_NAME.update(float=dtypes.float32, half=dtypes.float16, int=dtypes.int32, long=dtypes.int64)
+# numpy dtypes libtinyc does not have -> the one they are converted to (tinygrad's
+# default float for float64; the smallest wider integer otherwise)
+NP_FALLBACK = {np.dtype(np.float64): dtypes.float32, np.dtype(np.int8): dtypes.int32,
+               np.dtype(np.int16): dtypes.int32, np.dtype(np.uint16): dtypes.int32,
+               np.dtype(np.uint32): dtypes.int64}
+BY_NP = {d.np: d for d in ALL}
+
+
+def from_numpy_dtype(npdt):
+    """The tinyc dtype numpy arrays of npdt become, or TypeError."""
+    npdt = np.dtype(npdt)
+    if npdt in BY_NP:
+        return BY_NP[npdt]
+    if npdt in NP_FALLBACK:
+        return NP_FALLBACK[npdt]
+    raise TypeError("tinyc: numpy dtype %s has no tinyc dtype (tinyc has %s)"
+                    % (npdt, ", ".join(d.name for d in ALL)))
+
+
+def to_dtype(x):
+    """A DType from a DType, a name, a numpy/torch dtype or float/int/bool."""
+    if isinstance(x, DType):
+        return x
+    if x is float:
+        return dtypes.float32
+    if x is int:
+        return dtypes.int32
+    if x is bool:
+        return dtypes.bool
+    if isinstance(x, str):
+        if x in BY_NAME:
+            return BY_NAME[x]
+        raise TypeError("tinyc: unknown dtype %r (tinyc has %s)"
+                        % (x, ", ".join(d.name for d in ALL)))
+    mod = type(x).__module__
+    if mod.startswith("torch"):  # torch.float32 -> "float32"
+        return to_dtype(str(x).split(".")[-1])
+    try:
+        npdt = np.dtype(x)
+    except TypeError:
+        raise TypeError("tinyc: %r is not a dtype" % (x,)) from None
+    if npdt in BY_NP:
+        return BY_NP[npdt]
+    raise TypeError("tinyc: dtype %s is not one tinyc has (%s)"
+                    % (npdt, ", ".join(d.name for d in ALL)))
+
+
+def least_upper(a, b):
+    """libtinyc's promotion: the dtype of higher priority
+    (bool < uint8 < int32 < int64 < float16 < float32)."""
+    order = (dtypes.bool, dtypes.uint8, dtypes.int32, dtypes.int64, dtypes.float16,
+             dtypes.float32)
+    return a if order.index(a) >= order.index(b) else b

@@ -1,0 +1,1179 @@
+"""tensor.py - tinyc.Tensor: a Python handle on one libtinyc tc_tensor.
+
+Every op calls the C library through ctypes and returns a new lazy Tensor;
+nothing runs until realize(), numpy(), item() or tolist(). Names and
+semantics follow tinygrad's Tensor (and PyTorch's where tinygrad has none).
+
+Ownership: a Tensor owns exactly one tc_tensor reference (`_h`) and drops it
+in __del__ (once; the handle is cleared first, so a released handle is never
+touched again). Methods that libtinyc has no C function for are composed here
+from C calls (clip, argmax, avg_pool2d, dropout, __getitem__ with steps, ...).
+Methods whose C function this build of the library lacks raise
+NotImplementedError naming the missing symbol (see _lib.need).
+
+Python misuse (wrong argument types, axes out of range, bad indices) raises
+TypeError / ValueError / IndexError before C is called; a failing C call
+raises TinycError with tc_last_error()'s message.
+"""
+import contextlib
+import math
+import numbers
+import operator
+
+import numpy as np
+
+from . import _lib
+from ._lib import TinycError, check, check_status, lib
+from .dtype import DType, dtypes, from_numpy_dtype, least_upper, to_dtype
+
+__all__ = ["Tensor", "AxisError"]
+
+
+class AxisError(ValueError, IndexError):
+    """An axis (dim) outside -ndim..ndim-1, or given twice (like numpy's AxisError,
+    it is both a ValueError and an IndexError)."""
+
+
+def _dev(device):
+    """C device argument: None (the default device) or bytes."""
+    if device is None:
+        return None
+    if not isinstance(device, str):
+        raise TypeError("tinyc: device must be a str like 'CPU', got %r" % (device,))
+    return device.encode()
+
+
+def _shape_args(shape, what):
+    """(ints...) or ((ints...),) -> a tuple of non-negative Python ints."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    out = []
+    for s in shape:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            raise TypeError("tinyc: %s: sizes must be ints, got %r" % (what, s))
+        out.append(int(s))
+    return tuple(out)
+
+
+def _is_scalar(x):
+    return isinstance(x, (bool, numbers.Number, np.bool_)) and not isinstance(x, complex)
+
+
+def _py_scalar(x):
+    """numpy scalars -> the Python scalar of the same kind."""
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    return float(x)
+
+
+def _scalar_dtype(v):
+    """tinygrad's dtype for a Python scalar: bool, int32 (int64 when it does not
+    fit), float32."""
+    if isinstance(v, bool):
+        return dtypes.bool
+    if isinstance(v, int):
+        return dtypes.int32 if -2**31 <= v < 2**31 else dtypes.int64
+    return dtypes.float32
+
+
+def _release_handle(h, _release=lib.tc_release):
+    try:
+        _release(h)
+    except Exception:  # the library may be gone at interpreter shutdown
+        pass
+
+
+class _train(contextlib.ContextDecorator):
+    """`with Tensor.train():` / `@Tensor.train()`: sets Tensor.training."""
+
+    def __init__(self, mode=True):
+        self.mode = mode
+
+    def __enter__(self):
+        self.prev, Tensor.training = Tensor.training, self.mode
+
+    def __exit__(self, *exc):
+        Tensor.training = self.prev
+
+
+class Schedule(list):
+    """What schedule() returns: one entry per kernel realize would run now
+    (len() is tc_schedule_kernel_count). Entries are ScheduleItem(index)."""
+
+
+class ScheduleItem:
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __repr__(self):
+        return "<ScheduleItem kernel %d>" % self.index
+
+
+class Tensor:
+    """A lazy tensor: tinygrad's Tensor over libtinyc."""
+    __slots__ = ("_h", "_shape", "_dtype", "_requires_grad", "__weakref__")
+    __array_ufunc__ = None  # numpy defers to our reflected operators (np.float32(2) * t)
+    __hash__ = object.__hash__  # __eq__ is elementwise, identity hashing like torch
+    training = False  # dropout and BatchNorm train only when True (see Tensor.train())
+    no_grad = False
+    train = _train
+
+    # ---- construction -----------------------------------------------------
+
+    def __init__(self, data, dtype=None, device=None, requires_grad=None):
+        self._h = None
+        self._shape = self._dtype = None
+        self._requires_grad = None
+        dt = to_dtype(dtype) if dtype is not None else None
+        if isinstance(data, Tensor):
+            src = data if device is None else data.to(device)
+            h = lib.tc_cast(src._h, dt.value) if dt is not None else lib.tc_retain(src._h)
+            self._h = check(h)
+        elif _is_scalar(data):
+            v = _py_scalar(data)
+            dt = dt or _scalar_dtype(v)
+            self._h = check(lib.tc_full(0, None, float(v), dt.value, _dev(device)))
+        else:
+            self._h = _from_array(data, dt, device)
+        if requires_grad is not None:
+            self.requires_grad = requires_grad
+
+    @classmethod
+    def _wrap(cls, h):
+        """A Tensor owning the new reference h (NULL raises the library error)."""
+        t = object.__new__(cls)
+        t._h = None
+        t._shape = t._dtype = t._requires_grad = None
+        t._h = check(h)
+        return t
+
+    def __del__(self, _release=_release_handle):
+        h = getattr(self, "_h", None)
+        if h:
+            self._h = None
+            _release(h)
+
+    @staticmethod
+    def _creation_kwargs(dtype, default):
+        return to_dtype(dtype) if dtype is not None else default
+
+    @staticmethod
+    def zeros(*shape, dtype=None, device=None, requires_grad=None):
+        return Tensor.full(_shape_args(shape, "zeros"), 0.0, dtype=dtype or dtypes.float32,
+                           device=device, requires_grad=requires_grad)
+
+    @staticmethod
+    def ones(*shape, dtype=None, device=None, requires_grad=None):
+        return Tensor.full(_shape_args(shape, "ones"), 1.0, dtype=dtype or dtypes.float32,
+                           device=device, requires_grad=requires_grad)
+
+    @staticmethod
+    def full(shape, fill_value, dtype=None, device=None, requires_grad=None):
+        shape = _shape_args((shape,), "full")
+        if not _is_scalar(fill_value):
+            raise TypeError("tinyc: full: fill_value must be a number, got %r" % (fill_value,))
+        v = _py_scalar(fill_value)
+        dt = to_dtype(dtype) if dtype is not None else _scalar_dtype(v)
+        n, arr = _lib.shape_arg(shape)
+        t = Tensor._wrap(lib.tc_full(n, arr, float(v), dt.value, _dev(device)))
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
+    def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=None):
+        if stop is None:
+            start, stop = 0, start
+        for v in (start, stop, step):
+            if not _is_scalar(v) or isinstance(v, (bool, np.bool_)):
+                raise TypeError("tinyc: arange: arguments must be numbers, got %r" % (v,))
+        if step == 0:
+            raise ValueError("tinyc: arange: step must not be 0")
+        is_int = all(isinstance(v, numbers.Integral) for v in (start, stop, step))
+        dt = to_dtype(dtype) if dtype is not None else (dtypes.int32 if is_int else
+                                                         dtypes.float32)
+        if is_int and dt != dtypes.bool:
+            t = Tensor._wrap(lib.tc_arange(int(start), int(stop), int(step), dt.value,
+                                           _dev(device)))
+        else:  # float arguments: start + i*step for i < ceil((stop-start)/step), like torch
+            n = max(0, math.ceil((stop - start) / step))
+            i = Tensor._wrap(lib.tc_arange(0, n, 1, dtypes.float32.value, _dev(device)))
+            t = (i * float(step) + float(start)).cast(dt)
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
+    def eye(n, m=None, dtype=None, device=None, requires_grad=None):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+            raise TypeError("tinyc: eye: n must be a non-negative int, got %r" % (n,))
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        t = Tensor._wrap(lib.tc_eye(int(n), dt.value, _dev(device)))
+        if m is not None and m != n:  # (n, m): cut or zero-pad the columns
+            t = t[:, :m] if m < n else t.pad(((0, 0), (0, m - n)))
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
+    def _random(fn, shape, dtype, device, requires_grad):
+        shape = _shape_args(shape, fn)
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        n, arr = _lib.shape_arg(shape)
+        t = Tensor._wrap(getattr(lib, fn)(n, arr, dt.value, _dev(device)))
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
+    def rand(*shape, dtype=None, device=None, requires_grad=None):
+        """U[0, 1)"""
+        return Tensor._random("tc_rand", shape, dtype, device, requires_grad)
+
+    @staticmethod
+    def randn(*shape, dtype=None, device=None, requires_grad=None):
+        """N(0, 1)"""
+        return Tensor._random("tc_randn", shape, dtype, device, requires_grad)
+
+    @staticmethod
+    def uniform(*shape, low=0.0, high=1.0, dtype=None, device=None, requires_grad=None):
+        """U[low, high)"""
+        t = (Tensor.rand(*shape, device=device) * float(high - low) + float(low))
+        if dtype is not None:
+            t = t.cast(dtype)
+        t = t.contiguous()  # a fresh tensor, not a view of the random stream's graph
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
+    def manual_seed(seed=0):
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError("tinyc: manual_seed: seed must be an int, got %r" % (seed,))
+        lib.tc_manual_seed(int(seed) & 0xFFFFFFFFFFFFFFFF)
+
+    def full_like(self, fill_value, dtype=None):
+        return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=self.device)
+
+    def zeros_like(self, dtype=None):
+        return self.full_like(0, dtype)
+
+    def ones_like(self, dtype=None):
+        return self.full_like(1, dtype)
+
+    def rand_like(self, dtype=None):
+        return Tensor.rand(*self.shape, dtype=dtype or self.dtype, device=self.device)
+
+    # ---- properties -------------------------------------------------------
+
+    @property
+    def shape(self):
+        if self._shape is None:
+            n = lib.tc_ndim(self._h)
+            p = lib.tc_shape(self._h)
+            self._shape = tuple(p[i] for i in range(n))
+        return self._shape
+
+    @property
+    def dtype(self):
+        if self._dtype is None:
+            from .dtype import BY_VALUE
+            self._dtype = BY_VALUE[lib.tc_get_dtype(self._h)]
+        return self._dtype
+
+    @property
+    def device(self):
+        return lib.tc_device(self._h).decode()
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return lib.tc_numel(self._h)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[self._axis(dim)]
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.numel() * self.dtype.itemsize
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("tinyc: len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        return "<Tensor shape=%s dtype=%s device=%s%s>" % (
+            self.shape, self.dtype.name, self.device,
+            " requires_grad=True" if self._requires_grad else "")
+
+    def is_realized(self):
+        return bool(lib.tc_is_realized(self._h))
+
+    # ---- autograd ---------------------------------------------------------
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, on):
+        if on is not None and not isinstance(on, (bool, np.bool_)):
+            raise TypeError("tinyc: requires_grad must be True, False or None")
+        if on is not None and _lib.has("tc_set_requires_grad"):
+            check_status(lib.tc_set_requires_grad(self._h, bool(on)))
+        self._requires_grad = None if on is None else bool(on)
+
+    def requires_grad_(self, on=True):
+        self.requires_grad = on
+        return self
+
+    @property
+    def grad(self):
+        if not _lib.has("tc_grad"):
+            return None
+        h = lib.tc_grad(self._h)
+        return Tensor._wrap(h) if h else None
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            raise TypeError("tinyc: only `t.grad = None` is supported (zero_grad)")
+        fn = _lib.need("tc_zero_grad", "Tensor.grad = None")
+        check_status(fn(self._h))
+
+    def backward(self, gradient=None):
+        if gradient is not None:
+            raise NotImplementedError("tinyc: backward(gradient) is not supported: call it on "
+                                      "a scalar loss")
+        if self.shape not in ((), (1,)):
+            raise ValueError("tinyc: backward needs a scalar (one-element) loss, got shape %s"
+                             % (self.shape,))
+        fn = _lib.need("tc_backward", "Tensor.backward")
+        check_status(fn(self._h))
+        return self
+
+    def detach(self):
+        if _lib.has("tc_detach"):
+            return Tensor._wrap(lib.tc_detach(self._h))
+        if _lib.has("tc_backward"):
+            _lib.need("tc_detach", "Tensor.detach")
+        # no autograd in this library: a new handle on the same graph node is detached
+        return self.reshape(self.shape)
+
+    def assign(self, x):
+        """Writes x (a Tensor, array or scalar; broadcast and cast to self's shape
+        and dtype) into self in place, lazily; returns self."""
+        fn = _lib.need("tc_assign", "Tensor.assign")
+        if not isinstance(x, Tensor):
+            x = Tensor(x, dtype=self.dtype, device=self.device)
+        if x.dtype != self.dtype:
+            x = x.cast(self.dtype)
+        if x.shape != self.shape:
+            x = x.expand(self.shape)
+        check_status(fn(self._h, x._h))
+        return self
+
+    # ---- running ----------------------------------------------------------
+
+    def realize(self, *others):
+        ts = (self,) + others
+        for t in others:
+            if not isinstance(t, Tensor):
+                raise TypeError("tinyc: realize: arguments must be Tensors, got %r" % (t,))
+        arr = _lib.handle_array([t._h for t in ts])
+        check_status(lib.tc_realize(arr, len(ts)))
+        return self
+
+    def schedule(self, *others):
+        """The kernels realize() would run now; len() is the kernel count."""
+        ts = (self,) + others
+        arr = _lib.handle_array([t._h for t in ts])
+        n = lib.tc_schedule_kernel_count(arr, len(ts))
+        if n < 0:
+            raise _lib.error()
+        return Schedule(ScheduleItem(i) for i in range(n))
+
+    def numpy(self):
+        out = np.empty(self.shape, dtype=self.dtype.np)
+        check_status(lib.tc_to_host(self._h, out.ctypes.data_as(_lib.vp), out.nbytes))
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError("tinyc: item() needs a tensor of one element, got shape %s"
+                             % (self.shape,))
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def data(self):
+        return self.numpy()
+
+    def to(self, device):
+        return Tensor._wrap(lib.tc_to_device(self._h, _dev(device)))
+
+    def cpu(self):
+        return self.to("CPU")
+
+    def clone(self):
+        return self.contiguous() if not self.is_realized() else (self + 0).contiguous()
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ValueError("tinyc: the truth value of a tensor with %d elements is "
+                             "ambiguous" % self.numel())
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_float or self.dtype == dtypes.bool:
+            raise TypeError("tinyc: only integer tensors can be used as an index")
+        return int(self.item())
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("tinyc: iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    # ---- elementwise ------------------------------------------------------
+
+    def _unary(self, name):
+        return Tensor._wrap(getattr(lib, name)(self._h))
+
+    def neg(self): return self._unary("tc_neg")
+    def exp(self): return self._unary("tc_exp")
+    def log(self): return self._unary("tc_log")
+    def exp2(self): return self._unary("tc_exp2")
+    def log2(self): return self._unary("tc_log2")
+    def sqrt(self): return self._unary("tc_sqrt")
+    def sin(self): return self._unary("tc_sin")
+    def cos(self): return self._unary("tc_cos")
+    def relu(self): return self._unary("tc_relu")
+    def sigmoid(self): return self._unary("tc_sigmoid")
+    def tanh(self): return self._unary("tc_tanh")
+    def abs(self): return self._unary("tc_abs")
+    def square(self): return self._unary("tc_square")
+    def reciprocal(self): return self._unary("tc_recip")
+    def logical_not(self): return self._unary("tc_logical_not")
+
+    def rsqrt(self): return self.sqrt().reciprocal()
+    def tan(self): return self.sin() / self.cos()
+    def sign(self): return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+    def leakyrelu(self, neg_slope=0.01): return self.relu() - (-neg_slope * self).relu()
+    def silu(self): return self * self.sigmoid()
+    def swish(self): return self.silu()
+    def gelu(self):
+        return 0.5 * self * (1 + (0.7978845608 * (self + 0.044715 * self * self * self)).tanh())
+    def softplus(self, beta=1): return (1 / beta) * (1 + (self * beta).exp()).log()
+    def elu(self, alpha=1.0): return self.relu() - alpha * (1 - self.exp()).relu()
+    def relu6(self): return self.relu() - (self - 6).relu()
+    def hardtanh(self, min_val=-1, max_val=1): return self.clip(min_val, max_val)
+
+    def _operand(self, y, reverse=False):
+        """(x, y) as Tensors for a binary op: a Python scalar y takes self's dtype
+        when that holds it (float tensors; int tensors with int scalars), else its
+        own (tinygrad's rule); the C op promotes and broadcasts."""
+        if isinstance(y, Tensor):
+            return (y, self) if reverse else (self, y)
+        if _is_scalar(y):
+            v = _py_scalar(y)
+            if self.dtype.is_float or (self.dtype.is_int and type(v) is int):
+                dt = self.dtype
+            else:
+                dt = _scalar_dtype(v)
+            yt = Tensor._wrap(lib.tc_full(0, None, float(v), dt.value, _dev(self.device)))
+        elif isinstance(y, (np.ndarray, list, tuple)):
+            yt = Tensor(y, device=self.device)
+        else:
+            raise TypeError("tinyc: unsupported operand type %s for a Tensor op"
+                            % type(y).__name__)
+        return (yt, self) if reverse else (self, yt)
+
+    def _binary(self, name, y, reverse=False):
+        a, b = self._operand(y, reverse)
+        return Tensor._wrap(getattr(lib, name)(a._h, b._h))
+
+    def add(self, y, reverse=False): return self._binary("tc_add", y, reverse)
+    def sub(self, y, reverse=False): return self._binary("tc_sub", y, reverse)
+    def mul(self, y, reverse=False): return self._binary("tc_mul", y, reverse)
+    def div(self, y, reverse=False): return self._binary("tc_div", y, reverse)
+    def idiv(self, y, reverse=False): return self._binary("tc_idiv", y, reverse)
+    def mod(self, y, reverse=False): return self._binary("tc_mod", y, reverse)
+    def maximum(self, y): return self._binary("tc_maximum", y)
+    def minimum(self, y): return self._binary("tc_minimum", y)
+    def logical_and(self, y): return self._binary("tc_logical_and", y)
+    def logical_or(self, y): return self._binary("tc_logical_or", y)
+    def logical_xor(self, y): return self._binary("tc_logical_xor", y)
+
+    def pow(self, y, reverse=False):
+        if not reverse and _is_scalar(y) and not isinstance(y, (bool, np.bool_)):
+            v = _py_scalar(y)
+            if v == int(v) and abs(v) <= 16:  # repeated squaring: exact, keeps the dtype
+                n = int(v)
+                if n < 0:
+                    return self.reciprocal().pow(-n)
+                if n == 0:
+                    return self.ones_like()
+                if n == 1:
+                    return self * 1
+                half = self.pow(n // 2)
+                sq = half * half
+                return sq * self if n % 2 else sq
+            if v == 0.5:
+                return self.sqrt()
+        return self._binary("tc_pow", y, reverse)
+
+    __add__ = add
+    __sub__ = sub
+    __mul__ = mul
+    __truediv__ = div
+    __floordiv__ = idiv
+    __mod__ = mod
+    __pow__ = pow
+    def __radd__(self, y): return self._binary("tc_add", y, True)
+    def __rsub__(self, y): return self._binary("tc_sub", y, True)
+    def __rmul__(self, y): return self._binary("tc_mul", y, True)
+    def __rtruediv__(self, y): return self._binary("tc_div", y, True)
+    def __rfloordiv__(self, y): return self._binary("tc_idiv", y, True)
+    def __rmod__(self, y): return self._binary("tc_mod", y, True)
+    def __rpow__(self, y): return self._binary("tc_pow", y, True)
+    def __neg__(self): return self.neg()
+    def __abs__(self): return self.abs()
+    def __lt__(self, y): return self._binary("tc_lt", y)
+    def __gt__(self, y): return self._binary("tc_gt", y)
+    def __le__(self, y): return self._binary("tc_le", y)
+    def __ge__(self, y): return self._binary("tc_ge", y)
+    def __eq__(self, y): return self._binary("tc_eq", y)
+    def __ne__(self, y): return self._binary("tc_ne", y)
+    def __and__(self, y): return self._binary("tc_logical_and", y)
+    def __or__(self, y): return self._binary("tc_logical_or", y)
+    def __xor__(self, y): return self._binary("tc_logical_xor", y)
+    def __rand__(self, y): return self._binary("tc_logical_and", y, True)
+    def __ror__(self, y): return self._binary("tc_logical_or", y, True)
+    def __rxor__(self, y): return self._binary("tc_logical_xor", y, True)
+    def __invert__(self): return self.logical_not()
+    def __matmul__(self, y): return self.matmul(y)
+    def __rmatmul__(self, y): return self._operand(y, True)[0].matmul(self)
+
+    def eq(self, y): return self == y
+    def ne(self, y): return self != y
+    def lt(self, y): return self < y
+    def gt(self, y): return self > y
+    def le(self, y): return self <= y
+    def ge(self, y): return self >= y
+
+    def where(self, x, y):
+        """self is the condition (tinygrad's cond.where(x, y)): x where true, else y."""
+        if isinstance(x, Tensor) and isinstance(y, Tensor):
+            a, b = x, y
+        elif isinstance(x, Tensor):
+            a, b = x._operand(y)
+        elif isinstance(y, Tensor):
+            b, a = y._operand(x)
+        else:
+            for v in (x, y):
+                if not _is_scalar(v):
+                    raise TypeError("tinyc: where: x and y must be Tensors or numbers")
+            dt = least_upper(_scalar_dtype(_py_scalar(x)), _scalar_dtype(_py_scalar(y)))
+            a = Tensor(x, dtype=dt, device=self.device)
+            b = Tensor(y, dtype=dt, device=self.device)
+        return Tensor._wrap(lib.tc_where(self._h, a._h, b._h))
+
+    def clip(self, min_=None, max_=None):
+        if min_ is None and max_ is None:
+            raise ValueError("tinyc: clip needs min_ or max_")
+        out = self
+        if min_ is not None:
+            out = out.maximum(min_)
+        if max_ is not None:
+            out = out.minimum(max_)
+        return out
+
+    clamp = clip
+
+    def cast(self, dtype):
+        return Tensor._wrap(lib.tc_cast(self._h, to_dtype(dtype).value))
+
+    def float(self): return self.cast(dtypes.float32)
+    def half(self): return self.cast(dtypes.float16)
+    def int(self): return self.cast(dtypes.int32)
+    def long(self): return self.cast(dtypes.int64)
+    def bool(self): return self.cast(dtypes.bool)
+
+    def lerp(self, end, weight):
+        return self + (end - self) * weight
+
+    # ---- axes -------------------------------------------------------------
+
+    def _axis(self, axis, ndim=None):
+        """one axis, negative counting from the end -> 0..ndim-1 (AxisError else)."""
+        ndim = self.ndim if ndim is None else ndim
+        if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+            raise TypeError("tinyc: an axis must be an int, got %r" % (axis,))
+        if not -ndim <= axis < ndim:
+            raise AxisError("tinyc: axis %d is out of range for %d dims" % (axis, ndim))
+        return int(axis) % ndim
+
+    def _axes(self, axis):
+        """axis=None | int | tuple -> sorted tuple of distinct 0..ndim-1 axes
+        (None means all)."""
+        if axis is None:
+            return tuple(range(self.ndim))
+        if isinstance(axis, (tuple, list)):
+            out = tuple(self._axis(a) for a in axis)
+            if len(set(out)) != len(out):
+                raise AxisError("tinyc: axis %r repeats an axis" % (axis,))
+            return tuple(sorted(out))
+        return (self._axis(axis),)
+
+    # ---- reduce -----------------------------------------------------------
+
+    def _reduce(self, name, axis, keepdim, *extra):
+        if not isinstance(keepdim, (bool, np.bool_)):
+            raise TypeError("tinyc: keepdim must be a bool")
+        axes = self._axes(axis)
+        x = self
+        if not axes:
+            # nothing to reduce (a 0-d tensor, or axis=()): reduce a new size-1 axis
+            # so the result has the reduce's dtype
+            x, axes = self.reshape((1,) + self.shape), (0,)
+            keepdim = False
+        arr = _lib.int_array(axes)
+        return Tensor._wrap(getattr(lib, name)(x._h, len(axes), arr, bool(keepdim), *extra))
+
+    def sum(self, axis=None, keepdim=False): return self._reduce("tc_sum", axis, keepdim)
+    def max(self, axis=None, keepdim=False): return self._reduce("tc_max", axis, keepdim)
+    def min(self, axis=None, keepdim=False): return self._reduce("tc_min", axis, keepdim)
+    def mean(self, axis=None, keepdim=False): return self._reduce("tc_mean", axis, keepdim)
+
+    def var(self, axis=None, keepdim=False, correction=1):
+        return self._reduce("tc_var", axis, keepdim, int(correction))
+
+    def std(self, axis=None, keepdim=False, correction=1):
+        return self._reduce("tc_std", axis, keepdim, int(correction))
+
+    def prod(self, axis=None, keepdim=False):
+        # exp(sum(log|x|)) with the sign from the count of negatives; zeros give 0
+        x = self.float()
+        mag = x.abs().log().sum(axis, keepdim).exp()
+        neg = (x < 0).cast(dtypes.int32).sum(axis, keepdim) % 2
+        has_zero = (x == 0).max(axis, keepdim) if self.numel() else None
+        out = (neg == 1).where(-mag, mag)
+        return has_zero.where(0.0, out) if has_zero is not None else out
+
+    def argmax(self, axis=None, keepdim=False):
+        """index of the first maximum (int32), tinygrad's recipe."""
+        if axis is None:
+            return self.flatten().argmax(0, keepdim=False) if not keepdim else \
+                self.flatten().argmax(0).reshape((1,) * self.ndim)
+        ax = self._axis(axis)
+        n = self.shape[ax]
+        is_max = self == self.max(axis=ax, keepdim=True)
+        rev = Tensor.arange(n - 1, -1, -1, device=self.device).reshape(
+            (n,) + (1,) * (self.ndim - ax - 1))
+        idx = (is_max * rev).max(axis=ax, keepdim=keepdim)
+        return (n - 1 - idx).cast(dtypes.int32)
+
+    def argmin(self, axis=None, keepdim=False):
+        flip = self.logical_not() if self.dtype == dtypes.bool else -self
+        return flip.argmax(axis, keepdim)
+
+    def logsumexp(self, axis=None, keepdim=False):
+        m = self.max(axis, keepdim=True)
+        out = (self - m).exp().sum(axis, keepdim=True).log() + m
+        if keepdim:
+            return out
+        axes = self._axes(axis)
+        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    # ---- movement ---------------------------------------------------------
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        out = []
+        for s in shape:
+            if s is None:
+                raise TypeError("tinyc: reshape sizes must be ints, got None")
+            if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+                raise TypeError("tinyc: reshape sizes must be ints, got %r" % (s,))
+            out.append(int(s))
+        n, arr = _lib.shape_arg(out)
+        return Tensor._wrap(lib.tc_reshape(self._h, n, arr))
+
+    view = reshape
+
+    def permute(self, *order):
+        if len(order) == 1 and isinstance(order[0], (tuple, list)):
+            order = tuple(order[0])
+        if len(order) != self.ndim:
+            raise ValueError("tinyc: permute needs %d axes, got %d" % (self.ndim, len(order)))
+        axes = [self._axis(a) for a in order]
+        if len(set(axes)) != len(axes):
+            raise AxisError("tinyc: permute order %r repeats an axis" % (tuple(order),))
+        return Tensor._wrap(lib.tc_permute(self._h, _lib.int_array(axes)))
+
+    def transpose(self, dim0=1, dim1=0):
+        a, b = self._axis(dim0), self._axis(dim1)
+        return Tensor._wrap(lib.tc_transpose(self._h, a, b))
+
+    @property
+    def T(self):
+        return self.permute(tuple(range(self.ndim))[::-1])
+
+    def expand(self, *shape):
+        shape = _shape_args(shape, "expand") if not (
+            len(shape) == 1 and isinstance(shape[0], (tuple, list))) else tuple(shape[0])
+        for s in shape:
+            if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+                raise TypeError("tinyc: expand sizes must be ints, got %r" % (s,))
+        n, arr = _lib.shape_arg([int(s) for s in shape])
+        return Tensor._wrap(lib.tc_expand(self._h, n, arr))
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def _pairs(self, arg, what):
+        """tinygrad's ((before, after) or None per dim) -> [(b, e)] * ndim; also
+        PyTorch's flat (last_before, last_after, prev_before, ...) form."""
+        arg = tuple(arg)
+        if arg and all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in arg):
+            if len(arg) % 2 or len(arg) // 2 > self.ndim:
+                raise ValueError("tinyc: %s: a flat padding needs 2 values per dim, at most %d"
+                                 % (what, 2 * self.ndim))
+            k = len(arg) // 2
+            pairs = [(0, 0)] * (self.ndim - k) + [
+                (int(arg[2 * i]), int(arg[2 * i + 1])) for i in reversed(range(k))]
+            return pairs
+        if len(arg) != self.ndim:
+            raise ValueError("tinyc: %s needs one (before, after) pair or None per dim (%d), "
+                             "got %d" % (what, self.ndim, len(arg)))
+        out = []
+        for p in arg:
+            if p is None:
+                out.append(None)
+                continue
+            if not isinstance(p, (tuple, list)) or len(p) != 2 or not all(
+                    isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in p):
+                raise TypeError("tinyc: %s: each entry must be a pair of ints or None, got %r"
+                                % (what, p))
+            out.append((int(p[0]), int(p[1])))
+        return out
+
+    def pad(self, padding, value=0.0):
+        """padding: ((before, after) or None per dim), tinygrad's form; a flat
+        PyTorch-style tuple (last dim first) also works. Negative amounts cut."""
+        pairs = [p or (0, 0) for p in self._pairs(padding, "pad")]
+        x = self
+        if any(b < 0 or e < 0 for b, e in pairs):  # negative padding shrinks
+            x = x.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in
+                               zip(pairs, self.shape)))
+            pairs = [(max(b, 0), max(e, 0)) for b, e in pairs]
+        if all(b == 0 and e == 0 for b, e in pairs):
+            return x
+        flat = [v for p in pairs for v in p]
+        out = Tensor._wrap(lib.tc_pad(x._h, _lib.int64_array(flat)))
+        if value != 0:
+            mask = Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device)
+            mask = Tensor._wrap(lib.tc_pad(mask._h, _lib.int64_array(flat)))
+            out = mask.where(out, value)
+        return out
+
+    def shrink(self, arg):
+        """arg: ((begin, end) or None per dim)."""
+        pairs = self._pairs(arg, "shrink")
+        flat = []
+        for p, s in zip(pairs, self.shape):
+            flat += list(p) if p is not None else [0, s]
+        return Tensor._wrap(lib.tc_shrink(self._h, _lib.int64_array(flat)))
+
+    def flip(self, axis=None):
+        axes = self._axes(axis) if not (isinstance(axis, (tuple, list)) and not axis) else ()
+        if not axes:
+            return self.reshape(self.shape)
+        return Tensor._wrap(lib.tc_flip(self._h, len(axes), _lib.int_array(axes)))
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        if self.ndim == 0:
+            if dim not in (0, -1):
+                raise AxisError("tinyc: squeeze: axis %r is out of range for 0 dims" % (dim,))
+            return self.reshape(())
+        axes = self._axes(dim)
+        return self.reshape(tuple(s for i, s in enumerate(self.shape)
+                                  if not (i in axes and s == 1)))
+
+    def unsqueeze(self, dim):
+        ax = self._axis(dim, self.ndim + 1)
+        s = self.shape
+        return self.reshape(s[:ax] + (1,) + s[ax:])
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        if self.ndim == 0:
+            return self.reshape(1)
+        a, b = self._axis(start_dim), self._axis(end_dim)
+        if a > b:
+            raise ValueError("tinyc: flatten: start_dim comes after end_dim")
+        s = self.shape
+        return self.reshape(s[:a] + (int(np.prod(s[a:b + 1], dtype=np.int64)),) + s[b + 1:])
+
+    def unflatten(self, dim, sizes):
+        ax = self._axis(dim)
+        return self.reshape(self.shape[:ax] + tuple(sizes) + self.shape[ax + 1:])
+
+    def contiguous(self):
+        return Tensor._wrap(lib.tc_contiguous(self._h))
+
+    def repeat(self, *repeats):
+        repeats = _shape_args(repeats, "repeat")
+        if len(repeats) < self.ndim:
+            raise ValueError("tinyc: repeat needs at least %d sizes" % self.ndim)
+        x = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
+        base = x.shape
+        x = x.reshape(tuple(v for s in base for v in (1, s)))
+        x = x.expand(tuple(v for r, s in zip(repeats, base) for v in (r, s)))
+        return x.reshape(tuple(r * s for r, s in zip(repeats, base)))
+
+    def chunk(self, chunks, dim=0):
+        ax = self._axis(dim)
+        step = -(-self.shape[ax] // chunks)
+        return self.split(step, ax)
+
+    def split(self, sizes, dim=0):
+        ax = self._axis(dim)
+        n = self.shape[ax]
+        if isinstance(sizes, numbers.Integral):
+            sizes = [min(sizes, n - i) for i in range(0, max(n, 1), max(sizes, 1))]
+        out, start = [], 0
+        for s in sizes:
+            arg = [None] * self.ndim
+            arg[ax] = (start, start + s)
+            out.append(self.shrink(arg))
+            start += s
+        return out
+
+    def cat(self, *others, dim=0):
+        ts = (self,) + others
+        ax = self._axis(dim)
+        total = sum(t.shape[ax] for t in ts)
+        out, start = None, 0
+        for t in ts:
+            pads = [None] * self.ndim
+            pads[ax] = (start, total - start - t.shape[ax])
+            start += t.shape[ax]
+            p = t.pad(pads)
+            out = p if out is None else out + p
+        return out
+
+    def stack(self, *others, dim=0):
+        ax = self._axis(dim, self.ndim + 1)
+        return Tensor.cat(*[t.unsqueeze(ax) for t in (self,) + others], dim=ax)
+
+    # ---- indexing ---------------------------------------------------------
+
+    def __getitem__(self, idx):
+        """ints (negative count from the end), slices with any step (views:
+        shrink, flip, and a pad+reshape+shrink for strides), None and Ellipsis."""
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        items = []
+        for i in idx:
+            if isinstance(i, Tensor) or isinstance(i, (list, np.ndarray)):
+                raise TypeError("tinyc: indexing with tensors, lists or arrays is not "
+                                "supported; use ints, slices, None and ...")
+            if isinstance(i, (bool, np.bool_)):
+                raise TypeError("tinyc: indexing with a bool is not supported")
+            if i is None or i is Ellipsis or isinstance(i, (slice, numbers.Integral)):
+                items.append(int(i) if isinstance(i, numbers.Integral) else i)
+            else:
+                raise TypeError("tinyc: invalid index %r (ints, slices, None and ... "
+                                "are supported)" % (i,))
+        n_ell = sum(1 for i in items if i is Ellipsis)
+        if n_ell > 1:
+            raise IndexError("tinyc: an index can only have one ellipsis (...)")
+        n_dims = sum(1 for i in items if i is not None and i is not Ellipsis)
+        if n_dims > self.ndim:
+            raise IndexError("tinyc: too many indices for a tensor of %d dims" % self.ndim)
+        fill = [slice(None)] * (self.ndim - n_dims)
+        if n_ell:
+            k = items.index(Ellipsis)
+            items = items[:k] + fill + items[k + 1:]
+        else:
+            items = items + fill
+        shrink, flips, strides, out_shape = [], [], [], []
+        d = 0
+        for i in items:
+            if i is None:
+                out_shape.append(1)
+                continue
+            n = self.shape[d]
+            if isinstance(i, int):
+                j = i + n if i < 0 else i
+                if not 0 <= j < n:
+                    raise IndexError("tinyc: index %d is out of bounds for axis %d with size %d"
+                                     % (i, d, n))
+                shrink.append((j, j + 1))
+                strides.append(1)
+            else:
+                start, stop, step = i.indices(n)
+                count = len(range(start, stop, step))
+                if count == 0:
+                    shrink.append((0, 0))
+                elif step > 0:
+                    shrink.append((start, start + (count - 1) * step + 1))
+                else:
+                    shrink.append((start + (count - 1) * step, start + 1))
+                    flips.append(d)
+                strides.append(abs(step) if count > 1 else 1)
+                out_shape.append(count)
+            d += 1
+        x = self
+        if any(p != (0, s) for p, s in zip(shrink, self.shape)):
+            x = x.shrink(shrink)
+        if flips:
+            x = x.flip(tuple(flips))
+        if any(s > 1 for s in strides):
+            # stride s on a dim of length L: pad to ceil(L/s)*s, split into
+            # (ceil(L/s), s) and keep the first of each s
+            pads = [(0, (-L) % s) for L, s in zip(x.shape, strides)]
+            x = x.pad(pads)
+            x = x.reshape(tuple(v for L, s in zip(x.shape, strides) for v in (L // s, s)))
+            x = x.shrink(tuple(p for L, s in zip(x.shape[::2], strides)
+                               for p in ((0, L), (0, 1))))
+        return x.reshape(tuple(out_shape))
+
+    # ---- composites (C when the library has them) ---------------------------
+
+    def matmul(self, w):
+        fn = _lib.need("tc_matmul", "Tensor.matmul")
+        if not isinstance(w, Tensor):
+            w = self._operand(w)[1]
+        if self.ndim == 0 or w.ndim == 0:
+            raise ValueError("tinyc: matmul needs tensors of at least 1 dim, got %s @ %s"
+                             % (self.shape, w.shape))
+        return Tensor._wrap(fn(self._h, w._h))
+
+    dot = matmul
+
+    def linear(self, weight, bias=None):
+        """self @ weight + bias (weight is (in, out), as tinygrad's)."""
+        x = self * weight if weight.ndim == 1 else self.matmul(weight)
+        return x + bias if bias is not None else x
+
+    def sequential(self, layers):
+        x = self
+        for f in layers:
+            x = f(x)
+        return x
+
+    def softmax(self, axis=-1):
+        fn = _lib.need("tc_softmax", "Tensor.softmax")
+        return Tensor._wrap(fn(self._h, self._axis(axis)))
+
+    def log_softmax(self, axis=-1):
+        fn = _lib.need("tc_log_softmax", "Tensor.log_softmax")
+        return Tensor._wrap(fn(self._h, self._axis(axis)))
+
+    def layernorm(self, axis=-1, eps=1e-5):
+        """(x - mean) / sqrt(var + eps) over axis (no weights, like tinygrad)."""
+        if isinstance(axis, (tuple, list)):
+            axes = self._axes(axis)
+            if len(axes) != 1:  # several axes: composed from reduces
+                y = self - self.mean(axes, keepdim=True)
+                return y * ((y * y).mean(axes, keepdim=True) + eps).rsqrt()
+            axis = axes[0]
+        fn = _lib.need("tc_layernorm", "Tensor.layernorm")
+        return Tensor._wrap(fn(self._h, self._axis(axis), float(eps)))
+
+    def batchnorm(self, weight, bias, mean, invstd, axis=1):
+        shape = [1] * self.ndim
+        shape[self._axis(axis)] = self.shape[self._axis(axis)]
+        x = self - mean.reshape(shape)
+        if weight is not None:
+            x = x * weight.reshape(shape)
+        ret = x * (invstd.reshape(shape) if invstd.ndim == 1 else invstd)
+        return ret + bias.reshape(shape) if bias is not None else ret
+
+    def conv2d(self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0):
+        """x (N, Cin, H, W) with weight (Cout, Cin, kh, kw): tinygrad's argument
+        order; libtinyc does square strides and paddings, groups = dilation = 1."""
+        fn = _lib.need("tc_conv2d", "Tensor.conv2d")
+        if groups != 1 or _pair(dilation, "dilation") != (1, 1):
+            raise NotImplementedError("tinyc: conv2d: groups and dilation other than 1 are "
+                                      "not supported by tc_conv2d")
+        sy, sx = _pair(stride, "stride")
+        if sy != sx:
+            raise NotImplementedError("tinyc: conv2d: only equal strides are supported")
+        x, pad = self, padding
+        if isinstance(padding, (tuple, list)):
+            p = tuple(int(v) for v in padding)
+            if len(p) == 2 and p[0] == p[1]:
+                pad = p[0]
+            else:  # (py, px) or (left, right, top, bottom): pad here, conv with 0
+                pads = ((p[0], p[0]), (p[1], p[1])) if len(p) == 2 else \
+                    ((p[2], p[3]), (p[0], p[1]))
+                x, pad = self.pad(((0, 0), (0, 0)) + pads), 0
+        if self.ndim != 4 or weight.ndim != 4:
+            raise ValueError("tinyc: conv2d needs 4-d x and weight, got %s and %s"
+                             % (self.shape, weight.shape))
+        return Tensor._wrap(fn(x._h, weight._h, bias._h if bias is not None else None,
+                               int(sy), int(pad)))
+
+    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
+        fn = _lib.need("tc_max_pool2d", "Tensor.max_pool2d")
+        ky, kx = _pair(kernel_size, "kernel_size")
+        sy, sx = _pair(stride if stride is not None else (ky, kx), "stride")
+        if ky != kx or sy != sx or _pair(dilation, "dilation") != (1, 1):
+            raise NotImplementedError("tinyc: max_pool2d: tc_max_pool2d takes square kernels "
+                                      "and strides without dilation")
+        x = self
+        py, px = _pair(padding, "padding")
+        if py or px:
+            x = x.pad(((0, 0),) * (self.ndim - 2) + ((py, py), (px, px)), value=-math.inf)
+        return Tensor._wrap(fn(x._h, ky, sy))
+
+    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
+                   count_include_pad=True):
+        """the mean of each window, composed from strided views (one fused kernel)."""
+        ky, kx = _pair(kernel_size, "kernel_size")
+        sy, sx = _pair(stride if stride is not None else (ky, kx), "stride")
+        dy, dx = _pair(dilation, "dilation")
+        py, px = _pair(padding, "padding")
+        if self.ndim < 2:
+            raise ValueError("tinyc: avg_pool2d needs at least 2 dims")
+        lead = ((0, 0),) * (self.ndim - 2)
+        x = self.pad(lead + ((py, py), (px, px))) if (py or px) else self
+        H, W = x.shape[-2:]
+        oh = (H - dy * (ky - 1) - 1) // sy + 1
+        ow = (W - dx * (kx - 1) - 1) // sx + 1
+        if oh <= 0 or ow <= 0:
+            raise ValueError("tinyc: avg_pool2d: kernel %s does not fit in %s"
+                             % ((ky, kx), (H, W)))
+        total = None
+        for i in range(ky):
+            for j in range(kx):
+                y0, x0 = i * dy, j * dx
+                v = x[..., y0:y0 + sy * (oh - 1) + 1:sy, x0:x0 + sx * (ow - 1) + 1:sx]
+                total = v if total is None else total + v
+        if count_include_pad or not (py or px):
+            return total / (ky * kx)
+        ones = Tensor.ones(*self.shape[-2:], device=self.device).pad(((py, py), (px, px)))
+        count = None
+        for i in range(ky):
+            for j in range(kx):
+                y0, x0 = i * dy, j * dx
+                v = ones[y0:y0 + sy * (oh - 1) + 1:sy, x0:x0 + sx * (ow - 1) + 1:sx]
+                count = v if count is None else count + v
+        return total / count
+
+    def sparse_categorical_crossentropy(self, Y, ignore_index=-1, label_smoothing=0.0):
+        """mean cross-entropy of logits self (N, C) against int class ids Y (N,)."""
+        if not isinstance(Y, Tensor):
+            Y = Tensor(np.asarray(Y), device=self.device)
+        if label_smoothing == 0.0:
+            fn = _lib.need("tc_cross_entropy", "Tensor.sparse_categorical_crossentropy")
+            if Y.dtype.is_float or Y.dtype == dtypes.bool:
+                Y = Y.cast(dtypes.int32)
+            return Tensor._wrap(fn(self._h, Y._h))
+        # label smoothing: composed from log_softmax, like tinygrad
+        log_probs = self.log_softmax(-1)
+        C = self.shape[-1]
+        y = Y.reshape(Y.shape + (1,))
+        counter = Tensor.arange(C, device=self.device)
+        one_hot = (counter == y).cast(log_probs.dtype)
+        valid = (y != ignore_index).cast(log_probs.dtype)
+        loss_mask = valid.reshape(Y.shape)
+        nll = -(log_probs * one_hot * valid).sum(-1)
+        smooth = -(log_probs * valid).mean(-1)
+        per = (1 - label_smoothing) * nll + label_smoothing * smooth
+        return per.sum() / loss_mask.sum()
+
+    def cross_entropy(self, Y, reduction="mean"):
+        return self.sparse_categorical_crossentropy(Y)
+
+    def binary_crossentropy(self, y):
+        return (-y * self.log() - (1 - y) * (1 - self).log()).mean()
+
+    def binary_crossentropy_logits(self, y):
+        return (self.maximum(0) - y * self + (1 + self.abs().neg().exp()).log()).mean()
+
+    def dropout(self, p=0.5):
+        """zeroes each element with probability p and scales the rest by 1/(1-p);
+        only while Tensor.training (tinygrad's rule)."""
+        if not 0 <= p <= 1:
+            raise ValueError("tinyc: dropout: p must be in [0, 1], got %r" % (p,))
+        if not Tensor.training or p == 0:
+            return self
+        if p == 1:
+            return self * 0
+        keep = Tensor.rand(*self.shape, device=self.device) >= p
+        return keep.where(self, 0) * (1.0 / (1.0 - p))
+
+    def one_hot(self, num_classes):
+        return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(
+            dtypes.int32)
+
+
+def _pair(v, what):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 2:
+            raise ValueError("tinyc: %s must be an int or a pair, got %r" % (what, v))
+        return int(v[0]), int(v[1])
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError("tinyc: %s must be an int or a pair, got %r" % (what, v))
+    return int(v), int(v)
+
+
+def _from_array(data, dt, device):
+    """a new tc_tensor handle holding a copy of data (numpy array, nested
+    lists/tuples of numbers); numpy arrays are copied at most once here."""
+    if isinstance(data, np.ndarray):
+        arr = data
+        if arr.dtype.kind not in "biuf":
+            raise TypeError("tinyc: cannot make a Tensor from a numpy array of %s" % arr.dtype)
+        target = dt or from_numpy_dtype(arr.dtype)
+    elif isinstance(data, (list, tuple)):
+        try:
+            arr = np.array(data)
+        except ValueError as e:
+            raise ValueError("tinyc: ragged nested lists: %s" % e) from None
+        if arr.dtype == object or arr.dtype.kind not in "biuf":
+            raise TypeError("tinyc: a Tensor needs nested lists of numbers, got %r"
+                            % (type(data).__name__,))
+        if dt is None:
+            if arr.dtype.kind == "b":
+                dt = dtypes.bool
+            elif arr.dtype.kind in "iu":
+                fits = arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31)
+                dt = dtypes.int32 if fits else dtypes.int64
+            else:
+                dt = dtypes.float32
+        target = dt
+    else:
+        raise TypeError("tinyc: cannot make a Tensor from %s (numpy arrays, nested lists, "
+                        "numbers and Tensors are supported)" % type(data).__name__)
+    arr = np.ascontiguousarray(arr, dtype=target.np)  # a copy only when needed
+    n, shape = _lib.shape_arg(arr.shape)
+    return check(lib.tc_from_data(arr.ctypes.data_as(_lib.vp), target.value, n, shape,
+                                  _dev(device)))
