@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tools/test.sh - THE test command (CI runs it through .ci/run).
+#
+# On a fresh Debian 12 machine as root: installs missing packages
+# (tools/deps.sh), then
+#   1. Release build in build/:              cmake, build, ctest, examples
+#   2. ASan+UBSan build in build-asan/ (TC_SANITIZE=ON, leak checking on):
+#                                            cmake, build, ctest, examples
+# and exits nonzero if any step failed. A failed configure or build skips
+# the rest of that build, but the other build still runs, so one run shows
+# every failure.
+# Works from any directory. Environment: JOBS (default: nproc).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source tools/deps.sh
+
+JOBS=${JOBS:-$(nproc)}
+EXAMPLES=(hello) # examples/<name>.c run by this script, each must exit 0
+failed=()  # names of the steps that failed
+results=() # "ok      NAME" / "FAILED  NAME", in the order the steps ran
+
+# step NAME COMMAND...: runs COMMAND, records whether it passed
+step() {
+    local name=$1
+    shift
+    echo
+    echo "==== test.sh: $name"
+    if "$@"; then
+        results+=("ok      $name")
+        return 0
+    fi
+    echo "==== test.sh: FAILED: $name"
+    results+=("FAILED  $name")
+    failed+=("$name")
+    return 1
+}
+
+run_examples() { # run_examples BUILD_DIR
+    local dir=$1 name rc=0
+    for name in "${EXAMPLES[@]}"; do
+        echo "---- $dir/examples/$name"
+        if ! TC_CACHEDIR="$PWD/$dir/kcache/examples" "$dir/examples/$name"; then
+            echo "---- $dir/examples/$name FAILED"
+            rc=1
+        fi
+    done
+    return "$rc"
+}
+
+# one_build LABEL DIR CMAKE_ARGS...: configure and build; if that worked, ctest
+# and the examples (each runs even when the other failed)
+one_build() {
+    local label=$1 dir=$2
+    shift 2
+    step "$label: configure ($dir)" cmake -S . -B "$dir" "$@" &&
+        step "$label: build" cmake --build "$dir" -j"$JOBS" || return 0
+    step "$label: ctest" ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$JOBS" || true
+    step "$label: examples" run_examples "$dir" || true
+}
+
+step "install packages" tc_install_deps || true
+if ((${#failed[@]} == 0)); then
+    one_build release build -DCMAKE_BUILD_TYPE=Release
+    export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
+    one_build asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=ON
+fi
+
+echo
+echo "==== test.sh summary"
+for r in "${results[@]}"; do echo "  $r"; done
+if ((${#failed[@]} > 0)); then
+    echo "test.sh: FAILED (${#failed[@]} step(s))"
+    exit 1
+fi
+echo "test.sh: OK"
