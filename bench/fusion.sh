@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 threads=${TC_BENCH_THREADS:-1}
-"$build/bench_fusion" 10 | tee /tmp/tc_bench_fusion.txt
+"$build/bench/bench_fusion" 10 | tee /tmp/tc_bench_fusion.txt
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 "$PY" - "$threads" <<'PY'
 import sys, time
