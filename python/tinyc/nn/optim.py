@@ -1,0 +1,198 @@
+"""tinyc.nn.optim - optimizers with tinygrad's names and PyTorch's math:
+
+    SGD(params, lr=0.001, momentum=0.0, weight_decay=0.0, nesterov=False)
+    Adam(params, lr=0.001, b1=0.9, b2=0.999, eps=1e-8)
+    AdamW(params, lr=0.001, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.01)
+
+opt.zero_grad() clears the gradients, opt.step() updates the parameters in
+place and realizes them (with the optimizer state and BatchNorm's running
+statistics, the "buffers") in one tc_realize.
+
+Where the C library has the optimizer (tc_sgd, tc_adam) and the options fit
+it, the C one runs; otherwise the update is written here with Tensor.assign
+(needs tc_assign). Step-dependent scalars (learning rate, b1^t, b2^t) live in
+one-element tensors, so every step reuses the same compiled kernels.
+"""
+
+from .. import _lib
+from ..tensor import Tensor
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LAMB"]
+
+
+def _dedup(ts):
+    seen, out = set(), []
+    for t in ts:
+        if id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    return out
+
+
+class Optimizer:
+    """Base: params whose requires_grad is None become trainable (tinygrad's
+    rule); those with requires_grad False are buffers, realized with each step."""
+
+    def __init__(self, params, lr):
+        params = list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError("tinyc: optimizer params must be Tensors, got %r" % (p,))
+        for p in params:
+            if p.requires_grad is None:
+                p.requires_grad = True
+        self.params = _dedup([p for p in params if p.requires_grad])
+        self.buffers = _dedup([p for p in params if not p.requires_grad])
+        if not self.params:
+            raise ValueError("tinyc: optimizer got no trainable parameters")
+        self._lr_value = float(lr)
+        self._lr = None
+        self._c = None  # tc_optimizer * when the C optimizer runs
+
+    @property
+    def lr(self):
+        """the learning rate (a float; setting it takes effect at the next step)"""
+        return self._lr_value
+
+    @lr.setter
+    def lr(self, value):
+        self._lr_value = float(value)
+        if self._lr is not None:
+            self._lr.assign(Tensor([self._lr_value])).realize()
+        elif self._c is not None:
+            raise NotImplementedError("tinyc: the C optimizer's learning rate cannot be changed")
+
+    def _lr_tensor(self):
+        if self._lr is None:
+            self._lr = Tensor([self._lr_value], requires_grad=False).contiguous().realize()
+        return self._lr
+
+    def zero_grad(self):
+        if self._c is not None:
+            _lib.check_status(_lib.lib.tc_optimizer_zero_grad(self._c))
+            return
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        if self._c is not None:
+            _lib.check_status(_lib.lib.tc_optimizer_step(self._c))
+            if self.buffers:
+                Tensor.realize(*self.buffers)
+            return
+        ts = self.schedule_step()
+        Tensor.realize(*ts)
+
+    def schedule_step(self):
+        """assigns the update lazily; returns the tensors to realize"""
+        _lib.need("tc_assign", "%s.step" % type(self).__name__)
+        return self._update() + self.buffers
+
+    def _grads(self):
+        out = []
+        for p in self.params:
+            g = p.grad
+            out.append(g)
+        return out
+
+    def _make_c(self, ctor, *args):
+        arr = _lib.handle_array([p._h for p in self.params])
+        self._c_params = arr
+        self._c = _lib.check(ctor(arr, len(self.params), *args))
+
+    def __del__(self, _free=getattr(_lib.lib, "tc_optimizer_free", None)):
+        c = getattr(self, "_c", None)
+        if c and _free is not None:
+            self._c = None
+            try:
+                _free(c)
+            except Exception:
+                pass
+
+    def _state(self):
+        """a zero tensor per parameter (realized, not trainable)"""
+        return [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device,
+                             requires_grad=False).contiguous().realize() for p in self.params]
+
+
+class SGD(Optimizer):
+    """p -= lr * g with optional momentum (b = momentum*b + g), nesterov
+    (g + momentum*b) and weight decay (g += wd*p), as torch.optim.SGD."""
+
+    def __init__(self, params, lr=0.001, momentum=0.0, weight_decay=0.0, nesterov=False,
+                 classic=False):
+        super().__init__(params, lr)
+        self.momentum, self.wd, self.nesterov = float(momentum), float(weight_decay), nesterov
+        if nesterov and momentum <= 0:
+            raise ValueError("tinyc: SGD: nesterov needs a momentum")
+        if _lib.has("tc_sgd") and self.wd == 0 and not nesterov:
+            self._make_c(_lib.lib.tc_sgd, self._lr_value, self.momentum)
+        else:
+            self.b = self._state() if self.momentum else []
+
+    def _update(self):
+        lr = self._lr_tensor()
+        out = []
+        for i, (p, g) in enumerate(zip(self.params, self._grads())):
+            if g is None:
+                continue
+            if self.wd:
+                g = g + self.wd * p
+            if self.momentum:
+                b = self.b[i]
+                b.assign(self.momentum * b + g)
+                g = g + self.momentum * b if self.nesterov else b
+                out.append(b)
+            p.assign(p - lr * g)
+            out.append(p)
+        return [lr] + out
+
+
+class LAMB(Optimizer):
+    """Adam/AdamW (adam=True) and LAMB as in tinygrad; the math of
+    torch.optim.Adam/AdamW when adam=True:
+        m = b1*m + (1-b1)*g        v = b2*v + (1-b2)*g^2
+        up = (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd*p      p -= lr*up"""
+
+    def __init__(self, params, lr=0.001, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.0,
+                 adam=False):
+        super().__init__(params, lr)
+        self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
+        if adam and weight_decay == 0 and _lib.has("tc_adam"):
+            self._make_c(_lib.lib.tc_adam, self._lr_value, b1, b2, eps)
+            return
+        self.b1_t = Tensor([1.0], requires_grad=False).contiguous().realize()
+        self.b2_t = Tensor([1.0], requires_grad=False).contiguous().realize()
+        self.m, self.v = self._state(), self._state()
+
+    def _update(self):
+        lr = self._lr_tensor()
+        self.b1_t.assign(self.b1_t * self.b1)
+        self.b2_t.assign(self.b2_t * self.b2)
+        out = [lr, self.b1_t, self.b2_t]
+        for p, g, m, v in zip(self.params, self._grads(), self.m, self.v):
+            if g is None:
+                continue
+            m.assign(self.b1 * m + (1.0 - self.b1) * g)
+            v.assign(self.b2 * v + (1.0 - self.b2) * (g * g))
+            m_hat = m / (1.0 - self.b1_t)
+            v_hat = v / (1.0 - self.b2_t)
+            up = m_hat / (v_hat.sqrt() + self.eps)
+            if self.wd:
+                up = up + self.wd * p
+            if not self.adam:  # LAMB's trust ratio
+                r1 = (p * p).sum().sqrt()
+                r2 = (up * up).sum().sqrt()
+                r = ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
+                up = up * r
+            p.assign(p - lr * up)
+            out += [p, m, v]
+        return out
+
+
+def Adam(params, lr=0.001, b1=0.9, b2=0.999, eps=1e-8):
+    return LAMB(params, lr, b1, b2, eps, 0.0, adam=True)
+
+
+def AdamW(params, lr=0.001, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.01):
+    return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
