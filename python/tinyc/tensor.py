@@ -1173,7 +1173,7 @@ def _from_array(data, dt, device):
     else:
         raise TypeError("tinyc: cannot make a Tensor from %s (numpy arrays, nested lists, "
                         "numbers and Tensors are supported)" % type(data).__name__)
-    arr = np.ascontiguousarray(arr, dtype=target.np)  # a copy only when needed
+    arr = arr.astype(target.np, order="C", copy=False)  # a copy only when needed
     n, shape = _lib.shape_arg(arr.shape)
     return check(lib.tc_from_data(arr.ctypes.data_as(_lib.vp), target.value, n, shape,
                                   _dev(device)))
