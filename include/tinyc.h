@@ -180,6 +180,25 @@ typedef struct {
 TC_API void tc_get_counters(tc_counters *out);
 TC_API void tc_reset_counters(void);
 
+/* ---- JIT: capture a step once, replay its kernels ---------------------------
+ * tc_jit_run calls the step the first time (warm-up, compiles), records its
+ * kernels the second time, and from then on replays them with the new
+ * inputs' buffers: no scheduling, lowering or compiling. Inputs are realized
+ * (and copied if they are views) first. A change of input count, shape,
+ * dtype or device captures again. Replays only re-run kernels and device
+ * copies: host work in the step (uploads, host-side random numbers) must come
+ * in as inputs. Outputs of a replay are new handles on the same buffers each
+ * call. Free jits before tc_shutdown. */
+typedef struct tc_jit tc_jit;
+/* the step: reads inputs, sets outputs[0..n_outputs-1] to new references */
+typedef tc_status (*tc_jit_fn)(void *user, tc_tensor *const *inputs, int n_inputs,
+                               tc_tensor **outputs, int n_outputs);
+TC_API tc_jit *tc_jit_new(tc_jit_fn fn, void *user);
+TC_API tc_status tc_jit_run(tc_jit *j, tc_tensor *const *inputs, int n_inputs,
+                            tc_tensor **outputs, int n_outputs);
+TC_API int tc_jit_kernel_count(const tc_jit *j); /* kernels a replay launches (0 before capture) */
+TC_API void tc_jit_free(tc_jit *j);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,28 @@ void tc_engine_get_counters(tc_counters *out);
 void tc_engine_reset_counters(void);
 void tc_engine_shutdown(void); /* frees the program cache */
 
+/* ---- launching and capture (realize.c, capture.c) ------------------------
+ * Every kernel launch and copy of a realize goes through these two calls; a
+ * JIT capture, while active, records them (program, buffers, sizes) so they
+ * can be replayed later without scheduling, lowering or compiling again. */
+tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs, int n_bufs,
+                           const tc_launch_dims *dims, int64_t est_ops, int64_t est_mem,
+                           const char *name, int index);
+tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
+
+typedef struct tc_capture tc_capture; /* a recorded list of launches and copies */
+tc_capture *tc_capture_begin(void);   /* starts recording (one capture at a time) */
+void tc_capture_end(void);            /* stops recording (the capture stays valid) */
+int tc_capture_kernels(const tc_capture *c); /* kernels recorded */
+/* replays c: every recorded use of from[i] uses to[i] instead */
+tc_status tc_capture_replay(tc_capture *c, tc_buffer *const *from, tc_buffer *const *to, int n);
+void tc_capture_free(tc_capture *c); /* releases every buffer it holds */
+/* called by tc_engine_launch/copy: record when a capture is active */
+tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs,
+                                   int n_bufs, const tc_launch_dims *dims, int64_t est_ops,
+                                   int64_t est_mem, const char *name);
+tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
+
 /* The reference evaluator (ref.c): evaluates the lazy graph under n op by op
  * on the host with plain loops over views, and writes n's elements
  * (row-major, n's dtype) to out. It shares no code with the scheduler,

@@ -29,6 +29,35 @@ static size_t node_bytes(const tc_node *n) {
     return (size_t)tc_node_numel(n) * tc_dtypes[n->dtype].size;
 }
 
+tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs, int n_bufs,
+                           const tc_launch_dims *dims, int64_t est_ops, int64_t est_mem,
+                           const char *name, int index) {
+    int64_t debug = tc_flag_get(TC_FLAG_DEBUG);
+    void *ptrs[64], **p = n_bufs <= 64 ? ptrs : tc_malloc(sizeof(void *) * (size_t)n_bufs);
+    if (!p) return TC_ERR_MEMORY;
+    for (int i = 0; i < n_bufs; i++) p[i] = bufs[i]->ptr;
+    double t0 = tc_time_now();
+    tc_status st = dev->launch(dev, prog, p, n_bufs, dims);
+    if (st == TC_OK && debug >= 2) st = dev->synchronize(dev);
+    double dt = tc_time_now() - t0;
+    if (p != ptrs) tc_free(p);
+    if (st != TC_OK) return st;
+    counters.kernel_count++;
+    counters.global_ops += est_ops;
+    counters.global_mem += est_mem;
+    if (debug >= 2) {
+        counters.time_sum_s += dt;
+        fprintf(stderr, "  kernel %3d %-28s %8lld ops %9.3f ms %7.2f GB/s\n", index, name,
+                (long long)est_ops, dt * 1e3, dt > 0 ? (double)est_mem / dt * 1e-9 : 0.0);
+    }
+    return tc_capture_record_launch(dev, prog, bufs, n_bufs, dims, est_ops, est_mem, name);
+}
+
+tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
+    tc_status st = tc_buffer_copy(dst, src, nbytes);
+    return st == TC_OK ? tc_capture_record_copy(dst, src, nbytes) : st;
+}
+
 /* codegen + render + compile + launch of one kernel item on bufs */
 static tc_status run_kernel(const tc_sched_item *it, tc_buffer **bufs, int index) {
     int64_t debug = tc_flag_get(TC_FLAG_DEBUG);
@@ -44,25 +73,8 @@ static tc_status run_kernel(const tc_sched_item *it, tc_buffer **bufs, int index
     tc_program *prog = src ? dev->compile(dev, src, k->name) : NULL;
     if (src && !prog) st = tc_error_code();
     if (prog) {
-        void *ptrs[64], **p = it->n_bufs <= 64 ? ptrs : tc_malloc(sizeof(void *) * (size_t)it->n_bufs);
-        if (!p) st = TC_ERR_MEMORY;
-        for (int i = 0; p && i < it->n_bufs; i++) p[i] = bufs[i]->ptr;
         tc_launch_dims dims = {{1, 1, 1}, {1, 1, 1}};
-        double t0 = tc_time_now();
-        if (p) st = dev->launch(dev, prog, p, it->n_bufs, &dims);
-        if (st == TC_OK && debug >= 2) st = dev->synchronize(dev);
-        double dt = tc_time_now() - t0;
-        if (p != ptrs) tc_free(p);
-        if (st == TC_OK) {
-            counters.kernel_count++;
-            counters.global_ops += k->est_ops;
-            counters.global_mem += k->est_mem;
-            if (debug >= 2) {
-                counters.time_sum_s += dt;
-                fprintf(stderr, "  kernel %3d %-28s %8lld ops %9.3f ms %7.2f GB/s\n", index, k->name,
-                        (long long)k->est_ops, dt * 1e3, dt > 0 ? (double)k->est_mem / dt * 1e-9 : 0.0);
-            }
-        }
+        st = tc_engine_launch(dev, prog, bufs, it->n_bufs, &dims, k->est_ops, k->est_mem, k->name, index);
     }
     tc_free(src);
     tc_kernel_uops_free(k);
@@ -92,7 +104,7 @@ static tc_status run_item(const tc_sched_item *it, int index) {
         if (it->bufs[i]->op != TC_OP_BUFFER) st = TC_INTERNAL("input %d of %s is not realized", i, it->name);
     }
     if (st == TC_OK) {
-        if (it->is_copy) st = tc_buffer_copy(bufs[0], bufs[1], node_bytes(it->bufs[0]));
+        if (it->is_copy) st = tc_engine_copy(bufs[0], bufs[1], node_bytes(it->bufs[0]));
         else st = run_kernel(it, bufs, index);
     }
     for (int k = 0; k < made; k++) {
