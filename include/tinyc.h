@@ -199,6 +199,28 @@ TC_API tc_status tc_jit_run(tc_jit *j, tc_tensor *const *inputs, int n_inputs,
 TC_API int tc_jit_kernel_count(const tc_jit *j); /* kernels a replay launches (0 before capture) */
 TC_API void tc_jit_free(tc_jit *j);
 
+/* ---- nn: datasets ---------------------------------------------------------
+ * IDX files (the MNIST format), plain or gzip-compressed (zlib is loaded at
+ * run time for compressed files). Element types 0x08 (uint8), 0x0C (int32)
+ * and 0x0D (float32) are read. A missing file, a wrong magic, truncated data
+ * or bytes after the data are TC_ERR_IO errors naming the file. */
+TC_API tc_tensor *tc_idx_load(const char *path, const char *device); /* the file's shape */
+
+typedef struct {
+    tc_tensor *train_images; /* (60000,28,28) uint8, raw 0-255 pixels */
+    tc_tensor *train_labels; /* (60000) uint8, class ids 0..9 */
+    tc_tensor *test_images;  /* (10000,28,28) uint8 */
+    tc_tensor *test_labels;  /* (10000) uint8 */
+} tc_mnist;
+/* Loads the four MNIST files (MNIST, Fashion-MNIST, ...) from dir, each named
+ * as in the original distribution ("train-images-idx3-ubyte",
+ * "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+ * with or without ".gz", or with ".idx" for "-idx" ("train-images.idx3-ubyte").
+ * Checks that images are uint8 (N,rows,cols), labels uint8 (N) with the same N
+ * and every label in 0..9. On failure *out is untouched. */
+TC_API tc_status tc_mnist_load(const char *dir, const char *device, tc_mnist *out);
+TC_API void tc_mnist_release(tc_mnist *m); /* releases the four tensors, zeroes *m */
+
 #ifdef __cplusplus
 }
 #endif
