@@ -24,11 +24,11 @@ static bool contains_node(const tc_ptrvec *v, const tc_node *n) {
 
 static tc_status add_base(tc_sched_ctx *c, tc_node *b) {
     tc_binfo *bi = tc_arena_alloc(&c->s->arena, sizeof *bi);
-    if (!bi) return TC_ERR_MEMORY;
+    if (!bi || tc_ptrvec_push(&c->bases, b) != TC_OK) return TC_ERR_MEMORY;
     bi->node = b;
     bi->item = -1;
-    b->scratch = bi;
-    return tc_ptrvec_push(&c->bases, b);
+    b->scratch = bi; /* only once listed: create clears the scratch of listed bases */
+    return TC_OK;
 }
 
 /* walks from the outputs through unrealized bases without recursion, and
