@@ -14,7 +14,8 @@ from .dtype import DType, dtypes
 from .tensor import AxisError, Tensor
 
 __all__ = ["Tensor", "GlobalCounters", "TinycError", "AxisError", "dtypes", "DType",
-           "nn", "version", "set_flag", "get_flag", "library_path", "where"]
+           "nn", "version", "set_flag", "get_flag", "library_path", "where", "no_grad",
+           "set_grad_enabled", "is_grad_enabled"]
 
 library_path = _lib.path
 
@@ -79,3 +80,33 @@ class GlobalCounters(metaclass=_CountersMeta):
 
 
 from . import nn  # noqa: E402  (nn imports Tensor from here)
+
+
+class no_grad:
+    """`with tinyc.no_grad():` (or as a decorator) - ops record no history
+    (tc_set_grad_enabled(false)), like torch.no_grad."""
+
+    def __enter__(self):
+        fn = _lib.need("tc_set_grad_enabled", "tinyc.no_grad")
+        self._prev = fn(False)
+
+    def __exit__(self, *exc):
+        _lib.lib.tc_set_grad_enabled(self._prev)
+
+    def __call__(self, f):
+        import functools
+
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            with no_grad():
+                return f(*args, **kwargs)
+        return wrapper
+
+
+def set_grad_enabled(on):
+    """turns recording on or off; returns the previous setting"""
+    return bool(_lib.need("tc_set_grad_enabled", "tinyc.set_grad_enabled")(bool(on)))
+
+
+def is_grad_enabled():
+    return bool(_lib.lib.tc_is_grad_enabled()) if _lib.has("tc_is_grad_enabled") else True

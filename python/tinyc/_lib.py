@@ -117,15 +117,26 @@ SIGNATURES = {
     "tc_schedule_kernel_count": (i32, [TP, i32]), "tc_to_device": (T, [T, s]),
     "tc_get_counters": (None, [ctypes.POINTER(Counters)]), "tc_reset_counters": (None, []),
     # composites (optional until the library has them)
-    "tc_matmul": (T, [T, T]), "tc_softmax": (T, [T, i32]), "tc_log_softmax": (T, [T, i32]),
-    "tc_layernorm": (T, [T, i32, f64]), "tc_conv2d": (T, [T, T, T, i32, i32]),
-    "tc_max_pool2d": (T, [T, i32, i32]), "tc_cross_entropy": (T, [T, T]),
+    "tc_matmul": (T, [T, T]), "tc_dot": (T, [T, T]), "tc_linear": (T, [T, T, T]),
+    "tc_softmax": (T, [T, i32]), "tc_log_softmax": (T, [T, i32]),
+    "tc_layernorm": (T, [T, i32, f64]),
+    "tc_batchnorm": (T, [T, T, T, T, T, b, f64, f64]),
+    "tc_conv2d": (T, [T, T, T, i32, i32]),
+    "tc_conv2d_ex": (T, [T, T, T, i32, i32, i32, i32, i32, i32]),
+    "tc_max_pool2d": (T, [T, i32, i32]), "tc_avg_pool2d": (T, [T, i32, i32]),
+    "tc_cross_entropy": (T, [T, T]), "tc_argmax": (T, [T, i32, b]),
+    "tc_dropout": (T, [T, f64, b]),
     # autograd and training (optional until the library has them)
-    "tc_set_requires_grad": (i32, [T, b]), "tc_backward": (i32, [T]),
-    "tc_grad": (T, [T]), "tc_assign": (i32, [T, T]),
+    "tc_set_requires_grad": (i32, [T, b]), "tc_requires_grad": (b, [T]),
+    "tc_backward": (i32, [T]), "tc_grad": (T, [T]), "tc_zero_grad": (i32, [T]),
+    "tc_detach": (T, [T]), "tc_set_grad_enabled": (b, [b]), "tc_is_grad_enabled": (b, []),
+    "tc_assign": (i32, [T, T]),
     "tc_adam": (O, [TP, i32, f64, f64, f64, f64]), "tc_sgd": (O, [TP, i32, f64, f64]),
     "tc_optimizer_zero_grad": (i32, [O]), "tc_optimizer_step": (i32, [O]),
     "tc_optimizer_free": (None, [O]),
+    # datasets
+    "tc_idx_load": (T, [s, s]), "tc_mnist_load": (i32, [s, s, vp]),
+    "tc_mnist_release": (None, [vp]),
 }
 for _n in _UNARY:
     SIGNATURES["tc_" + _n] = (T, [T])

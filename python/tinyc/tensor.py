@@ -119,7 +119,6 @@ class Tensor:
     __array_ufunc__ = None  # numpy defers to our reflected operators (np.float32(2) * t)
     __hash__ = object.__hash__  # __eq__ is elementwise, identity hashing like torch
     training = False  # dropout and BatchNorm train only when True (see Tensor.train())
-    no_grad = False
     train = _train
 
     # ---- construction -----------------------------------------------------
@@ -323,14 +322,25 @@ class Tensor:
 
     @property
     def requires_grad(self):
-        return self._requires_grad
+        """True/False as set on a leaf; True for results that record history
+        (tc_requires_grad); None when undecided (tinygrad's three states)."""
+        if self._requires_grad is not None:
+            return self._requires_grad
+        if _lib.has("tc_requires_grad") and lib.tc_requires_grad(self._h):
+            return True
+        return None
 
     @requires_grad.setter
     def requires_grad(self, on):
         if on is not None and not isinstance(on, (bool, np.bool_)):
             raise TypeError("tinyc: requires_grad must be True, False or None")
-        if on is not None and _lib.has("tc_set_requires_grad"):
-            check_status(lib.tc_set_requires_grad(self._h, bool(on)))
+        if on and _lib.has("tc_set_requires_grad"):
+            if not self.dtype.is_float:
+                raise TypeError("tinyc: only float tensors can require gradients, not %s"
+                                % self.dtype.name)
+            check_status(lib.tc_set_requires_grad(self._h, True))
+        elif on is False and _lib.has("tc_requires_grad") and lib.tc_requires_grad(self._h):
+            check_status(lib.tc_set_requires_grad(self._h, False))
         self._requires_grad = None if on is None else bool(on)
 
     def requires_grad_(self, on=True):
@@ -363,6 +373,7 @@ class Tensor:
         return self
 
     def detach(self):
+        """the same values without history and without requires_grad"""
         if _lib.has("tc_detach"):
             return Tensor._wrap(lib.tc_detach(self._h))
         if _lib.has("tc_backward"):
@@ -682,11 +693,13 @@ class Tensor:
         return has_zero.where(0.0, out) if has_zero is not None else out
 
     def argmax(self, axis=None, keepdim=False):
-        """index of the first maximum (int32), tinygrad's recipe."""
+        """index of the first maximum (int32): tc_argmax, else tinygrad's recipe."""
         if axis is None:
             return self.flatten().argmax(0, keepdim=False) if not keepdim else \
                 self.flatten().argmax(0).reshape((1,) * self.ndim)
         ax = self._axis(axis)
+        if _lib.has("tc_argmax"):
+            return Tensor._wrap(lib.tc_argmax(self._h, ax, bool(keepdim)))
         n = self.shape[ax]
         is_max = self == self.max(axis=ax, keepdim=True)
         rev = Tensor.arange(n - 1, -1, -1, device=self.device).reshape(
@@ -978,6 +991,9 @@ class Tensor:
 
     def linear(self, weight, bias=None):
         """self @ weight + bias (weight is (in, out), as tinygrad's)."""
+        if weight.ndim == 2 and _lib.has("tc_linear"):  # tc_linear takes torch's (out, in)
+            return Tensor._wrap(lib.tc_linear(self._h, weight.transpose()._h,
+                                              bias._h if bias is not None else None))
         x = self * weight if weight.ndim == 1 else self.matmul(weight)
         return x + bias if bias is not None else x
 
@@ -996,15 +1012,15 @@ class Tensor:
         return Tensor._wrap(fn(self._h, self._axis(axis)))
 
     def layernorm(self, axis=-1, eps=1e-5):
-        """(x - mean) / sqrt(var + eps) over axis (no weights, like tinygrad)."""
-        if isinstance(axis, (tuple, list)):
-            axes = self._axes(axis)
-            if len(axes) != 1:  # several axes: composed from reduces
-                y = self - self.mean(axes, keepdim=True)
-                return y * ((y * y).mean(axes, keepdim=True) + eps).rsqrt()
-            axis = axes[0]
-        fn = _lib.need("tc_layernorm", "Tensor.layernorm")
-        return Tensor._wrap(fn(self._h, self._axis(axis), float(eps)))
+        """(x - mean) / sqrt(var + eps) over axis, an int or a tuple (no weights,
+        like tinygrad). tc_layernorm normalizes the trailing dims axis..ndim-1;
+        other sets of axes are composed from reduces."""
+        axes = self._axes(axis)
+        if axes and axes == tuple(range(axes[0], self.ndim)):
+            fn = _lib.need("tc_layernorm", "Tensor.layernorm")
+            return Tensor._wrap(fn(self._h, axes[0], float(eps)))
+        y = self - self.mean(axes, keepdim=True)
+        return y * ((y * y).mean(axes, keepdim=True) + eps).rsqrt()
 
     def batchnorm(self, weight, bias, mean, invstd, axis=1):
         shape = [1] * self.ndim
@@ -1016,32 +1032,42 @@ class Tensor:
         return ret + bias.reshape(shape) if bias is not None else ret
 
     def conv2d(self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0):
-        """x (N, Cin, H, W) with weight (Cout, Cin, kh, kw): tinygrad's argument
-        order; libtinyc does square strides and paddings, groups = dilation = 1."""
-        fn = _lib.need("tc_conv2d", "Tensor.conv2d")
-        if groups != 1 or _pair(dilation, "dilation") != (1, 1):
-            raise NotImplementedError("tinyc: conv2d: groups and dilation other than 1 are "
-                                      "not supported by tc_conv2d")
-        sy, sx = _pair(stride, "stride")
-        if sy != sx:
-            raise NotImplementedError("tinyc: conv2d: only equal strides are supported")
-        x, pad = self, padding
-        if isinstance(padding, (tuple, list)):
-            p = tuple(int(v) for v in padding)
-            if len(p) == 2 and p[0] == p[1]:
-                pad = p[0]
-            else:  # (py, px) or (left, right, top, bottom): pad here, conv with 0
-                pads = ((p[0], p[0]), (p[1], p[1])) if len(p) == 2 else \
-                    ((p[2], p[3]), (p[0], p[1]))
-                x, pad = self.pad(((0, 0), (0, 0)) + pads), 0
+        """x (N, Cin, H, W) with weight (Cout, Cin/groups, kh, kw), tinygrad's
+        argument order. stride, dilation: int or (h, w); padding: int, (h, w) or
+        tinygrad's (left, right, top, bottom). tc_conv2d for the plain case,
+        tc_conv2d_ex for the rest."""
+        if not isinstance(weight, Tensor):
+            raise TypeError("tinyc: conv2d: weight must be a Tensor")
         if self.ndim != 4 or weight.ndim != 4:
             raise ValueError("tinyc: conv2d needs 4-d x and weight, got %s and %s"
                              % (self.shape, weight.shape))
-        return Tensor._wrap(fn(x._h, weight._h, bias._h if bias is not None else None,
-                               int(sy), int(pad)))
+        if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
+            raise ValueError("tinyc: conv2d: groups must be a positive int, got %r" % (groups,))
+        sy, sx = _pair(stride, "stride")
+        dy, dx = _pair(dilation, "dilation")
+        x = self
+        if isinstance(padding, (tuple, list)) and len(padding) == 4:
+            l, r, t, b = (int(v) for v in padding)
+            if l == r and t == b:
+                py, px = t, l
+            else:  # uneven: pad here, convolve without padding
+                x, py, px = self.pad(((0, 0), (0, 0), (t, b), (l, r))), 0, 0
+        else:
+            py, px = _pair(padding, "padding")
+        bh = bias._h if bias is not None else None
+        if groups == 1 and sy == sx and py == px and dy == dx == 1:
+            fn = _lib.need("tc_conv2d", "Tensor.conv2d")
+            return Tensor._wrap(fn(x._h, weight._h, bh, sy, py))
+        if dy != dx:
+            raise NotImplementedError("tinyc: conv2d: tc_conv2d_ex takes one dilation for "
+                                      "both dims, got %r" % (dilation,))
+        fn = _lib.need("tc_conv2d_ex", "Tensor.conv2d with groups, dilation or (h, w) pairs")
+        return Tensor._wrap(fn(x._h, weight._h, bh, sy, sx, py, px, dy, int(groups)))
 
     def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
         fn = _lib.need("tc_max_pool2d", "Tensor.max_pool2d")
+        if self.ndim < 2:
+            raise ValueError("tinyc: max_pool2d needs at least 2 dims")
         ky, kx = _pair(kernel_size, "kernel_size")
         sy, sx = _pair(stride if stride is not None else (ky, kx), "stride")
         if ky != kx or sy != sx or _pair(dilation, "dilation") != (1, 1):
@@ -1062,6 +1088,9 @@ class Tensor:
         py, px = _pair(padding, "padding")
         if self.ndim < 2:
             raise ValueError("tinyc: avg_pool2d needs at least 2 dims")
+        if ky == kx and sy == sx and dy == dx == 1 and py == px == 0 and \
+                _lib.has("tc_avg_pool2d"):
+            return Tensor._wrap(lib.tc_avg_pool2d(self._h, ky, sy))
         lead = ((0, 0),) * (self.ndim - 2)
         x = self.pad(lead + ((py, py), (px, px))) if (py or px) else self
         H, W = x.shape[-2:]
@@ -1125,6 +1154,8 @@ class Tensor:
             raise ValueError("tinyc: dropout: p must be in [0, 1], got %r" % (p,))
         if not Tensor.training or p == 0:
             return self
+        if p < 1 and _lib.has("tc_dropout"):
+            return Tensor._wrap(lib.tc_dropout(self._h, float(p), True))
         if p == 1:
             return self * 0
         keep = Tensor.rand(*self.shape, device=self.device) >= p

@@ -14,6 +14,7 @@ statistics, the optimizers).
 """
 import math
 
+from .. import _lib
 from ..dtype import dtypes
 from ..tensor import Tensor
 from . import optim, state  # noqa: F401
@@ -36,6 +37,9 @@ class Linear:
         self.bias = _uniform((out_features,), bound) if bias else None
 
     def __call__(self, x):
+        if _lib.has("tc_linear"):
+            return Tensor._wrap(_lib.lib.tc_linear(
+                x._h, self.weight._h, self.bias._h if self.bias is not None else None))
         return x.linear(self.weight.transpose(), self.bias)
 
 
@@ -62,7 +66,6 @@ class Conv2d:
 
 def _nograd(t):
     """t cut from the autograd graph when the library can do that."""
-    from .. import _lib
     return t.detach() if _lib.has("tc_detach") else t
 
 
@@ -74,9 +77,11 @@ class BatchNorm:
 
     def __init__(self, sz, eps=1e-5, affine=True, track_running_stats=True, momentum=0.1):
         self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
+        self.num_features = sz
         self.weight = Tensor.ones(sz).contiguous().realize() if affine else None
         self.bias = Tensor.zeros(sz).contiguous().realize() if affine else None
         self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.int32, requires_grad=False)
+        self.running_mean = self.running_var = None
         if track_running_stats:
             self.running_mean = Tensor.zeros(sz, requires_grad=False).contiguous().realize()
             self.running_var = Tensor.ones(sz, requires_grad=False).contiguous().realize()
@@ -90,6 +95,21 @@ class BatchNorm:
         return batch_mean, batch_var
 
     def __call__(self, x):
+        if x.ndim < 2 or x.shape[1] != self.num_features:
+            raise ValueError("tinyc: BatchNorm: input %s does not have %d channels in dim 1"
+                             % (x.shape, self.num_features))
+        if _lib.has("tc_batchnorm") and x.ndim in (2, 4) and \
+                (self.track_running_stats or Tensor.training):
+            training = Tensor.training
+            rm = self.running_mean if self.track_running_stats else None
+            rv = self.running_var if self.track_running_stats else None
+            out = Tensor._wrap(_lib.lib.tc_batchnorm(
+                x._h, self.weight._h if self.weight is not None else None,
+                self.bias._h if self.bias is not None else None, rm._h if rm is not None else None,
+                rv._h if rv is not None else None, training, float(self.momentum), float(self.eps)))
+            if training and self.track_running_stats:
+                self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+            return out
         if Tensor.training or not self.track_running_stats:
             batch_mean, batch_var = self.calc_stats(x)
             if Tensor.training and self.track_running_stats:
