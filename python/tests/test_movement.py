@@ -163,7 +163,7 @@ def test_movement_backward(move):
 @pytest.mark.parametrize("idx", INDICES, ids=repr)
 def test_getitem_backward(idx):
     a = rand_array(SHAPE, np.random.default_rng(3))
-    t, tt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    t = Tensor(a, requires_grad=True)
     out = t[idx]
     w = np.random.default_rng(4).uniform(0.5, 1.5, out.shape).astype(np.float32)
     (out * Tensor(w)).sum().backward()

@@ -6,29 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import (HAS_AUTOGRAD, LAYOUTS, assert_close, base_shape, make_view,
-                     rand_array, requires_autograd)
+from helpers import (LAYOUTS, assert_close, base_shape, make_view, rand_array,
+                     requires_autograd, run_both)
 from tinyc import Tensor, dtypes
-
-
-def run_both(fn_tc, fn_th, arrays, shapes, layouts, grad, rtol=1e-4, atol=1e-5):
-    """fn on views (layouts) of leaves holding arrays; compares the outputs and,
-    with grad, the leaves' gradients of sum(out * w) for a random w"""
-    tc_leaves = [Tensor(a, requires_grad=True if grad else None) for a in arrays]
-    th_leaves = [torch.tensor(a, requires_grad=grad) for a in arrays]
-    tc_in = [make_view(t, lay, len(s)) for t, lay, s in zip(tc_leaves, layouts, shapes)]
-    th_in = [make_view(t, lay, len(s)) for t, lay, s in zip(th_leaves, layouts, shapes)]
-    for t, s in zip(tc_in, shapes):
-        assert t.shape == tuple(s)
-    out_tc, out_th = fn_tc(*tc_in), fn_th(*th_in)
-    assert_close(out_tc, out_th, rtol, atol, "forward")
-    if grad:
-        w = np.random.default_rng(1).uniform(0.5, 1.5, out_th.shape).astype(np.float32)
-        (out_tc * Tensor(w)).sum().backward()
-        (out_th * torch.tensor(w)).sum().backward()
-        for i, (a, b) in enumerate(zip(tc_leaves, th_leaves)):
-            assert a.grad is not None, "input %d got no gradient" % i
-            assert_close(a.grad, b.grad, rtol, atol * 10, "grad of input %d" % i)
 
 
 def leaves(shapes, layouts, lohi, seed=0):

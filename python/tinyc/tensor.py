@@ -18,13 +18,13 @@ raises TinycError with tc_last_error()'s message.
 import contextlib
 import math
 import numbers
-import operator
+import weakref
 
 import numpy as np
 
 from . import _lib
-from ._lib import TinycError, check, check_status, lib
-from .dtype import DType, dtypes, from_numpy_dtype, least_upper, to_dtype
+from ._lib import check, check_status, lib
+from .dtype import dtypes, from_numpy_dtype, least_upper, to_dtype
 
 __all__ = ["Tensor", "AxisError"]
 
@@ -83,6 +83,20 @@ def _release_handle(h, _release=lib.tc_release):
         _release(h)
     except Exception:  # the library may be gone at interpreter shutdown
         pass
+
+
+# Losses that backward() ran on and that are not realized yet. An optimizer
+# step realizes them in the same tc_realize as its in-place updates, so a loss
+# read after the step still shows the value from before it (libtinyc, like
+# tinygrad, lets a lazy reader realized after an assign see the new value).
+_pending_losses = []
+
+
+def take_pending_losses():
+    """the still-alive, unrealized losses backward() ran on (and forget them)"""
+    out = [t for t in (r() for r in _pending_losses) if t is not None and t._h]
+    _pending_losses.clear()
+    return [t for t in out if not t.is_realized()]
 
 
 class _train(contextlib.ContextDecorator):
@@ -370,6 +384,9 @@ class Tensor:
                              % (self.shape,))
         fn = _lib.need("tc_backward", "Tensor.backward")
         check_status(fn(self._h))
+        if len(_pending_losses) > 64:  # nobody steps: keep the list short
+            take_pending_losses()
+        _pending_losses.append(weakref.ref(self))
         return self
 
     def detach(self):

@@ -14,12 +14,19 @@ statistics, the optimizers).
 """
 import math
 
+import numpy as np
+
 from .. import _lib
 from ..dtype import dtypes
 from ..tensor import Tensor
 from . import optim, state  # noqa: F401
 
 __all__ = ["Linear", "Conv2d", "BatchNorm2d", "BatchNorm", "LayerNorm", "optim", "state"]
+
+
+def _buffer(shape, value, dtype=dtypes.float32, requires_grad=None):
+    """a realized tensor of shape filled with value (uploaded: no kernel)"""
+    return Tensor(np.full(shape, value, dtype=dtype.np), requires_grad=requires_grad)
 
 
 def _uniform(shape, bound):
@@ -78,14 +85,13 @@ class BatchNorm:
     def __init__(self, sz, eps=1e-5, affine=True, track_running_stats=True, momentum=0.1):
         self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
         self.num_features = sz
-        self.weight = Tensor.ones(sz).contiguous().realize() if affine else None
-        self.bias = Tensor.zeros(sz).contiguous().realize() if affine else None
-        self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.int32, requires_grad=False)
+        self.weight = _buffer((sz,), 1.0) if affine else None
+        self.bias = _buffer((sz,), 0.0) if affine else None
+        self.num_batches_tracked = _buffer((1,), 0, dtypes.int32, requires_grad=False)
         self.running_mean = self.running_var = None
         if track_running_stats:
-            self.running_mean = Tensor.zeros(sz, requires_grad=False).contiguous().realize()
-            self.running_var = Tensor.ones(sz, requires_grad=False).contiguous().realize()
-            self.num_batches_tracked = self.num_batches_tracked.contiguous().realize()
+            self.running_mean = _buffer((sz,), 0.0, requires_grad=False)
+            self.running_var = _buffer((sz,), 1.0, requires_grad=False)
 
     def calc_stats(self, x):
         axes = tuple(a for a in range(x.ndim) if a != 1)
@@ -134,8 +140,8 @@ class LayerNorm:
             else tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         if elementwise_affine:
-            self.weight = Tensor.ones(*self.normalized_shape).contiguous().realize()
-            self.bias = Tensor.zeros(*self.normalized_shape).contiguous().realize()
+            self.weight = _buffer(self.normalized_shape, 1.0)
+            self.bias = _buffer(self.normalized_shape, 0.0)
         else:
             self.weight = self.bias = None
 

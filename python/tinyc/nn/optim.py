@@ -14,8 +14,10 @@ it, the C one runs; otherwise the update is written here with Tensor.assign
 one-element tensors, so every step reuses the same compiled kernels.
 """
 
+import numpy as np
+
 from .. import _lib
-from ..tensor import Tensor
+from ..tensor import Tensor, take_pending_losses
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LAMB"]
 
@@ -64,7 +66,7 @@ class Optimizer:
 
     def _lr_tensor(self):
         if self._lr is None:
-            self._lr = Tensor([self._lr_value], requires_grad=False).contiguous().realize()
+            self._lr = Tensor([self._lr_value], requires_grad=False)
         return self._lr
 
     def zero_grad(self):
@@ -75,12 +77,16 @@ class Optimizer:
             p.grad = None
 
     def step(self):
+        """updates the parameters; losses that backward() ran on are realized
+        first (with the update in one tc_realize when the step is written here),
+        so they keep the value from before the step"""
+        losses = take_pending_losses()
         if self._c is not None:
+            if losses or self.buffers:
+                Tensor.realize(*(losses + self.buffers))
             _lib.check_status(_lib.lib.tc_optimizer_step(self._c))
-            if self.buffers:
-                Tensor.realize(*self.buffers)
             return
-        ts = self.schedule_step()
+        ts = self.schedule_step() + losses
         Tensor.realize(*ts)
 
     def schedule_step(self):
@@ -111,8 +117,8 @@ class Optimizer:
 
     def _state(self):
         """a zero tensor per parameter (realized, not trainable)"""
-        return [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device,
-                             requires_grad=False).contiguous().realize() for p in self.params]
+        return [Tensor(np.zeros(p.shape, p.dtype.np), device=p.device, requires_grad=False)
+                for p in self.params]
 
 
 class SGD(Optimizer):
@@ -161,8 +167,8 @@ class LAMB(Optimizer):
         if adam and weight_decay == 0 and _lib.has("tc_adam"):
             self._make_c(_lib.lib.tc_adam, self._lr_value, b1, b2, eps)
             return
-        self.b1_t = Tensor([1.0], requires_grad=False).contiguous().realize()
-        self.b2_t = Tensor([1.0], requires_grad=False).contiguous().realize()
+        self.b1_t = Tensor([1.0], requires_grad=False)
+        self.b2_t = Tensor([1.0], requires_grad=False)
         self.m, self.v = self._state(), self._state()
 
     def _update(self):
