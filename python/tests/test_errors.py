@@ -102,7 +102,7 @@ def test_tinyc_lib_may_name_a_folder():
 
 def test_interpreter_shutdown_is_clean():
     code = """
-
+import numpy as np
 from tinyc import Tensor, nn
 keep = [Tensor(np.ones((3, 3), np.float32)) * i for i in range(50)]
 class Holder: pass
