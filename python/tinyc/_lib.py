@@ -131,9 +131,17 @@ SIGNATURES = {
     "tc_backward": (i32, [T]), "tc_grad": (T, [T]), "tc_zero_grad": (i32, [T]),
     "tc_detach": (T, [T]), "tc_set_grad_enabled": (b, [b]), "tc_is_grad_enabled": (b, []),
     "tc_assign": (i32, [T, T]),
-    "tc_adam": (O, [TP, i32, f64, f64, f64, f64]), "tc_sgd": (O, [TP, i32, f64, f64]),
+    # optimizers (optional until the library has them)
+    "tc_sgd": (O, [TP, i32, f64, f64]),
+    "tc_sgd_ex": (O, [TP, i32, f64, f64, f64, f64, b]),
+    "tc_adam": (O, [TP, i32, f64, f64, f64, f64]),
+    "tc_adamw": (O, [TP, i32, f64, f64, f64, f64, f64]),
     "tc_optimizer_zero_grad": (i32, [O]), "tc_optimizer_step": (i32, [O]),
+    "tc_optimizer_step_with": (i32, [O, TP, i32]),
+    "tc_optimizer_set_lr": (i32, [O, f64]), "tc_optimizer_get_lr": (f64, [O]),
     "tc_optimizer_free": (None, [O]),
+    "tc_safe_save": (i32, [s, ctypes.POINTER(ctypes.c_char_p), TP, i32]),
+    "tc_safe_load": (i32, [s, ctypes.POINTER(ctypes.c_char_p), TP, i32]),
     # datasets
     "tc_idx_load": (T, [s, s]), "tc_mnist_load": (i32, [s, s, vp]),
     "tc_mnist_release": (None, [vp]),

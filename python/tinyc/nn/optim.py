@@ -8,8 +8,9 @@ opt.zero_grad() clears the gradients, opt.step() updates the parameters in
 place and realizes them (with the optimizer state and BatchNorm's running
 statistics, the "buffers") in one tc_realize.
 
-Where the C library has the optimizer (tc_sgd, tc_adam) and the options fit
-it, the C one runs; otherwise the update is written here with Tensor.assign
+Where the C library has the optimizer (tc_sgd_ex / tc_sgd, tc_adam,
+tc_adamw) and the options fit it, the C one runs (set USE_C = False to use
+the Python ones); otherwise the update is written here with Tensor.assign
 (needs tc_assign). Step-dependent scalars (learning rate, b1^t, b2^t) live in
 one-element tensors, so every step reuses the same compiled kernels.
 """
@@ -20,6 +21,8 @@ from .. import _lib
 from ..tensor import Tensor, take_pending_losses
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LAMB"]
+
+USE_C = True  # use the C optimizers when the library has them
 
 
 def _dedup(ts):
@@ -58,11 +61,12 @@ class Optimizer:
 
     @lr.setter
     def lr(self, value):
+        if self._c is not None:
+            fn = _lib.need("tc_optimizer_set_lr", "setting the C optimizer's lr")
+            _lib.check_status(fn(self._c, float(value)))
+        elif self._lr is not None:
+            self._lr.assign(Tensor([float(value)])).realize()
         self._lr_value = float(value)
-        if self._lr is not None:
-            self._lr.assign(Tensor([self._lr_value])).realize()
-        elif self._c is not None:
-            raise NotImplementedError("tinyc: the C optimizer's learning rate cannot be changed")
 
     def _lr_tensor(self):
         if self._lr is None:
@@ -82,8 +86,13 @@ class Optimizer:
         so they keep the value from before the step"""
         losses = take_pending_losses()
         if self._c is not None:
-            if losses or self.buffers:
-                Tensor.realize(*(losses + self.buffers))
+            also = losses + self.buffers
+            if _lib.has("tc_optimizer_step_with"):
+                arr = _lib.handle_array([t._h for t in also])
+                _lib.check_status(_lib.lib.tc_optimizer_step_with(self._c, arr, len(also)))
+                return
+            if also:
+                Tensor.realize(*also)
             _lib.check_status(_lib.lib.tc_optimizer_step(self._c))
             return
         ts = self.schedule_step() + losses
@@ -131,7 +140,10 @@ class SGD(Optimizer):
         self.momentum, self.wd, self.nesterov = float(momentum), float(weight_decay), nesterov
         if nesterov and momentum <= 0:
             raise ValueError("tinyc: SGD: nesterov needs a momentum")
-        if _lib.has("tc_sgd") and self.wd == 0 and not nesterov:
+        if USE_C and _lib.has("tc_sgd_ex"):
+            self._make_c(_lib.lib.tc_sgd_ex, self._lr_value, self.momentum, 0.0, self.wd,
+                         bool(nesterov))
+        elif USE_C and _lib.has("tc_sgd") and self.wd == 0 and not nesterov:
             self._make_c(_lib.lib.tc_sgd, self._lr_value, self.momentum)
         else:
             self.b = self._state() if self.momentum else []
@@ -164,8 +176,11 @@ class LAMB(Optimizer):
                  adam=False):
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
-        if adam and weight_decay == 0 and _lib.has("tc_adam"):
+        if USE_C and adam and weight_decay == 0 and _lib.has("tc_adam"):
             self._make_c(_lib.lib.tc_adam, self._lr_value, b1, b2, eps)
+            return
+        if USE_C and adam and _lib.has("tc_adamw"):  # torch's AdamW: the same update
+            self._make_c(_lib.lib.tc_adamw, self._lr_value, b1, b2, eps, weight_decay)
             return
         self.b1_t = Tensor([1.0], requires_grad=False)
         self.b2_t = Tensor([1.0], requires_grad=False)
