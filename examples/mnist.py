@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""mnist.py - tinygrad's beautiful_mnist convnet, trained with tinyc from Python.
+
+The model (two 5x5 and two 3x3 convolutions with ReLU, BatchNorm and 2x2 max
+pooling, then a linear layer) and the recipe are those of the C example and
+of tinygrad's examples/beautiful_mnist.py: Adam with lr 1e-3, batches of 512
+drawn at random, raw 0-255 pixels (no normalisation), Fashion-MNIST read
+from the four gzip'ed IDX files with gzip + numpy.
+
+    python3 examples/mnist.py [--steps 70] [--batch 512] [--lr 1e-3] [--seed 0]
+                              [--data /usr/share/datasets/fashion-mnist]
+
+Prints one progress line per step and `test accuracy: NN.NN%` at the end.
+Run from a checkout (python/ is added to sys.path) or with tinyc installed;
+TINYC_LIB may point at libtinyc.so.
+"""
+import argparse
+import gzip
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+from tinyc import GlobalCounters, Tensor, nn  # noqa: E402
+
+
+def read_idx(path):
+    """an IDX file (gzip'ed or plain) as a numpy array of its shape"""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+        raise ValueError("%s: not an IDX file" % path)
+    dtype = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4",
+             0x0E: ">f8"}[data[2]]
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    arr = np.frombuffer(data, dtype=dtype, offset=4 + 4 * ndim)
+    if arr.size != int(np.prod(shape)):
+        raise ValueError("%s: %d values for shape %s" % (path, arr.size, shape))
+    return arr.reshape(shape)
+
+
+def find(data_dir, stem):
+    for name in (stem + ".gz", stem):
+        path = os.path.join(data_dir, name)
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError("%s: no %s(.gz)" % (data_dir, stem))
+
+
+def load_mnist(data_dir):
+    """(X_train (N,1,28,28) uint8, Y_train (N) uint8, X_test, Y_test)"""
+    x_tr = read_idx(find(data_dir, "train-images-idx3-ubyte"))
+    y_tr = read_idx(find(data_dir, "train-labels-idx1-ubyte"))
+    x_te = read_idx(find(data_dir, "t10k-images-idx3-ubyte"))
+    y_te = read_idx(find(data_dir, "t10k-labels-idx1-ubyte"))
+    return x_tr.reshape(-1, 1, 28, 28), y_tr, x_te.reshape(-1, 1, 28, 28), y_te
+
+
+class Model:
+    def __init__(self):
+        self.layers = [
+            nn.Conv2d(1, 32, 5), Tensor.relu,
+            nn.Conv2d(32, 32, 5), Tensor.relu,
+            nn.BatchNorm2d(32), Tensor.max_pool2d,
+            nn.Conv2d(32, 64, 3), Tensor.relu,
+            nn.Conv2d(64, 64, 3), Tensor.relu,
+            nn.BatchNorm2d(64), Tensor.max_pool2d,
+            lambda x: x.flatten(1), nn.Linear(576, 10)]
+
+    def __call__(self, x):
+        return x.sequential(self.layers)
+
+
+def batch_tensors(x, y):
+    """pixels go up as uint8 and become float32 in the graph; labels as int32"""
+    return Tensor(np.ascontiguousarray(x)).float(), Tensor(y.astype(np.int32))
+
+
+def test_accuracy(model, x_test, y_test, batch):
+    correct = 0
+    for i in range(0, len(x_test), batch):
+        x, y = batch_tensors(x_test[i:i + batch], y_test[i:i + batch])
+        correct += int((model(x).argmax(axis=1) == y).sum().item())
+    return 100.0 * correct / len(x_test)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=70, help="training steps (default 70)")
+    ap.add_argument("--batch", type=int, default=512, help="batch size (default 512)")
+    ap.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default 1e-3)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the init and the batches")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
+                    help="folder with the four (gzip'ed) IDX files")
+    ap.add_argument("--test-batch", type=int, default=1000, help="batch size of the test pass")
+    args = ap.parse_args(argv)
+    if args.steps < 0 or args.batch <= 0 or args.test_batch <= 0:
+        ap.error("--steps must be >= 0, --batch and --test-batch > 0")
+
+    x_train, y_train, x_test, y_test = load_mnist(args.data)
+    print("data: %d train, %d test images from %s" % (len(x_train), len(x_test), args.data))
+    Tensor.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    model = Model()
+    opt = nn.optim.Adam(nn.state.get_parameters(model), lr=args.lr)
+
+    for step in range(1, args.steps + 1):
+        GlobalCounters.reset()
+        t0 = time.perf_counter()
+        idx = rng.integers(0, len(x_train), args.batch)
+        x, y = batch_tensors(x_train[idx], y_train[idx])
+        with Tensor.train():
+            opt.zero_grad()
+            loss = model(x).sparse_categorical_crossentropy(y)
+            loss.backward()
+            opt.step()
+        loss_value = loss.item()
+        dt = time.perf_counter() - t0
+        print("step %4d/%d  loss %7.4f  %6.2f s  %4d kernels  %8.2f GFLOP/s" % (
+            step, args.steps, loss_value, dt, GlobalCounters.kernel_count,
+            GlobalCounters.global_ops / max(dt, 1e-9) * 1e-9), flush=True)
+
+    acc = test_accuracy(model, x_test, y_test, args.test_batch)
+    print("test accuracy: %.2f%%" % acc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
