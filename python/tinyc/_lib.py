@@ -4,9 +4,9 @@ the package calls (restype and argtypes), so ctypes never guesses.
 Where the library is looked for, in order:
   1. the TINYC_LIB environment variable: a path to libtinyc.so, or a folder
      holding it;
-  2. build trees next to the source checkout this package sits in
-     (<repo>/build, then <repo>/build-release, <repo>/cmake-build-release,
-     <repo>/cmake-build-debug);
+  2. when this package sits in a source checkout (python/tinyc/ with
+     include/tinyc.h two levels up), its build trees: <repo>/build, then
+     <repo>/build-release, <repo>/cmake-build-release, <repo>/cmake-build-debug;
   3. the installed library: <sys.prefix>/lib, /usr/local/lib, then the
      system's search path (ctypes.util.find_library("tinyc")).
 A library that is not found raises ImportError naming every place tried.
@@ -37,9 +37,10 @@ def _candidates():
         else:
             yield env, "TINYC_LIB"
         return  # an explicit choice is never silently replaced by another library
-    for d in _BUILD_DIRS:
-        for n in _NAMES:
-            yield os.path.join(_REPO, d, n), "build tree"
+    if os.path.isfile(os.path.join(_REPO, "include", "tinyc.h")):  # a source checkout
+        for d in _BUILD_DIRS:
+            for n in _NAMES:
+                yield os.path.join(_REPO, d, n), "build tree"
     for d in (os.path.join(sys.prefix, "lib"), "/usr/local/lib"):
         for n in _NAMES:
             yield os.path.join(d, n), "install prefix"
