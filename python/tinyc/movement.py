@@ -1,0 +1,278 @@
+"""movement.py - the movement methods of Tensor (a mixin): reshape, permute,
+transpose, expand, pad, shrink, flip, squeeze/unsqueeze, flatten, repeat,
+cat/stack/split and __getitem__. All are views (libtinyc's movement ops make
+no copies) except contiguous(); cat pads each part and adds them, so it
+fuses into its consumer."""
+import numbers
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+from ._util import AxisError, _shape_args
+from .dtype import dtypes
+
+
+Tensor = None  # the Tensor class; tensor.py sets it once the class exists
+
+
+class Movement:
+    """movement ops; mixed into Tensor"""
+    __slots__ = ()
+
+    # ---- movement ---------------------------------------------------------
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        out = []
+        for s in shape:
+            if s is None:
+                raise TypeError("tinyc: reshape sizes must be ints, got None")
+            if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+                raise TypeError("tinyc: reshape sizes must be ints, got %r" % (s,))
+            out.append(int(s))
+        n, arr = _lib.shape_arg(out)
+        return self._wrap(lib.tc_reshape(self._h, n, arr))
+
+    view = reshape
+
+    def permute(self, *order):
+        if len(order) == 1 and isinstance(order[0], (tuple, list)):
+            order = tuple(order[0])
+        if len(order) != self.ndim:
+            raise ValueError("tinyc: permute needs %d axes, got %d" % (self.ndim, len(order)))
+        axes = [self._axis(a) for a in order]
+        if len(set(axes)) != len(axes):
+            raise AxisError("tinyc: permute order %r repeats an axis" % (tuple(order),))
+        return self._wrap(lib.tc_permute(self._h, _lib.int_array(axes)))
+
+    def transpose(self, dim0=1, dim1=0):
+        a, b = self._axis(dim0), self._axis(dim1)
+        return self._wrap(lib.tc_transpose(self._h, a, b))
+
+    @property
+    def T(self):
+        return self.permute(tuple(range(self.ndim))[::-1])
+
+    def expand(self, *shape):
+        shape = _shape_args(shape, "expand") if not (
+            len(shape) == 1 and isinstance(shape[0], (tuple, list))) else tuple(shape[0])
+        for s in shape:
+            if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+                raise TypeError("tinyc: expand sizes must be ints, got %r" % (s,))
+        n, arr = _lib.shape_arg([int(s) for s in shape])
+        return self._wrap(lib.tc_expand(self._h, n, arr))
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def _pairs(self, arg, what):
+        """tinygrad's ((before, after) or None per dim) -> [(b, e)] * ndim; also
+        PyTorch's flat (last_before, last_after, prev_before, ...) form."""
+        arg = tuple(arg)
+        if arg and all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in arg):
+            if len(arg) % 2 or len(arg) // 2 > self.ndim:
+                raise ValueError("tinyc: %s: a flat padding needs 2 values per dim, at most %d"
+                                 % (what, 2 * self.ndim))
+            k = len(arg) // 2
+            pairs = [(0, 0)] * (self.ndim - k) + [
+                (int(arg[2 * i]), int(arg[2 * i + 1])) for i in reversed(range(k))]
+            return pairs
+        if len(arg) != self.ndim:
+            raise ValueError("tinyc: %s needs one (before, after) pair or None per dim (%d), "
+                             "got %d" % (what, self.ndim, len(arg)))
+        out = []
+        for p in arg:
+            if p is None:
+                out.append(None)
+                continue
+            if not isinstance(p, (tuple, list)) or len(p) != 2 or not all(
+                    isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in p):
+                raise TypeError("tinyc: %s: each entry must be a pair of ints or None, got %r"
+                                % (what, p))
+            out.append((int(p[0]), int(p[1])))
+        return out
+
+    def pad(self, padding, value=0.0):
+        """padding: ((before, after) or None per dim), tinygrad's form; a flat
+        PyTorch-style tuple (last dim first) also works. Negative amounts cut."""
+        pairs = [p or (0, 0) for p in self._pairs(padding, "pad")]
+        x = self
+        if any(b < 0 or e < 0 for b, e in pairs):  # negative padding shrinks
+            x = x.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in
+                               zip(pairs, self.shape)))
+            pairs = [(max(b, 0), max(e, 0)) for b, e in pairs]
+        if all(b == 0 and e == 0 for b, e in pairs):
+            return x
+        flat = [v for p in pairs for v in p]
+        out = self._wrap(lib.tc_pad(x._h, _lib.int64_array(flat)))
+        if value != 0:
+            mask = type(self).ones(*x.shape, dtype=dtypes.bool, device=x.device)
+            mask = self._wrap(lib.tc_pad(mask._h, _lib.int64_array(flat)))
+            out = mask.where(out, value)
+        return out
+
+    def shrink(self, arg):
+        """arg: ((begin, end) or None per dim)."""
+        pairs = self._pairs(arg, "shrink")
+        flat = []
+        for p, s in zip(pairs, self.shape):
+            flat += list(p) if p is not None else [0, s]
+        return self._wrap(lib.tc_shrink(self._h, _lib.int64_array(flat)))
+
+    def flip(self, axis=None):
+        axes = self._axes(axis) if not (isinstance(axis, (tuple, list)) and not axis) else ()
+        if not axes:
+            return self.reshape(self.shape)
+        return self._wrap(lib.tc_flip(self._h, len(axes), _lib.int_array(axes)))
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        if self.ndim == 0:
+            if dim not in (0, -1):
+                raise AxisError("tinyc: squeeze: axis %r is out of range for 0 dims" % (dim,))
+            return self.reshape(())
+        axes = self._axes(dim)
+        return self.reshape(tuple(s for i, s in enumerate(self.shape)
+                                  if not (i in axes and s == 1)))
+
+    def unsqueeze(self, dim):
+        ax = self._axis(dim, self.ndim + 1)
+        s = self.shape
+        return self.reshape(s[:ax] + (1,) + s[ax:])
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        if self.ndim == 0:
+            return self.reshape(1)
+        a, b = self._axis(start_dim), self._axis(end_dim)
+        if a > b:
+            raise ValueError("tinyc: flatten: start_dim comes after end_dim")
+        s = self.shape
+        return self.reshape(s[:a] + (int(np.prod(s[a:b + 1], dtype=np.int64)),) + s[b + 1:])
+
+    def unflatten(self, dim, sizes):
+        ax = self._axis(dim)
+        return self.reshape(self.shape[:ax] + tuple(sizes) + self.shape[ax + 1:])
+
+    def contiguous(self):
+        return self._wrap(lib.tc_contiguous(self._h))
+
+    def repeat(self, *repeats):
+        repeats = _shape_args(repeats, "repeat")
+        if len(repeats) < self.ndim:
+            raise ValueError("tinyc: repeat needs at least %d sizes" % self.ndim)
+        x = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
+        base = x.shape
+        x = x.reshape(tuple(v for s in base for v in (1, s)))
+        x = x.expand(tuple(v for r, s in zip(repeats, base) for v in (r, s)))
+        return x.reshape(tuple(r * s for r, s in zip(repeats, base)))
+
+    def chunk(self, chunks, dim=0):
+        ax = self._axis(dim)
+        step = -(-self.shape[ax] // chunks)
+        return self.split(step, ax)
+
+    def split(self, sizes, dim=0):
+        ax = self._axis(dim)
+        n = self.shape[ax]
+        if isinstance(sizes, numbers.Integral):
+            sizes = [min(sizes, n - i) for i in range(0, max(n, 1), max(sizes, 1))]
+        out, start = [], 0
+        for s in sizes:
+            arg = [None] * self.ndim
+            arg[ax] = (start, start + s)
+            out.append(self.shrink(arg))
+            start += s
+        return out
+
+    def cat(self, *others, dim=0):
+        ts = (self,) + others
+        ax = self._axis(dim)
+        total = sum(t.shape[ax] for t in ts)
+        out, start = None, 0
+        for t in ts:
+            pads = [None] * self.ndim
+            pads[ax] = (start, total - start - t.shape[ax])
+            start += t.shape[ax]
+            p = t.pad(pads)
+            out = p if out is None else out + p
+        return out
+
+    def stack(self, *others, dim=0):
+        ax = self._axis(dim, self.ndim + 1)
+        return type(self).cat(*[t.unsqueeze(ax) for t in (self,) + others], dim=ax)
+
+    # ---- indexing ---------------------------------------------------------
+
+    def __getitem__(self, idx):
+        """ints (negative count from the end), slices with any step (views:
+        shrink, flip, and a pad+reshape+shrink for strides), None and Ellipsis."""
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        items = []
+        for i in idx:
+            if isinstance(i, Tensor) or isinstance(i, (list, np.ndarray)):
+                raise TypeError("tinyc: indexing with tensors, lists or arrays is not "
+                                "supported; use ints, slices, None and ...")
+            if isinstance(i, (bool, np.bool_)):
+                raise TypeError("tinyc: indexing with a bool is not supported")
+            if i is None or i is Ellipsis or isinstance(i, (slice, numbers.Integral)):
+                items.append(int(i) if isinstance(i, numbers.Integral) else i)
+            else:
+                raise TypeError("tinyc: invalid index %r (ints, slices, None and ... "
+                                "are supported)" % (i,))
+        n_ell = sum(1 for i in items if i is Ellipsis)
+        if n_ell > 1:
+            raise IndexError("tinyc: an index can only have one ellipsis (...)")
+        n_dims = sum(1 for i in items if i is not None and i is not Ellipsis)
+        if n_dims > self.ndim:
+            raise IndexError("tinyc: too many indices for a tensor of %d dims" % self.ndim)
+        fill = [slice(None)] * (self.ndim - n_dims)
+        if n_ell:
+            k = items.index(Ellipsis)
+            items = items[:k] + fill + items[k + 1:]
+        else:
+            items = items + fill
+        shrink, flips, strides, out_shape = [], [], [], []
+        d = 0
+        for i in items:
+            if i is None:
+                out_shape.append(1)
+                continue
+            n = self.shape[d]
+            if isinstance(i, int):
+                j = i + n if i < 0 else i
+                if not 0 <= j < n:
+                    raise IndexError("tinyc: index %d is out of bounds for axis %d with size %d"
+                                     % (i, d, n))
+                shrink.append((j, j + 1))
+                strides.append(1)
+            else:
+                start, stop, step = i.indices(n)
+                count = len(range(start, stop, step))
+                if count == 0:
+                    shrink.append((0, 0))
+                elif step > 0:
+                    shrink.append((start, start + (count - 1) * step + 1))
+                else:
+                    shrink.append((start + (count - 1) * step, start + 1))
+                    flips.append(d)
+                strides.append(abs(step) if count > 1 else 1)
+                out_shape.append(count)
+            d += 1
+        x = self
+        if any(p != (0, s) for p, s in zip(shrink, self.shape)):
+            x = x.shrink(shrink)
+        if flips:
+            x = x.flip(tuple(flips))
+        if any(s > 1 for s in strides):
+            # stride s on a dim of length L: pad to ceil(L/s)*s, split into
+            # (ceil(L/s), s) and keep the first of each s
+            pads = [(0, (-L) % s) for L, s in zip(x.shape, strides)]
+            x = x.pad(pads)
+            x = x.reshape(tuple(v for L, s in zip(x.shape, strides) for v in (L // s, s)))
+            x = x.shrink(tuple(p for L, s in zip(x.shape[::2], strides)
+                               for p in ((0, L), (0, 1))))
+        return x.reshape(tuple(out_shape))

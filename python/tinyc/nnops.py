@@ -1,0 +1,211 @@
+"""nnops.py - the neural-network methods of Tensor (a mixin): matmul, linear,
+softmax, layernorm, batchnorm, conv2d, pooling, losses, dropout. Each calls
+its libtinyc composite (tc_matmul, tc_conv2d, ...), which is differentiable
+and fuses like any other op; options the C call lacks are composed here from
+other ops, and a missing C function raises NotImplementedError naming it."""
+import math
+import numbers
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+from ._util import _pair
+from .dtype import dtypes
+
+
+Tensor = None  # the Tensor class; tensor.py sets it once the class exists
+
+
+class NNOps:
+    """composite ops; mixed into Tensor"""
+    __slots__ = ()
+
+    # ---- composites (C when the library has them) ---------------------------
+
+    def matmul(self, w):
+        fn = _lib.need("tc_matmul", "Tensor.matmul")
+        if not isinstance(w, Tensor):
+            w = self._operand(w)[1]
+        if self.ndim == 0 or w.ndim == 0:
+            raise ValueError("tinyc: matmul needs tensors of at least 1 dim, got %s @ %s"
+                             % (self.shape, w.shape))
+        return self._wrap(fn(self._h, w._h))
+
+    dot = matmul
+
+    def linear(self, weight, bias=None):
+        """self @ weight + bias (weight is (in, out), as tinygrad's)."""
+        if weight.ndim == 2 and _lib.has("tc_linear"):  # tc_linear takes torch's (out, in)
+            return self._wrap(lib.tc_linear(self._h, weight.transpose()._h,
+                                              bias._h if bias is not None else None))
+        x = self * weight if weight.ndim == 1 else self.matmul(weight)
+        return x + bias if bias is not None else x
+
+    def sequential(self, layers):
+        x = self
+        for f in layers:
+            x = f(x)
+        return x
+
+    def softmax(self, axis=-1):
+        fn = _lib.need("tc_softmax", "Tensor.softmax")
+        return self._wrap(fn(self._h, self._axis(axis)))
+
+    def log_softmax(self, axis=-1):
+        fn = _lib.need("tc_log_softmax", "Tensor.log_softmax")
+        return self._wrap(fn(self._h, self._axis(axis)))
+
+    def layernorm(self, axis=-1, eps=1e-5):
+        """(x - mean) / sqrt(var + eps) over axis, an int or a tuple (no weights,
+        like tinygrad). tc_layernorm normalizes the trailing dims axis..ndim-1;
+        other sets of axes are composed from reduces."""
+        axes = self._axes(axis)
+        if axes and axes == tuple(range(axes[0], self.ndim)):
+            fn = _lib.need("tc_layernorm", "Tensor.layernorm")
+            return self._wrap(fn(self._h, axes[0], float(eps)))
+        y = self - self.mean(axes, keepdim=True)
+        return y * ((y * y).mean(axes, keepdim=True) + eps).rsqrt()
+
+    def batchnorm(self, weight, bias, mean, invstd, axis=1):
+        shape = [1] * self.ndim
+        shape[self._axis(axis)] = self.shape[self._axis(axis)]
+        x = self - mean.reshape(shape)
+        if weight is not None:
+            x = x * weight.reshape(shape)
+        ret = x * (invstd.reshape(shape) if invstd.ndim == 1 else invstd)
+        return ret + bias.reshape(shape) if bias is not None else ret
+
+    def conv2d(self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0):
+        """x (N, Cin, H, W) with weight (Cout, Cin/groups, kh, kw), tinygrad's
+        argument order. stride, dilation: int or (h, w); padding: int, (h, w) or
+        tinygrad's (left, right, top, bottom). tc_conv2d for the plain case,
+        tc_conv2d_ex for the rest."""
+        if not isinstance(weight, Tensor):
+            raise TypeError("tinyc: conv2d: weight must be a Tensor")
+        if self.ndim != 4 or weight.ndim != 4:
+            raise ValueError("tinyc: conv2d needs 4-d x and weight, got %s and %s"
+                             % (self.shape, weight.shape))
+        if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
+            raise ValueError("tinyc: conv2d: groups must be a positive int, got %r" % (groups,))
+        sy, sx = _pair(stride, "stride")
+        dy, dx = _pair(dilation, "dilation")
+        x = self
+        if isinstance(padding, (tuple, list)) and len(padding) == 4:
+            l, r, t, b = (int(v) for v in padding)
+            if l == r and t == b:
+                py, px = t, l
+            else:  # uneven: pad here, convolve without padding
+                x, py, px = self.pad(((0, 0), (0, 0), (t, b), (l, r))), 0, 0
+        else:
+            py, px = _pair(padding, "padding")
+        bh = bias._h if bias is not None else None
+        if groups == 1 and sy == sx and py == px and dy == dx == 1:
+            fn = _lib.need("tc_conv2d", "Tensor.conv2d")
+            return self._wrap(fn(x._h, weight._h, bh, sy, py))
+        if dy != dx:
+            raise NotImplementedError("tinyc: conv2d: tc_conv2d_ex takes one dilation for "
+                                      "both dims, got %r" % (dilation,))
+        fn = _lib.need("tc_conv2d_ex", "Tensor.conv2d with groups, dilation or (h, w) pairs")
+        return self._wrap(fn(x._h, weight._h, bh, sy, sx, py, px, dy, int(groups)))
+
+    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
+        fn = _lib.need("tc_max_pool2d", "Tensor.max_pool2d")
+        if self.ndim < 2:
+            raise ValueError("tinyc: max_pool2d needs at least 2 dims")
+        ky, kx = _pair(kernel_size, "kernel_size")
+        sy, sx = _pair(stride if stride is not None else (ky, kx), "stride")
+        if ky != kx or sy != sx or _pair(dilation, "dilation") != (1, 1):
+            raise NotImplementedError("tinyc: max_pool2d: tc_max_pool2d takes square kernels "
+                                      "and strides without dilation")
+        x = self
+        py, px = _pair(padding, "padding")
+        if py or px:
+            x = x.pad(((0, 0),) * (self.ndim - 2) + ((py, py), (px, px)), value=-math.inf)
+        return self._wrap(fn(x._h, ky, sy))
+
+    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
+                   count_include_pad=True):
+        """the mean of each window, composed from strided views (one fused kernel)."""
+        ky, kx = _pair(kernel_size, "kernel_size")
+        sy, sx = _pair(stride if stride is not None else (ky, kx), "stride")
+        dy, dx = _pair(dilation, "dilation")
+        py, px = _pair(padding, "padding")
+        if self.ndim < 2:
+            raise ValueError("tinyc: avg_pool2d needs at least 2 dims")
+        if ky == kx and sy == sx and dy == dx == 1 and py == px == 0 and \
+                _lib.has("tc_avg_pool2d"):
+            return self._wrap(lib.tc_avg_pool2d(self._h, ky, sy))
+        lead = ((0, 0),) * (self.ndim - 2)
+        x = self.pad(lead + ((py, py), (px, px))) if (py or px) else self
+        H, W = x.shape[-2:]
+        oh = (H - dy * (ky - 1) - 1) // sy + 1
+        ow = (W - dx * (kx - 1) - 1) // sx + 1
+        if oh <= 0 or ow <= 0:
+            raise ValueError("tinyc: avg_pool2d: kernel %s does not fit in %s"
+                             % ((ky, kx), (H, W)))
+        total = None
+        for i in range(ky):
+            for j in range(kx):
+                y0, x0 = i * dy, j * dx
+                v = x[..., y0:y0 + sy * (oh - 1) + 1:sy, x0:x0 + sx * (ow - 1) + 1:sx]
+                total = v if total is None else total + v
+        if count_include_pad or not (py or px):
+            return total / (ky * kx)
+        ones = Tensor.ones(*self.shape[-2:], device=self.device).pad(((py, py), (px, px)))
+        count = None
+        for i in range(ky):
+            for j in range(kx):
+                y0, x0 = i * dy, j * dx
+                v = ones[y0:y0 + sy * (oh - 1) + 1:sy, x0:x0 + sx * (ow - 1) + 1:sx]
+                count = v if count is None else count + v
+        return total / count
+
+    def sparse_categorical_crossentropy(self, Y, ignore_index=-1, label_smoothing=0.0):
+        """mean cross-entropy of logits self (N, C) against int class ids Y (N,)."""
+        if not isinstance(Y, Tensor):
+            Y = Tensor(np.asarray(Y), device=self.device)
+        if label_smoothing == 0.0:
+            fn = _lib.need("tc_cross_entropy", "Tensor.sparse_categorical_crossentropy")
+            if Y.dtype.is_float or Y.dtype == dtypes.bool:
+                Y = Y.cast(dtypes.int32)
+            return self._wrap(fn(self._h, Y._h))
+        # label smoothing: composed from log_softmax, like tinygrad
+        log_probs = self.log_softmax(-1)
+        C = self.shape[-1]
+        y = Y.reshape(Y.shape + (1,))
+        counter = Tensor.arange(C, device=self.device)
+        one_hot = (counter == y).cast(log_probs.dtype)
+        valid = (y != ignore_index).cast(log_probs.dtype)
+        loss_mask = valid.reshape(Y.shape)
+        nll = -(log_probs * one_hot * valid).sum(-1)
+        smooth = -(log_probs * valid).mean(-1)
+        per = (1 - label_smoothing) * nll + label_smoothing * smooth
+        return per.sum() / loss_mask.sum()
+
+    def cross_entropy(self, Y, reduction="mean"):
+        return self.sparse_categorical_crossentropy(Y)
+
+    def binary_crossentropy(self, y):
+        return (-y * self.log() - (1 - y) * (1 - self).log()).mean()
+
+    def binary_crossentropy_logits(self, y):
+        return (self.maximum(0) - y * self + (1 + self.abs().neg().exp()).log()).mean()
+
+    def dropout(self, p=0.5):
+        """zeroes each element with probability p and scales the rest by 1/(1-p);
+        only while Tensor.training (tinygrad's rule)."""
+        if not 0 <= p <= 1:
+            raise ValueError("tinyc: dropout: p must be in [0, 1], got %r" % (p,))
+        if not Tensor.training or p == 0:
+            return self
+        if p < 1 and _lib.has("tc_dropout"):
+            return self._wrap(lib.tc_dropout(self._h, float(p), True))
+        if p == 1:
+            return self * 0
+        keep = Tensor.rand(*self.shape, device=self.device) >= p
+        return keep.where(self, 0) * (1.0 / (1.0 - p))
+
+    def one_hot(self, num_classes):
+        return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(
+            dtypes.int32)
