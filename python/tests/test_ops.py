@@ -140,6 +140,10 @@ def test_scalar_dtypes_follow_tinygrad():
     assert_close(i * 2.5, [2.5, 5.0, 7.5])
     assert_close(3 - i, [2, 1, 0])
     assert_close(np.float32(2) * f, [2.0, 4.0])  # numpy scalars defer to Tensor
+    u = Tensor(np.array([1, 255], np.uint8))
+    assert (u + 1).dtype == dtypes.uint8
+    assert (u != -1).tolist() == [True, True]  # -1 is no uint8: the scalar stays int32
+    assert (u - 300).dtype == dtypes.int32 and (u - 300).tolist() == [-299, -45]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -37,8 +37,8 @@ class NNOps:
     def linear(self, weight, bias=None):
         """self @ weight + bias (weight is (in, out), as tinygrad's)."""
         if weight.ndim == 2 and _lib.has("tc_linear"):  # tc_linear takes torch's (out, in)
-            return self._wrap(lib.tc_linear(self._h, weight.transpose()._h,
-                                              bias._h if bias is not None else None))
+            w = weight.transpose()  # a named temporary: it must outlive the call
+            return self._wrap(lib.tc_linear(self._h, w._h, bias._h if bias is not None else None))
         x = self * weight if weight.ndim == 1 else self.matmul(weight)
         return x + bias if bias is not None else x
 

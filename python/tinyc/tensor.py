@@ -481,7 +481,8 @@ class Tensor(Movement, NNOps):
             return (y, self) if reverse else (self, y)
         if _is_scalar(y):
             v = _py_scalar(y)
-            if self.dtype.is_float or (self.dtype.is_int and type(v) is int):
+            if self.dtype.is_float or (self.dtype.is_int and type(v) is int and
+                                       _fits(v, self.dtype)):
                 dt = self.dtype
             else:
                 dt = _scalar_dtype(v)
@@ -693,6 +694,12 @@ class Tensor(Movement, NNOps):
         return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
 movement.Tensor = nnops.Tensor = Tensor
+
+
+def _fits(v, dt):
+    """the Python int v is a value of the integer dtype dt"""
+    info = np.iinfo(dt.np)
+    return info.min <= v <= info.max
 
 
 def _from_array(data, dt, device):
