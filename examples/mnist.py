@@ -10,7 +10,8 @@ from the four gzip'ed IDX files with gzip + numpy.
     python3 examples/mnist.py [--steps 70] [--batch 512] [--lr 1e-3] [--seed 0]
                               [--data /usr/share/datasets/fashion-mnist]
 
-Prints one progress line per step and `test accuracy: NN.NN%` at the end.
+Prints one progress line per step and `test accuracy: NN.NN%` at the end
+(over the 10000 test images; --test-images N for the first N only).
 Run from a checkout (python/ is added to sys.path) or with tinyc installed;
 TINYC_LIB may point at libtinyc.so.
 """
@@ -99,6 +100,8 @@ def main(argv=None):
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                     help="folder with the four (gzip'ed) IDX files")
     ap.add_argument("--test-batch", type=int, default=1000, help="batch size of the test pass")
+    ap.add_argument("--test-images", type=int, default=0,
+                    help="test on the first N test images only (default: all)")
     args = ap.parse_args(argv)
     if args.steps < 0 or args.batch <= 0 or args.test_batch <= 0:
         ap.error("--steps must be >= 0, --batch and --test-batch > 0")
@@ -126,7 +129,8 @@ def main(argv=None):
             step, args.steps, loss_value, dt, GlobalCounters.kernel_count,
             GlobalCounters.global_ops / max(dt, 1e-9) * 1e-9), flush=True)
 
-    acc = test_accuracy(model, x_test, y_test, args.test_batch)
+    n_test = args.test_images if args.test_images > 0 else len(x_test)
+    acc = test_accuracy(model, x_test[:n_test], y_test[:n_test], args.test_batch)
     print("test accuracy: %.2f%%" % acc)
     return 0
 

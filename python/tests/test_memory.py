@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 
+from helpers import requires_autograd
 from tinyc import Tensor
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -55,3 +56,29 @@ def test_realized_tensors_are_freed():
         del t
     gc.collect()
     assert rss_bytes() - before < 16 * 1024 * 1024
+
+
+@requires_autograd
+def test_training_steps_keep_rss_flat():
+    """forward, backward and an assign-based update, many times: the recorded
+    history and the gradients are freed with their tensors"""
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.standard_normal((8, 4)).astype(np.float32))
+    w = Tensor(rng.standard_normal((4,)).astype(np.float32), requires_grad=True)
+
+    def step():
+        loss = ((x * w).sum(axis=1).tanh() - 0.5).square().mean()
+        loss.backward()
+        w.assign(w.detach() - 0.01 * w.grad).realize()
+        w.grad = None
+        return loss
+
+    for _ in range(200):
+        step()
+    gc.collect()
+    before = rss_bytes()
+    for _ in range(3000):
+        step()
+    gc.collect()
+    grown = rss_bytes() - before
+    assert grown < 2 * 1024 * 1024, "RSS grew by %.1f MiB over 3000 steps" % (grown / 2**20)
