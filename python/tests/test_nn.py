@@ -8,7 +8,8 @@ import torch
 
 from helpers import assert_close, requires, skip_unless
 from tinyc import Tensor, dtypes, nn
-from tinyc.nn.state import get_parameters, get_state_dict, load_state_dict
+from tinyc import _lib
+from tinyc.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_save
 
 requires_training = requires("tc_set_requires_grad", "tc_backward", "tc_grad", "tc_assign")
 
@@ -64,6 +65,43 @@ def test_load_state_dict():
         load_state_dict(lin, {"weight": w})
     with pytest.raises(ValueError):
         load_state_dict(lin, {"weight": w.T, "bias": [0.0, 0.0]})
+
+
+def test_safetensors_roundtrip(tmp_path):
+    ts = {"w": Tensor.randn(3, 4), "i": Tensor([[1, 2]], dtype=dtypes.int64),
+          "h": Tensor(np.array([1.5, -2], np.float16)), "b": Tensor([True, False]),
+          "u": Tensor(np.array([7], np.uint8)), "s": Tensor(2.5)}
+    fn = str(tmp_path / "m.safetensors")
+    safe_save(ts, fn, metadata={"step": 3})
+    back = safe_load(fn)
+    assert set(back) == set(ts)
+    for k, t in ts.items():
+        assert back[k].dtype == t.dtype and back[k].shape == t.shape
+        np.testing.assert_array_equal(back[k].numpy(), t.numpy())
+    with open(fn, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+    assert n % 8 == 0
+
+
+@requires("tc_safe_load", "tc_safe_save", "tc_assign")
+def test_safetensors_match_the_c_library(tmp_path):
+    import ctypes
+    fn = str(tmp_path / "py.safetensors")
+    src = {"a": Tensor.randn(2, 3), "b": Tensor([1, 2, 3])}
+    safe_save(src, fn)
+    dst = [Tensor.zeros(2, 3).contiguous().realize(), Tensor.zeros(3, dtype=dtypes.int32)
+           .contiguous().realize()]
+    names = (ctypes.c_char_p * 2)(b"a", b"b")
+    _lib.check_status(_lib.lib.tc_safe_load(fn.encode(), names, _lib.handle_array(
+        [t._h for t in dst]), 2))
+    np.testing.assert_array_equal(dst[0].numpy(), src["a"].numpy())
+    np.testing.assert_array_equal(dst[1].numpy(), src["b"].numpy())
+    fn2 = str(tmp_path / "c.safetensors")
+    _lib.check_status(_lib.lib.tc_safe_save(fn2.encode(), names, _lib.handle_array(
+        [t._h for t in dst]), 2))
+    back = safe_load(fn2)
+    np.testing.assert_array_equal(back["a"].numpy(), src["a"].numpy())
+    assert back["b"].tolist() == [1, 2, 3]
 
 
 def copy_linear(lin, tl):

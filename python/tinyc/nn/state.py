@@ -1,13 +1,25 @@
-"""tinyc.nn.state - finding a model's tensors (tinygrad.nn.state):
-get_state_dict(model) walks attributes, lists, tuples and dicts and names
-every Tensor by its path ("layers.0.weight"); get_parameters(model) is the
-list of those tensors (each once); load_state_dict copies values in."""
+"""tinyc.nn.state - finding, saving and loading a model's tensors
+(tinygrad.nn.state): get_state_dict(model) walks attributes, lists, tuples
+and dicts and names every Tensor by its path ("layers.0.weight");
+get_parameters(model) is the list of those tensors (each once);
+load_state_dict copies values in; safe_save / safe_load write and read the
+safetensors format (the same files as tinygrad's and libtinyc's
+tc_safe_save)."""
 import functools
+import json
+import struct
 import types
 
+import numpy as np
+
+from ..dtype import dtypes
 from ..tensor import Tensor
 
-__all__ = ["get_state_dict", "get_parameters", "load_state_dict"]
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load"]
+
+_SAFE_DTYPES = {"F32": dtypes.float32, "F16": dtypes.float16, "I32": dtypes.int32,
+                "I64": dtypes.int64, "U8": dtypes.uint8, "BOOL": dtypes.bool}
+_SAFE_NAMES = {v.name: k for k, v in _SAFE_DTYPES.items()}
 
 
 def get_state_dict(obj, prefix="", tensor_type=Tensor):
@@ -61,3 +73,51 @@ def load_state_dict(model, state_dict, strict=True):
                 raise ValueError("tinyc: load_state_dict: %s has shape %s, the model %s"
                                  % (k, tuple(v.shape), t.shape))
             t.assign(v if isinstance(v, Tensor) else Tensor(v, dtype=t.dtype)).realize()
+
+
+def safe_save(tensors, fn, metadata=None):
+    """writes {name: Tensor} to the safetensors file fn"""
+    header, arrays, offset = {}, [], 0
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError("tinyc: safe_save: %s is not a Tensor" % name)
+        a = t.numpy().astype(t.dtype.np.newbyteorder("<"), copy=False)
+        header[name] = {"dtype": _SAFE_NAMES[t.dtype.name], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
+        arrays.append(a)
+        offset += a.nbytes
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(fn, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for a in arrays:
+            f.write(a.tobytes())
+
+
+def safe_load(fn):
+    """{name: Tensor} from the safetensors file fn"""
+    with open(fn, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError("tinyc: safe_load: %s is too short" % fn)
+    (n,) = struct.unpack("<Q", data[:8])
+    if 8 + n > len(data):
+        raise ValueError("tinyc: safe_load: %s: header of %d bytes does not fit" % (fn, n))
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] not in _SAFE_DTYPES:
+            raise ValueError("tinyc: safe_load: %s has dtype %s" % (name, info["dtype"]))
+        dt = _SAFE_DTYPES[info["dtype"]]
+        b, e = info["data_offsets"]
+        if not 0 <= b <= e <= len(data) - 8 - n:
+            raise ValueError("tinyc: safe_load: %s: offsets %s out of the file" % (name, [b, e]))
+        a = np.frombuffer(data, dtype=dt.np.newbyteorder("<"), count=(e - b) // dt.itemsize,
+                          offset=8 + n + b).reshape(info["shape"])
+        out[name] = Tensor(a.astype(dt.np, copy=False))
+    return out
