@@ -221,6 +221,82 @@ typedef struct {
 TC_API tc_status tc_mnist_load(const char *dir, const char *device, tc_mnist *out);
 TC_API void tc_mnist_release(tc_mnist *m); /* releases the four tensors, zeroes *m */
 
+/* ---- composites: built from the ops above, so they fuse and differentiate --
+ * Optional tensors may be NULL. Shapes are checked at the call. */
+/* numpy matmul: 1-D operands get a dim added (and removed from the result),
+ * batch dims broadcast; a multiply and a sum over the last axis, no copies */
+TC_API tc_tensor *tc_matmul(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_dot(tc_tensor *a, tc_tensor *b); /* same as tc_matmul */
+/* x @ w^T + b with torch's layout: w is (out, in), b is (out) or NULL */
+TC_API tc_tensor *tc_linear(tc_tensor *x, tc_tensor *w, tc_tensor *b);
+TC_API tc_tensor *tc_softmax(tc_tensor *a, int axis);
+TC_API tc_tensor *tc_log_softmax(tc_tensor *a, int axis);
+/* normalizes over the dims axis..ndim-1 (torch's normalized_shape of the
+ * trailing dims): (a - mean) / sqrt(var + eps), biased variance, no affine */
+TC_API tc_tensor *tc_layernorm(tc_tensor *a, int axis, double eps);
+/* x is (N,C) or (N,C,H,W); weight, bias, running_mean, running_var are (C)
+ * or NULL. training: normalizes with the batch statistics (biased variance)
+ * and, when given, updates the running stats with tc_assign like torch:
+ * r = (1-momentum)*r + momentum*stat, with the unbiased variance (the update
+ * runs when they are next realized). Otherwise normalizes with the running
+ * stats (which are then required). */
+TC_API tc_tensor *tc_batchnorm(tc_tensor *x, tc_tensor *weight, tc_tensor *bias,
+                               tc_tensor *running_mean, tc_tensor *running_var, bool training,
+                               double momentum, double eps);
+/* x (N,Cin,H,W), w (Cout,Cin/groups,kh,kw), bias (Cout) or NULL; zero padding
+ * on both sides of H and W. Views (pad, reshape, expand, shrink) and one
+ * multiply+sum: no im2col copy */
+TC_API tc_tensor *tc_conv2d(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride, int padding);
+TC_API tc_tensor *tc_conv2d_ex(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride_h,
+                               int stride_w, int pad_h, int pad_w, int dilation, int groups);
+/* over the last two dims of x (ndim >= 2), no padding, windows that fit;
+ * stride <= 0 means stride = kernel */
+TC_API tc_tensor *tc_max_pool2d(tc_tensor *x, int kernel, int stride);
+TC_API tc_tensor *tc_avg_pool2d(tc_tensor *x, int kernel, int stride);
+/* mean over N of -log_softmax(logits)[n, labels[n]]: logits (N,C) float,
+ * labels (N) integer class ids. When labels is realized its values are
+ * checked (0 <= label < C) at the call; a lazy label outside the range
+ * contributes 0 to the sum (but still counts in N). */
+TC_API tc_tensor *tc_cross_entropy(tc_tensor *logits, tc_tensor *labels);
+/* index of the first maximum along axis, int32 (like torch) */
+TC_API tc_tensor *tc_argmax(tc_tensor *a, int axis, bool keepdim);
+/* training: zeroes each element with probability p (mask from tc_rand) and
+ * scales the rest by 1/(1-p); otherwise (or p == 0) returns x itself */
+TC_API tc_tensor *tc_dropout(tc_tensor *x, double p, bool training);
+
+/* ---- autograd and training ---------------------------------------------
+ * Reverse mode over the public ops. A float tensor marked with
+ * tc_set_requires_grad is a leaf; every differentiable op on such tensors
+ * records how its result was made (comparisons, idiv/mod, logical ops and
+ * casts to integers are not differentiable and record nothing).
+ * tc_backward(loss) adds d loss / d leaf to each leaf's gradient (grad +=
+ * new, so two backward calls accumulate); only leaves keep gradients. It is
+ * lazy: tc_grad returns an unrealized tensor that runs when realized.
+ * Releasing tensors releases what they recorded; a gradient never keeps its
+ * leaf alive. */
+TC_API tc_status tc_set_requires_grad(tc_tensor *t, bool on); /* float leaves only */
+TC_API bool tc_requires_grad(const tc_tensor *t); /* false for NULL */
+/* loss must have exactly one element and require grad */
+TC_API tc_status tc_backward(tc_tensor *loss);
+/* a new reference to t's gradient, or NULL with no error set when it has none.
+ * The gradient is lazy and reads the buffers it depends on when it runs:
+ * realize it before (or together with) an in-place update of those (tc_assign
+ * of the parameter) if its value is wanted afterwards. */
+TC_API tc_tensor *tc_grad(tc_tensor *t);
+TC_API tc_status tc_zero_grad(tc_tensor *t); /* drops t's gradient */
+TC_API tc_tensor *tc_detach(tc_tensor *t);  /* same values, no history, no requires_grad */
+/* grad mode (on at start): while off, ops record nothing (torch.no_grad);
+ * returns the previous setting */
+TC_API bool tc_set_grad_enabled(bool on);
+TC_API bool tc_is_grad_enabled(void);
+/* In-place update, scheduled lazily: dst takes value's elements (broadcast to
+ * dst's shape, cast to its dtype) when dst is next realized, written into
+ * dst's own buffer (readers of the old value are scheduled first). dst must
+ * be a buffer seen whole and in order (a lazy dst is realized into a buffer
+ * of its own first); a view into part of a buffer is TC_ERR_INVALID. Not
+ * differentiable: a dst with recorded history loses it. */
+TC_API tc_status tc_assign(tc_tensor *dst, tc_tensor *value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -128,7 +128,7 @@ static void int_parts(tc_node *b, tc_node **is_int, tc_node **is_odd) {
     *is_odd = tc_ew_binary(TC_OP_CMPNE, tc_ew_binary(TC_OP_AND, ti2, one_i), zero_i);
 }
 
-static tc_node *build_pow(tc_node *a, tc_node *b) {
+tc_node *tc_ew_pow(tc_node *a, tc_node *b) {
     if (!a || !b) {
         tc_node_release(a);
         tc_node_release(b);
@@ -176,8 +176,10 @@ static tc_status binary_dtype(const char *api, binary_kind kind, tc_dtype a, tc_
     return TC_OK;
 }
 
+/* the public binary op `api`: checks, promotes, broadcasts, builds, and
+ * records `ag` for autograd */
 static tc_tensor *binary(const char *api, tc_tensor *a, tc_tensor *b, binary_kind kind,
-                         tc_node *(*build)(tc_node *, tc_node *)) {
+                         tc_node *(*build)(tc_node *, tc_node *), tc_ag_op ag) {
     tc_lock();
     tc_tensor *out = NULL, *ts[2] = {a, b};
     static const char *const names[2] = {"a", "b"};
@@ -187,65 +189,65 @@ static tc_tensor *binary(const char *api, tc_tensor *a, tc_tensor *b, binary_kin
     if (check_operands(api, 2, ts, names, &ndim, shape) == TC_OK &&
         binary_dtype(api, kind, a->node->dtype, b->node->dtype, &dt) == TC_OK) {
         tc_node *x = operand(a, dt, ndim, shape), *y = operand(b, dt, ndim, shape);
-        out = tc_tensor_wrap(build(x, y));
+        out = tc_ag_record(tc_tensor_wrap(build(x, y)), ag, 2, ts, NULL);
     }
     tc_unlock();
     return out;
 }
 
 TC_API tc_tensor *tc_add(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_add", a, b, B_ANY, build_add);
+    return binary("tc_add", a, b, B_ANY, build_add, TC_AG_ADD);
 }
 TC_API tc_tensor *tc_sub(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_sub", a, b, B_NOBOOL, tc_ew_sub);
+    return binary("tc_sub", a, b, B_NOBOOL, tc_ew_sub, TC_AG_SUB);
 }
 TC_API tc_tensor *tc_mul(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_mul", a, b, B_ANY, build_mul);
+    return binary("tc_mul", a, b, B_ANY, build_mul, TC_AG_MUL);
 }
 TC_API tc_tensor *tc_div(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_div", a, b, B_FLOAT, build_div);
+    return binary("tc_div", a, b, B_FLOAT, build_div, TC_AG_DIV);
 }
 TC_API tc_tensor *tc_idiv(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_idiv", a, b, B_INT, build_idiv);
+    return binary("tc_idiv", a, b, B_INT, build_idiv, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_mod(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_mod", a, b, B_INT, build_mod);
+    return binary("tc_mod", a, b, B_INT, build_mod, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_maximum(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_maximum", a, b, B_ANY, build_maximum);
+    return binary("tc_maximum", a, b, B_ANY, build_maximum, TC_AG_MAXIMUM);
 }
 TC_API tc_tensor *tc_minimum(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_minimum", a, b, B_ANY, build_minimum);
+    return binary("tc_minimum", a, b, B_ANY, build_minimum, TC_AG_MINIMUM);
 }
 TC_API tc_tensor *tc_pow(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_pow", a, b, B_FLOAT, build_pow);
+    return binary("tc_pow", a, b, B_FLOAT, tc_ew_pow, TC_AG_POW);
 }
 TC_API tc_tensor *tc_lt(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_lt", a, b, B_ANY, build_lt);
+    return binary("tc_lt", a, b, B_ANY, build_lt, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_gt(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_gt", a, b, B_ANY, build_gt);
+    return binary("tc_gt", a, b, B_ANY, build_gt, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_le(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_le", a, b, B_ANY, build_le);
+    return binary("tc_le", a, b, B_ANY, build_le, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_ge(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_ge", a, b, B_ANY, build_ge);
+    return binary("tc_ge", a, b, B_ANY, build_ge, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_eq(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_eq", a, b, B_ANY, build_eq);
+    return binary("tc_eq", a, b, B_ANY, build_eq, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_ne(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_ne", a, b, B_ANY, build_ne);
+    return binary("tc_ne", a, b, B_ANY, build_ne, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_and(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_logical_and", a, b, B_LOGIC, build_and);
+    return binary("tc_logical_and", a, b, B_LOGIC, build_and, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_or(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_logical_or", a, b, B_LOGIC, build_or);
+    return binary("tc_logical_or", a, b, B_LOGIC, build_or, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_xor(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_logical_xor", a, b, B_LOGIC, build_xor);
+    return binary("tc_logical_xor", a, b, B_LOGIC, build_xor, TC_AG_NONE);
 }
 
 /* ---- where and cast ---- */
@@ -260,7 +262,7 @@ TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b) {
         tc_dtype dt = tc_dtype_promote(a->node->dtype, b->node->dtype);
         tc_node *c = operand(cond, TC_BOOL, ndim, shape);
         tc_node *x = operand(a, dt, ndim, shape), *y = operand(b, dt, ndim, shape);
-        out = tc_tensor_wrap(tc_ew_where(c, x, y));
+        out = tc_ag_record(tc_tensor_wrap(tc_ew_where(c, x, y)), TC_AG_WHERE, 3, ts, NULL);
     }
     tc_unlock();
     return out;
@@ -270,8 +272,11 @@ TC_API tc_tensor *tc_cast(tc_tensor *a, tc_dtype dt) {
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(a, "tc_cast", "a") == TC_OK &&
-        tc_tensor_check_dtype("tc_cast", dt) == TC_OK)
-        out = tc_tensor_wrap(tc_ew_cast(tc_node_retain(a->node), dt));
+        tc_tensor_check_dtype("tc_cast", dt) == TC_OK) {
+        bool is_diff = tc_dtypes[a->node->dtype].is_float && tc_dtypes[dt].is_float;
+        out = tc_ag_record(tc_tensor_wrap(tc_ew_cast(tc_node_retain(a->node), dt)),
+                           is_diff ? TC_AG_CAST : TC_AG_NONE, 1, &a, NULL);
+    }
     tc_unlock();
     return out;
 }

@@ -193,8 +193,9 @@ typedef enum {
     U_BOOL,   /* bool only */
 } unary_kind;
 
+/* the public unary op `api`: checks, builds, and records `ag` for autograd */
 static tc_tensor *unary(const char *api, tc_tensor *a, unary_kind kind,
-                        tc_node *(*build)(tc_node *)) {
+                        tc_node *(*build)(tc_node *), tc_ag_op ag) {
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(a, api, "a") != TC_OK) goto done;
@@ -209,54 +210,54 @@ static tc_tensor *unary(const char *api, tc_tensor *a, unary_kind kind,
     }
     tc_node *x = tc_node_retain(a->node);
     if (kind == U_FLOAT) x = tc_ew_float(x);
-    out = tc_tensor_wrap(build(x));
+    out = tc_ag_record(tc_tensor_wrap(build(x)), ag, 1, &a, NULL);
 done:
     tc_unlock();
     return out;
 }
 
 TC_API tc_tensor *tc_neg(tc_tensor *a) {
-    return unary("tc_neg", a, U_NOBOOL, build_neg);
+    return unary("tc_neg", a, U_NOBOOL, build_neg, TC_AG_NEG);
 }
 TC_API tc_tensor *tc_exp(tc_tensor *a) {
-    return unary("tc_exp", a, U_FLOAT, tc_ew_exp);
+    return unary("tc_exp", a, U_FLOAT, tc_ew_exp, TC_AG_EXP);
 }
 TC_API tc_tensor *tc_log(tc_tensor *a) {
-    return unary("tc_log", a, U_FLOAT, build_log);
+    return unary("tc_log", a, U_FLOAT, build_log, TC_AG_LOG);
 }
 TC_API tc_tensor *tc_exp2(tc_tensor *a) {
-    return unary("tc_exp2", a, U_FLOAT, build_exp2);
+    return unary("tc_exp2", a, U_FLOAT, build_exp2, TC_AG_EXP2);
 }
 TC_API tc_tensor *tc_log2(tc_tensor *a) {
-    return unary("tc_log2", a, U_FLOAT, build_log2);
+    return unary("tc_log2", a, U_FLOAT, build_log2, TC_AG_LOG2);
 }
 TC_API tc_tensor *tc_sqrt(tc_tensor *a) {
-    return unary("tc_sqrt", a, U_FLOAT, build_sqrt);
+    return unary("tc_sqrt", a, U_FLOAT, build_sqrt, TC_AG_SQRT);
 }
 TC_API tc_tensor *tc_sin(tc_tensor *a) {
-    return unary("tc_sin", a, U_FLOAT, build_sin);
+    return unary("tc_sin", a, U_FLOAT, build_sin, TC_AG_SIN);
 }
 TC_API tc_tensor *tc_cos(tc_tensor *a) {
-    return unary("tc_cos", a, U_FLOAT, build_cos);
+    return unary("tc_cos", a, U_FLOAT, build_cos, TC_AG_COS);
 }
 TC_API tc_tensor *tc_relu(tc_tensor *a) {
-    return unary("tc_relu", a, U_ANY, build_relu);
+    return unary("tc_relu", a, U_ANY, build_relu, TC_AG_RELU);
 }
 TC_API tc_tensor *tc_sigmoid(tc_tensor *a) {
-    return unary("tc_sigmoid", a, U_FLOAT, build_sigmoid);
+    return unary("tc_sigmoid", a, U_FLOAT, build_sigmoid, TC_AG_SIGMOID);
 }
 TC_API tc_tensor *tc_tanh(tc_tensor *a) {
-    return unary("tc_tanh", a, U_FLOAT, build_tanh);
+    return unary("tc_tanh", a, U_FLOAT, build_tanh, TC_AG_TANH);
 }
 TC_API tc_tensor *tc_recip(tc_tensor *a) {
-    return unary("tc_recip", a, U_FLOAT, build_recip);
+    return unary("tc_recip", a, U_FLOAT, build_recip, TC_AG_RECIP);
 }
 TC_API tc_tensor *tc_abs(tc_tensor *a) {
-    return unary("tc_abs", a, U_ANY, tc_ew_abs);
+    return unary("tc_abs", a, U_ANY, tc_ew_abs, TC_AG_ABS);
 }
 TC_API tc_tensor *tc_square(tc_tensor *a) {
-    return unary("tc_square", a, U_ANY, build_square);
+    return unary("tc_square", a, U_ANY, build_square, TC_AG_SQUARE);
 }
 TC_API tc_tensor *tc_logical_not(tc_tensor *a) {
-    return unary("tc_logical_not", a, U_BOOL, tc_ew_not);
+    return unary("tc_logical_not", a, U_BOOL, tc_ew_not, TC_AG_NONE);
 }

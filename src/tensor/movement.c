@@ -68,7 +68,8 @@ TC_API tc_tensor *tc_reshape(tc_tensor *a, int ndim, const int64_t *shape) {
         goto done;
     }
     if (resolve_reshape(a->node, ndim, shape, s) == TC_OK)
-        out = tc_tensor_wrap(tc_node_reshape(a->node, ndim, s));
+        out = tc_ag_record(tc_tensor_wrap(tc_node_reshape(a->node, ndim, s)), TC_AG_RESHAPE, 1,
+                           &a, NULL);
 done:
     tc_unlock();
     return out;
@@ -77,7 +78,9 @@ done:
 /* ---- permute, transpose ---- */
 
 static tc_tensor *permute(const char *api, tc_tensor *a, const int *order) {
-    int ndim = a->node->ndim, norm[TC_MAX_DIMS];
+    int ndim = a->node->ndim;
+    tc_ag_args args = {0};
+    int *norm = args.order;
     uint32_t seen = 0;
     for (int i = 0; i < ndim; i++) {
         if (tc_tensor_axis(api, ndim, order[i], &norm[i]) != TC_OK) return NULL;
@@ -87,7 +90,8 @@ static tc_tensor *permute(const char *api, tc_tensor *a, const int *order) {
         }
         seen |= 1u << norm[i];
     }
-    return tc_tensor_wrap(tc_node_permute(a->node, norm));
+    return tc_ag_record(tc_tensor_wrap(tc_node_permute(a->node, norm)), TC_AG_PERMUTE, 1, &a,
+                        &args);
 }
 
 TC_API tc_tensor *tc_permute(tc_tensor *a, const int *order) {
@@ -142,7 +146,8 @@ TC_API tc_tensor *tc_expand(tc_tensor *a, int ndim, const int64_t *shape) {
         goto done;
     }
     if (resolve_expand(a->node, ndim, shape, s) == TC_OK)
-        out = tc_tensor_wrap(tc_ew_broadcast(tc_node_retain(a->node), ndim, s));
+        out = tc_ag_record(tc_tensor_wrap(tc_ew_broadcast(tc_node_retain(a->node), ndim, s)),
+                           TC_AG_EXPAND, 1, &a, NULL);
 done:
     tc_unlock();
     return out;
@@ -170,7 +175,11 @@ TC_API tc_tensor *tc_pad(tc_tensor *a, const int64_t *before_after) {
         is_noop = is_noop && b == 0 && e == 0;
     }
     if (tc_tensor_check_shape("tc_pad", x->ndim, s) != TC_OK) goto done;
-    out = tc_tensor_wrap(is_noop ? tc_node_retain(a->node) : tc_node_pad(a->node, before_after));
+    tc_ag_args args = {0};
+    memcpy(args.pads, before_after, sizeof(int64_t) * 2 * (size_t)x->ndim);
+    out = tc_ag_record(
+        tc_tensor_wrap(is_noop ? tc_node_retain(a->node) : tc_node_pad(a->node, before_after)),
+        TC_AG_PAD, 1, &a, &args);
 done:
     tc_unlock();
     return out;
@@ -193,7 +202,11 @@ TC_API tc_tensor *tc_shrink(tc_tensor *a, const int64_t *begin_end) {
         }
         is_noop = is_noop && b == 0 && e == x->shape[i];
     }
-    out = tc_tensor_wrap(is_noop ? tc_node_retain(a->node) : tc_node_shrink(a->node, begin_end));
+    tc_ag_args args = {0};
+    memcpy(args.pads, begin_end, sizeof(int64_t) * 2 * (size_t)x->ndim);
+    out = tc_ag_record(
+        tc_tensor_wrap(is_noop ? tc_node_retain(a->node) : tc_node_shrink(a->node, begin_end)),
+        TC_AG_SHRINK, 1, &a, &args);
 done:
     tc_unlock();
     return out;
@@ -208,7 +221,10 @@ TC_API tc_tensor *tc_flip(tc_tensor *a, int naxes, const int *axes) {
         tc_tensor_axes_mask("tc_flip", a->node->ndim, naxes, axes, &mask) == TC_OK) {
         bool flags[TC_MAX_DIMS];
         for (int i = 0; i < a->node->ndim; i++) flags[i] = (mask >> i) & 1;
-        out = tc_tensor_wrap(mask ? tc_node_flip(a->node, flags) : tc_node_retain(a->node));
+        tc_ag_args args = {.axes = mask};
+        out = tc_ag_record(
+            tc_tensor_wrap(mask ? tc_node_flip(a->node, flags) : tc_node_retain(a->node)),
+            TC_AG_FLIP, 1, &a, &args);
     }
     tc_unlock();
     return out;
@@ -218,7 +234,7 @@ TC_API tc_tensor *tc_flip(tc_tensor *a, int naxes, const int *axes) {
 
 /* n reads a realized buffer in its own row-major order (a BUFFER, or a
  * contiguous reshape of one) */
-static bool is_contiguous_buffer(const tc_node *n) {
+bool tc_tensor_is_contiguous_buffer(const tc_node *n) {
     const tc_node *base = n->op == TC_OP_VIEW ? n->srcs[0] : n;
     if (base->op != TC_OP_BUFFER) return false;
     return n == base || (tc_st_is_contiguous(n->st) && tc_node_numel(n) == tc_node_numel(base));
@@ -229,9 +245,10 @@ TC_API tc_tensor *tc_contiguous(tc_tensor *a) {
     tc_tensor *out = NULL;
     if (tc_tensor_check(a, "tc_contiguous", "a") == TC_OK) {
         tc_node *x = a->node;
-        out = tc_tensor_wrap(is_contiguous_buffer(x)
-                                 ? tc_node_retain(x)
-                                 : tc_node_meta(TC_OP_CONTIGUOUS, x->device, 1, &x));
+        out = tc_ag_record(tc_tensor_wrap(tc_tensor_is_contiguous_buffer(x)
+                                              ? tc_node_retain(x)
+                                              : tc_node_meta(TC_OP_CONTIGUOUS, x->device, 1, &x)),
+                           TC_AG_CONTIGUOUS, 1, &a, NULL);
     }
     tc_unlock();
     return out;

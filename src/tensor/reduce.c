@@ -28,7 +28,7 @@ static tc_node *lowest(tc_dtype dt, int device, int ndim, const int64_t *shape) 
 
 /* x (consumed) reduced with op (REDUCE_SUM or REDUCE_MAX) over mask; the
  * reduced dims stay as size 1 */
-static tc_node *reduce_keep(tc_node *x, tc_op op, uint32_t mask) {
+tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask) {
     if (!x) return NULL;
     int64_t shape[TC_MAX_DIMS];
     uint32_t real = 0; /* reducing a size-1 dim changes nothing */
@@ -87,7 +87,7 @@ static tc_node *scale(tc_node *x, double n) {
 static tc_node *mean_keep(tc_node *x, uint32_t mask) {
     if (!x) return NULL;
     double n = (double)reduced_count(x, mask);
-    return scale(reduce_keep(x, TC_OP_REDUCE_SUM, mask), n);
+    return scale(tc_ew_reduce(x, TC_OP_REDUCE_SUM, mask), n);
 }
 
 /* variance over mask, dims kept; x float32 (consumed) */
@@ -100,7 +100,7 @@ static tc_node *var_keep(tc_node *x, uint32_t mask, int correction) {
     tc_node *mean = tc_ew_broadcast(mean_keep(tc_ew_keep(x), mask), ndim, shape);
     tc_node *d = tc_ew_sub(x, mean);
     tc_node *d2 = tc_ew_keep(d);
-    return scale(reduce_keep(tc_ew_binary(TC_OP_MUL, d, d2), TC_OP_REDUCE_SUM, mask), n);
+    return scale(tc_ew_reduce(tc_ew_binary(TC_OP_MUL, d, d2), TC_OP_REDUCE_SUM, mask), n);
 }
 
 /* ---- public ---- */
@@ -112,10 +112,10 @@ static tc_node *reduce_node(tc_node *x, tc_dtype dt, reduce_kind kind, uint32_t 
                             int correction) {
     switch (kind) {
     case R_SUM:
-        return tc_ew_cast(reduce_keep(tc_ew_cast(x, sum_dtype(dt)), TC_OP_REDUCE_SUM, mask),
+        return tc_ew_cast(tc_ew_reduce(tc_ew_cast(x, sum_dtype(dt)), TC_OP_REDUCE_SUM, mask),
                           dt == TC_FLOAT16 ? dt : sum_dtype(dt));
-    case R_MAX: return reduce_keep(x, TC_OP_REDUCE_MAX, mask);
-    case R_MIN: return tc_ew_order_flip(reduce_keep(tc_ew_order_flip(x), TC_OP_REDUCE_MAX, mask));
+    case R_MAX: return tc_ew_reduce(x, TC_OP_REDUCE_MAX, mask);
+    case R_MIN: return tc_ew_order_flip(tc_ew_reduce(tc_ew_order_flip(x), TC_OP_REDUCE_MAX, mask));
     case R_MEAN:
     case R_VAR:
     case R_STD: break;
@@ -136,7 +136,11 @@ static tc_tensor *reduce(const char *api, tc_tensor *a, int naxes, const int *ax
         tc_tensor_axes_mask(api, a->node->ndim, naxes, axes, &mask) == TC_OK) {
         tc_node *x = tc_node_retain(a->node);
         tc_node *r = reduce_node(x, a->node->dtype, kind, mask, correction);
-        out = tc_tensor_wrap(squeeze(r, mask, keepdim));
+        static const tc_ag_op ag[] = {[R_SUM] = TC_AG_SUM, [R_MAX] = TC_AG_MAX,
+                                      [R_MIN] = TC_AG_MIN, [R_MEAN] = TC_AG_MEAN,
+                                      [R_VAR] = TC_AG_VAR, [R_STD] = TC_AG_STD};
+        tc_ag_args args = {.axes = mask, .correction = correction};
+        out = tc_ag_record(tc_tensor_wrap(squeeze(r, mask, keepdim)), ag[kind], 1, &a, &args);
     }
     tc_unlock();
     return out;

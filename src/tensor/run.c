@@ -64,8 +64,9 @@ TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device) {
     if (tc_tensor_check(t, "tc_to_device", "t") == TC_OK &&
         (dev = tc_device_open(device, "tc_to_device")) >= 0) {
         tc_node *x = t->node;
-        out = tc_tensor_wrap(dev == x->device ? tc_node_retain(x)
-                                              : tc_node_meta(TC_OP_COPY, dev, 1, &x));
+        out = tc_ag_record(tc_tensor_wrap(dev == x->device ? tc_node_retain(x)
+                                                           : tc_node_meta(TC_OP_COPY, dev, 1, &x)),
+                           TC_AG_COPY, 1, &t, NULL);
     }
     tc_unlock();
     return out;

@@ -84,8 +84,7 @@ tc_tensor *tc_tensor_wrap(tc_node *n) {
         tc_node_release(n);
         return NULL;
     }
-    t->refcount = 1;
-    t->node = n;
+    *t = (tc_tensor){.refcount = 1, .node = n};
     return t;
 }
 
@@ -98,10 +97,7 @@ TC_API tc_tensor *tc_retain(tc_tensor *t) {
 
 TC_API void tc_release(tc_tensor *t) {
     tc_lock();
-    if (t && --t->refcount == 0) {
-        tc_node_release(t->node);
-        tc_free(t);
-    }
+    if (t && --t->refcount == 0) tc_tensor_destroy(t);
     tc_unlock();
 }
 

@@ -4,15 +4,26 @@
  * Files: tensor.c (handles, properties, library calls, shared argument
  * checks), creation.c, random.c, elementwise.c (node combinators and the
  * unary ops), binary.c (binary ops, where, cast), reduce.c, movement.c,
- * run.c (realize, transfers, counters). */
+ * run.c (realize, transfers, counters), autograd.c (contexts, release,
+ * tc_backward), grad_rules.c (one backward rule per differentiable op),
+ * assign.c (tc_assign), composite.c (matmul, softmax, layernorm, argmax,
+ * linear, dropout) and nnops.c (conv2d, pools, batchnorm, cross_entropy). */
 #ifndef TC_TENSOR_H
 #define TC_TENSOR_H
 
 #include "engine/engine.h"
 
+typedef struct tc_ag_ctx tc_ag_ctx;
+
 struct tc_tensor {
-    int64_t refcount; /* handle references held by the user and the library */
-    tc_node *node;    /* owned reference; its shape and dtype are the tensor's */
+    int64_t refcount;    /* handle references held by the user and the library */
+    tc_node *node;       /* owned reference; its shape and dtype are the tensor's */
+    bool requires_grad;  /* a leaf the user marked, or the result of an op on one */
+    tc_tensor *grad;     /* leaves: the accumulated gradient (owned), NULL if none */
+    tc_ag_ctx *ctx;      /* results of differentiable ops: how this was made (owned) */
+    uint64_t ag_mark;    /* tc_backward's visit epoch (topological sort) */
+    tc_node *ag_pending; /* tc_backward: gradient summed so far (owned while it runs) */
+    tc_tensor *ag_next;  /* intrusive link: release worklist, backward order */
 };
 
 /* a new handle owning the reference `n` (consumed even on failure); NULL if n is NULL */
@@ -55,6 +66,115 @@ tc_node *tc_ew_sub(tc_node *a, tc_node *b); /* a + -b */
 /* reshape (prepend 1s) then expand n to shape; numpy rules already checked */
 tc_node *tc_ew_broadcast(tc_node *n, int ndim, const int64_t *shape);
 tc_node *tc_ew_reshape(tc_node *n, int ndim, const int64_t *shape);
+
+tc_node *tc_ew_pow(tc_node *a, tc_node *b); /* binary.c: C's pow, elementwise */
+/* reduce.c: x reduced with REDUCE_SUM/REDUCE_MAX over the dims in mask, which
+ * stay as size 1 (sizes-1 dims are skipped; no elements gives the identity) */
+tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask);
+/* movement.c: n reads a realized buffer in its own row-major order (a BUFFER,
+ * or a contiguous view of all of one) */
+bool tc_tensor_is_contiguous_buffer(const tc_node *n);
+
+/* ---- autograd (autograd.c, grad_rules.c) -----------------------------------
+ * Every public op that makes a tensor from tensors calls tc_ag_record on its
+ * result. When grad mode is on and some input requires grad, the result gets
+ * a context: the op, the inputs that require grad (retained handles), every
+ * input's node and the output's node as they were at the call, and the op's
+ * arguments. tc_backward walks the contexts in topological order and applies
+ * tc_ag_rule to each. */
+typedef enum {
+    TC_AG_NONE,       /* not differentiable: no context is recorded */
+    TC_AG_ADD,        /* a + b */
+    TC_AG_SUB,        /* a - b */
+    TC_AG_MUL,        /* a * b */
+    TC_AG_DIV,        /* a / b */
+    TC_AG_MAXIMUM,    /* max(a, b): ties split the gradient evenly */
+    TC_AG_MINIMUM,    /* min(a, b): ties split the gradient evenly */
+    TC_AG_POW,        /* a ^ b */
+    TC_AG_NEG,        /* -x */
+    TC_AG_EXP,        /* e^x */
+    TC_AG_LOG,        /* ln x */
+    TC_AG_EXP2,       /* 2^x */
+    TC_AG_LOG2,       /* log2 x */
+    TC_AG_SQRT,       /* sqrt x */
+    TC_AG_SIN,        /* sin x */
+    TC_AG_COS,        /* cos x */
+    TC_AG_RELU,       /* max(x, 0): gradient 0 at 0 */
+    TC_AG_SIGMOID,    /* 1/(1+e^-x) */
+    TC_AG_TANH,       /* tanh x */
+    TC_AG_RECIP,      /* 1/x */
+    TC_AG_ABS,        /* |x|: gradient 0 at 0 */
+    TC_AG_SQUARE,     /* x*x */
+    TC_AG_WHERE,      /* cond ? a : b (inputs cond, a, b; cond gets none) */
+    TC_AG_CAST,       /* float -> float cast */
+    TC_AG_SUM,        /* sum over args.axes */
+    TC_AG_MAX,        /* max over args.axes: ties split the gradient evenly */
+    TC_AG_MIN,        /* min over args.axes: ties split the gradient evenly */
+    TC_AG_MEAN,       /* mean over args.axes */
+    TC_AG_VAR,        /* variance over args.axes with args.correction */
+    TC_AG_STD,        /* standard deviation over args.axes with args.correction */
+    TC_AG_RESHAPE,    /* any reshape */
+    TC_AG_PERMUTE,    /* args.order (transpose too) */
+    TC_AG_EXPAND,     /* broadcast to the output shape */
+    TC_AG_PAD,        /* args.pads: before/after per dim */
+    TC_AG_SHRINK,     /* args.pads: begin/end per dim */
+    TC_AG_FLIP,       /* args.axes: flipped dims */
+    TC_AG_CONTIGUOUS, /* a copy in a buffer of its own */
+    TC_AG_COPY,       /* to another device */
+    TC_AG_COUNT
+} tc_ag_op;
+
+typedef struct {
+    uint32_t axes;                 /* SUM..STD: reduced dims (before squeezing); FLIP: flipped */
+    int correction;                /* VAR, STD: n - correction divides */
+    int order[TC_MAX_DIMS];        /* PERMUTE: output dim i is input dim order[i] */
+    int64_t pads[2 * TC_MAX_DIMS]; /* PAD: before/after; SHRINK: begin/end, per dim */
+} tc_ag_args;
+
+struct tc_ag_ctx {
+    tc_ag_op op;           /* the op that made the tensor owning this context */
+    int n_inputs;          /* 1..3 */
+    tc_tensor *parents[3]; /* inputs that require grad (owned handles), NULL for the others */
+    tc_node *inputs[3];    /* every input's node at the call (owned) */
+    tc_node *out;          /* the output's node at the call (owned) */
+    tc_ag_args args;       /* op arguments (zeroed when unused) */
+};
+
+/* Records a context for op on out (the result of a public call over the
+ * n_inputs handles ins; args may be NULL) when grad mode is on and some input
+ * requires grad. Returns out, or NULL (out released, error set) when the
+ * context cannot be allocated. NULL out passes through. */
+tc_tensor *tc_ag_record(tc_tensor *out, tc_ag_op op, int n_inputs, tc_tensor *const *ins,
+                        const tc_ag_args *args);
+/* the gradients of ctx's inputs from g, the gradient of its output (consumed):
+ * grads[i] (new reference, the input's shape and dtype) for each non-NULL
+ * parents[i], NULL for the others. On failure every grads[i] is NULL. */
+tc_status tc_ag_rule(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
+/* frees t (refcount already 0) and every handle that dies with it, with a
+ * worklist: no recursion however long the chain of contexts */
+void tc_tensor_destroy(tc_tensor *t);
+
+/* ---- composites (composite.c, nnops.c) ------------------------------------
+ * Composites are built from the public ops (so they fuse, and differentiate
+ * through the ops' own rules). A scope holds the handles made along the way:
+ * TC_S(s, call) skips the call once a step has failed (so the first error's
+ * message survives) and keeps the result; tc_scope_end returns a new
+ * reference to the final tensor (NULL if any step failed) and releases the
+ * rest. Arguments are checked before, with messages naming the composite. */
+#define TC_SCOPE_MAX 64
+typedef struct {
+    tc_tensor *ts[TC_SCOPE_MAX]; /* handles made so far (owned) */
+    int n;                       /* number of handles in ts */
+    bool failed;                 /* a step returned NULL: later steps are skipped */
+} tc_scope;
+tc_tensor *tc_scope_keep(tc_scope *s, tc_tensor *t); /* records t; NULL marks the failure */
+tc_tensor *tc_scope_end(tc_scope *s, tc_tensor *result);
+#define TC_S(s, call) ((s)->failed ? NULL : tc_scope_keep((s), (call)))
+/* a 0-d tensor of value with like's dtype (float32 for non-floats) and device */
+tc_tensor *tc_scope_scalar(tc_scope *s, const tc_tensor *like, double value);
+/* checks that ts[0..n-1] (NULL entries skipped) are on one device */
+tc_status tc_tensor_same_device(const char *api, int n, tc_tensor *const *ts,
+                                const char *const *names);
 
 /* ---- random (random.c) ---------------------------------------------------- */
 void tc_random_reset(void); /* seed 0, counter 0: the state at start (tc_shutdown) */
