@@ -1,0 +1,921 @@
+/* test_grad.c - gradients of every differentiable public op and of the
+ * composites, against central finite differences of the same loss computed
+ * in double on the host (grad_check.h). Inputs are small and drawn from
+ * ranges where each op is smooth; kinks (relu, abs) are kept 0.05 away.
+ * Tolerance: rtol 2e-3, atol 2e-4 on float32 gradients (the library runs in
+ * float32; the host differences are exact to ~1e-9). Also: broadcasting and
+ * non-contiguous inputs (permuted, padded, shrunk, flipped, expanded), ties
+ * in max/min (spread evenly), shared subexpressions, accumulation over two
+ * backward calls, laziness, detach, grad mode, deep chains and errors. */
+#include "grad_check.h"
+#include "ref_ops.h"
+
+#define RTOL 2e-3
+#define ATOL 2e-4
+
+static const gc_case CASE0; /* zero-initialised template */
+
+static gc_case one_input(int ndim, const int64_t *shape, double lo, double hi) {
+    gc_case c = CASE0;
+    c.n_in = 1;
+    c.ndim[0] = ndim;
+    for (int i = 0; i < ndim; i++) c.shape[0][i] = shape[i];
+    c.lo[0] = lo, c.hi[0] = hi;
+    return c;
+}
+
+static void add_input(gc_case *c, int ndim, const int64_t *shape, double lo, double hi) {
+    int k = c->n_in++;
+    c->ndim[k] = ndim;
+    for (int i = 0; i < ndim; i++) c->shape[k][i] = shape[i];
+    c->lo[k] = lo, c->hi[k] = hi;
+}
+
+/* ---- unary ops on (2,3) ---- */
+
+typedef struct {
+    const char *name;
+    tc_tensor *(*lib)(tc_tensor *);
+    double (*host)(double);
+    double lo, hi, kink; /* input range, distance from 0 */
+} unary_op;
+
+static tc_tensor *lib_unary(tc_tensor *const *x, const void *arg) {
+    return ((const unary_op *)arg)->lib(x[0]);
+}
+static int64_t host_unary(const double *const *x, double *out, const void *arg) {
+    for (int k = 0; k < 6; k++) out[k] = ((const unary_op *)arg)->host(x[0][k]);
+    return 6;
+}
+
+static double h_neg(double v) { return -v; }
+static double h_relu(double v) { return v > 0 ? v : 0; }
+static double h_sigmoid(double v) { return 1 / (1 + exp(-v)); }
+static double h_recip(double v) { return 1 / v; }
+static double h_square(double v) { return v * v; }
+static double h_id(double v) { return v; }
+static tc_tensor *cast_f32(tc_tensor *a) { return tc_cast(a, TC_FLOAT32); }
+
+static const unary_op unary_ops[] = {
+    {"neg", tc_neg, h_neg, -2, 2, 0},           {"exp", tc_exp, exp, -2, 2, 0},
+    {"log", tc_log, log, 0.3, 3, 0},            {"exp2", tc_exp2, exp2, -2, 2, 0},
+    {"log2", tc_log2, log2, 0.3, 3, 0},         {"sqrt", tc_sqrt, sqrt, 0.3, 3, 0},
+    {"sin", tc_sin, sin, -3, 3, 0},             {"cos", tc_cos, cos, -3, 3, 0},
+    {"relu", tc_relu, h_relu, -2, 2, 0.05},     {"sigmoid", tc_sigmoid, h_sigmoid, -3, 3, 0},
+    {"tanh", tc_tanh, tanh, -2, 2, 0},          {"recip", tc_recip, h_recip, -2, 2, 0.5},
+    {"abs", tc_abs, fabs, -2, 2, 0.05},         {"square", tc_square, h_square, -2, 2, 0},
+    {"cast f32->f32", cast_f32, h_id, -2, 2, 0},
+};
+
+static void test_unary(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++) {
+        const unary_op *u = &unary_ops[i];
+        gc_case c = one_input(2, SHAPE(2, 3), u->lo, u->hi);
+        c.kink = u->kink;
+        c.lib = lib_unary, c.host = host_unary, c.arg = u;
+        gc_check(u->name, &c, RTOL, ATOL);
+    }
+}
+
+/* ---- binary ops: out (2,3) from a and b in three broadcast layouts ---- */
+
+typedef struct {
+    const char *name;
+    tc_tensor *(*lib)(tc_tensor *, tc_tensor *);
+    double (*host)(double, double);
+    double lo_a, hi_a, lo_b, hi_b;
+} binary_op;
+
+typedef struct {
+    const binary_op *op; /* the op */
+    int layout;          /* 0: a,b (2,3); 1: a (2,3), b (3); 2: a (2,1), b (1,3) */
+} binary_arg;
+
+static tc_tensor *lib_binary(tc_tensor *const *x, const void *arg) {
+    return ((const binary_arg *)arg)->op->lib(x[0], x[1]);
+}
+static int64_t host_binary(const double *const *x, double *out, const void *arg) {
+    const binary_arg *b = arg;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) {
+            int ia = b->layout == 2 ? i : i * 3 + j, ib = b->layout == 0 ? i * 3 + j : j;
+            out[i * 3 + j] = b->op->host(x[0][ia], x[1][ib]);
+        }
+    return 6;
+}
+
+static double h_add(double a, double b) { return a + b; }
+static double h_sub(double a, double b) { return a - b; }
+static double h_mul(double a, double b) { return a * b; }
+static double h_div(double a, double b) { return a / b; }
+
+static const binary_op binary_ops[] = {
+    {"add", tc_add, h_add, -2, 2, -2, 2},      {"sub", tc_sub, h_sub, -2, 2, -2, 2},
+    {"mul", tc_mul, h_mul, -2, 2, -2, 2},      {"div", tc_div, h_div, -2, 2, 0.5, 2},
+    {"maximum", tc_maximum, fmax, -2, 2, -2, 2}, {"minimum", tc_minimum, fmin, -2, 2, -2, 2},
+    {"pow", tc_pow, pow, 0.5, 2, -1.5, 2},
+};
+
+static void test_binary_broadcast(void **state) {
+    (void)state;
+    static const int64_t a_shapes[3][2] = {{2, 3}, {2, 3}, {2, 1}};
+    static const int64_t b_shapes[3][2] = {{2, 3}, {3, 0}, {1, 3}};
+    static const int b_ndim[3] = {2, 1, 2};
+    for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++)
+        for (int layout = 0; layout < 3; layout++) {
+            const binary_op *op = &binary_ops[i];
+            binary_arg arg = {op, layout};
+            gc_case c = one_input(2, a_shapes[layout], op->lo_a, op->hi_a);
+            add_input(&c, b_ndim[layout], b_shapes[layout], op->lo_b, op->hi_b);
+            c.lib = lib_binary, c.host = host_binary, c.arg = &arg;
+            char what[64];
+            snprintf(what, sizeof what, "%s layout %d", op->name, layout);
+            gc_check(what, &c, RTOL, ATOL);
+        }
+}
+
+/* a float32 operand mixed with a float16 one: the f16 input's gradient is
+ * float16 with its shape; and an int operand gets no gradient */
+static void test_binary_mixed_dtypes(void **state) {
+    (void)state;
+    float av[3] = {1, 2, 3};
+    tc_tensor *a = f32(1, SHAPE(3), av), *h = tc_cast(a, TC_FLOAT16);
+    int32_t iv[3] = {4, 5, 6};
+    tc_tensor *i = from(iv, TC_INT32, 1, SHAPE(3));
+    assert_int_equal(tc_set_requires_grad(h, true), TC_OK);
+    assert_int_equal(tc_set_requires_grad(a, true), TC_OK);
+    tc_tensor *p = tc_mul(a, h), *q = tc_mul(p, i), *loss = tc_sum(q, 0, NULL, false);
+    assert_int_equal(tc_backward(loss), TC_OK);
+    tc_tensor *gh = tc_grad(h), *ga = tc_grad(a);
+    check_meta(gh, TC_FLOAT16, 1, SHAPE(3));
+    tc_tensor *gh32 = tc_cast(gh, TC_FLOAT32);
+    float want_h[3] = {4, 10, 18}; /* a * i */
+    expect_f32(gh32, want_h, 3, 1e-3, 1e-3, "d/dh of a*h*i");
+    expect_f32(ga, want_h, 3, 1e-3, 1e-3, "d/da of a*h*i (h == a)");
+    assert_null(tc_grad(i));
+    tc_release(gh), tc_release(loss), tc_release(q), tc_release(p);
+    tc_release(i), tc_release(h), tc_release(a);
+}
+
+/* where(cond, a, b) with cond (2,3), a (2,3), b (3): grads to a and b only */
+static const uint8_t where_cond[6] = {1, 0, 0, 1, 1, 0};
+static tc_tensor *lib_where(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    tc_tensor *c = from(where_cond, TC_BOOL, 2, SHAPE(2, 3)), *r = tc_where(c, x[0], x[1]);
+    tc_release(c);
+    return r;
+}
+static int64_t host_where(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    for (int k = 0; k < 6; k++) out[k] = where_cond[k] ? x[0][k] : x[1][k % 3];
+    return 6;
+}
+
+static void test_where(void **state) {
+    (void)state;
+    gc_case c = one_input(2, SHAPE(2, 3), -2, 2);
+    add_input(&c, 1, SHAPE(3), -2, 2);
+    c.lib = lib_where, c.host = host_where;
+    gc_check("where", &c, RTOL, ATOL);
+}
+
+/* ---- reduces over x (2,3,4) ---- */
+
+typedef enum { R_SUM, R_MAX, R_MIN, R_MEAN, R_VAR, R_STD } reduce_kind;
+typedef struct {
+    const char *name;
+    reduce_kind kind;
+    int naxes;      /* 0 = all */
+    int axes[3];    /* may be negative */
+    bool keepdim;   /* output shape only */
+    int correction; /* var, std */
+} reduce_arg;
+
+static tc_tensor *lib_reduce(tc_tensor *const *x, const void *arg) {
+    const reduce_arg *r = arg;
+    switch (r->kind) {
+    case R_SUM: return tc_sum(x[0], r->naxes, r->axes, r->keepdim);
+    case R_MAX: return tc_max(x[0], r->naxes, r->axes, r->keepdim);
+    case R_MIN: return tc_min(x[0], r->naxes, r->axes, r->keepdim);
+    case R_MEAN: return tc_mean(x[0], r->naxes, r->axes, r->keepdim);
+    case R_VAR: return tc_var(x[0], r->naxes, r->axes, r->keepdim, r->correction);
+    case R_STD: return tc_std(x[0], r->naxes, r->axes, r->keepdim, r->correction);
+    }
+    return NULL;
+}
+
+static int64_t host_reduce(const double *const *x, double *out, const void *arg) {
+    const reduce_arg *r = arg;
+    static const int64_t dims[3] = {2, 3, 4};
+    bool red[3] = {r->naxes == 0, r->naxes == 0, r->naxes == 0};
+    for (int i = 0; i < r->naxes; i++) red[(r->axes[i] + 3) % 3] = true;
+    int64_t n_out = 1, cnt = 1;
+    for (int d = 0; d < 3; d++) red[d] ? (cnt *= dims[d]) : (n_out *= dims[d]);
+    double acc[24], mean[24];
+    for (int64_t o = 0; o < n_out; o++) acc[o] = r->kind == R_MAX ? -INFINITY : r->kind == R_MIN ? INFINITY : 0;
+    for (int pass = 0; pass < (r->kind >= R_VAR ? 2 : 1); pass++) {
+        if (pass == 1)
+            for (int64_t o = 0; o < n_out; o++) mean[o] = acc[o] / (double)cnt, acc[o] = 0;
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++)
+                for (int k = 0; k < 4; k++) {
+                    int idx[3] = {i, j, k};
+                    int64_t o = 0;
+                    for (int d = 0; d < 3; d++)
+                        if (!red[d]) o = o * dims[d] + idx[d];
+                    double v = x[0][(i * 3 + j) * 4 + k];
+                    if (r->kind == R_MAX) acc[o] = fmax(acc[o], v);
+                    else if (r->kind == R_MIN) acc[o] = fmin(acc[o], v);
+                    else if (pass == 1) acc[o] += (v - mean[o]) * (v - mean[o]);
+                    else acc[o] += v;
+                }
+    }
+    for (int64_t o = 0; o < n_out; o++) {
+        double dof = (double)(cnt - r->correction);
+        out[o] = r->kind == R_MEAN ? acc[o] / (double)cnt
+                 : r->kind == R_VAR ? acc[o] / dof
+                 : r->kind == R_STD ? sqrt(acc[o] / dof)
+                                    : acc[o];
+    }
+    return n_out;
+}
+
+static const reduce_arg reduce_cases[] = {
+    {"sum axis 1", R_SUM, 1, {1}, false, 0},      {"sum all", R_SUM, 0, {0}, false, 0},
+    {"sum (0,2) keepdim", R_SUM, 2, {0, -1}, true, 0},
+    {"max axis 2", R_MAX, 1, {2}, false, 0},      {"max all", R_MAX, 0, {0}, true, 0},
+    {"min axis 0", R_MIN, 1, {0}, false, 0},      {"mean (0,2)", R_MEAN, 2, {0, 2}, false, 0},
+    {"mean all", R_MEAN, 0, {0}, false, 0},       {"var axis 1", R_VAR, 1, {1}, false, 1},
+    {"var all c0", R_VAR, 0, {0}, false, 0},      {"std axis 2 keepdim", R_STD, 1, {2}, true, 0},
+    {"std (0,1) c1", R_STD, 2, {0, 1}, false, 1},
+};
+
+static void test_reduce(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof reduce_cases / sizeof reduce_cases[0]; i++) {
+        gc_case c = one_input(3, SHAPE(2, 3, 4), -2, 2);
+        c.lib = lib_reduce, c.host = host_reduce, c.arg = &reduce_cases[i];
+        gc_check(reduce_cases[i].name, &c, RTOL, ATOL);
+    }
+}
+
+/* max/min spread the gradient evenly over ties (tinygrad's rule), and
+ * maximum/minimum give each side half on a tie */
+static void test_ties(void **state) {
+    (void)state;
+    float v[8] = {1, 3, 3, 2, 5, 5, 5, 0};
+    tc_tensor *x = f32(2, SHAPE(2, 4), v);
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    tc_tensor *m = tc_max(x, 1, AXES(1), false), *s = tc_sum(m, 0, NULL, false);
+    assert_int_equal(tc_backward(s), TC_OK);
+    float want[8] = {0, 0.5f, 0.5f, 0, 1.0f / 3, 1.0f / 3, 1.0f / 3, 0};
+    expect_f32(tc_grad(x), want, 8, 1e-6, 1e-6, "max ties");
+    assert_int_equal(tc_zero_grad(x), TC_OK);
+    tc_tensor *mn = tc_min(x, 0, NULL, false);
+    assert_int_equal(tc_backward(mn), TC_OK);
+    float want_min[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+    expect_f32(tc_grad(x), want_min, 8, 1e-6, 1e-6, "min all");
+    tc_release(mn), tc_release(s), tc_release(m), tc_release(x);
+
+    float av[3] = {1, 2, 4}, bv[3] = {1, 3, 4};
+    tc_tensor *a = f32(1, SHAPE(3), av), *b = f32(1, SHAPE(3), bv);
+    tc_set_requires_grad(a, true), tc_set_requires_grad(b, true);
+    tc_tensor *mx = tc_maximum(a, b), *mi = tc_minimum(a, b), *sum = tc_add(mx, mi);
+    tc_tensor *l = tc_sum(sum, 0, NULL, false);
+    assert_int_equal(tc_backward(l), TC_OK);
+    /* max + min: each element of a gets 1 whether it wins or loses; on a tie
+     * max gives 1/2 and min gives 1/2 */
+    float ones[3] = {1, 1, 1};
+    expect_f32(tc_grad(a), ones, 3, 1e-6, 1e-6, "maximum+minimum d/da");
+    expect_f32(tc_grad(b), ones, 3, 1e-6, 1e-6, "maximum+minimum d/db");
+    tc_release(l), tc_release(sum), tc_release(mi);
+    tc_tensor *l2 = tc_sum(mx, 0, NULL, false);
+    tc_zero_grad(a), tc_zero_grad(b);
+    assert_int_equal(tc_backward(l2), TC_OK);
+    float wa[3] = {0.5f, 0, 0.5f}, wb[3] = {0.5f, 1, 0.5f};
+    expect_f32(tc_grad(a), wa, 3, 1e-6, 1e-6, "maximum ties d/da");
+    expect_f32(tc_grad(b), wb, 3, 1e-6, 1e-6, "maximum ties d/db");
+    tc_release(l2), tc_release(mx), tc_release(a), tc_release(b);
+}
+
+/* ---- movement ops (x is (2,3,4) unless said) ---- */
+
+#define X3(x, i, j, k) ((x)[((i) * 3 + (j)) * 4 + (k)])
+
+static tc_tensor *lib_reshape(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_reshape(x[0], 3, SHAPE(3, -1, 2));
+}
+static int64_t host_identity(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    for (int k = 0; k < 24; k++) out[k] = x[0][k];
+    return 24;
+}
+static tc_tensor *lib_contiguous(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_contiguous(x[0]);
+}
+
+/* permute (2,0,1): out (4,2,3) */
+static tc_tensor *lib_permute(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_permute(x[0], AXES(2, 0, 1));
+}
+static int64_t host_permute(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++) out[(k * 2 + i) * 3 + j] = X3(x[0], i, j, k);
+    return 24;
+}
+
+/* transpose(0, 2): out (4,3,2) */
+static tc_tensor *lib_transpose(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_transpose(x[0], 0, -1);
+}
+static int64_t host_transpose(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 3; j++)
+            for (int i = 0; i < 2; i++) out[(k * 3 + j) * 2 + i] = X3(x[0], i, j, k);
+    return 24;
+}
+
+/* expand: x (3,1) -> (2,3,4), a new leading dim and a stretched one */
+static tc_tensor *lib_expand(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_expand(x[0], 3, SHAPE(2, 3, 4));
+}
+static int64_t host_expand(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) X3(out, i, j, k) = x[0][j];
+    return 24;
+}
+
+/* pad: x (2,3) -> pad ((1,0),(2,1)) -> (3,6) */
+static tc_tensor *lib_pad(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_pad(x[0], SHAPE(1, 0, 2, 1));
+}
+static int64_t host_pad(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 6; j++) {
+            bool in = i >= 1 && j >= 2 && j < 5;
+            out[i * 6 + j] = in ? x[0][(i - 1) * 3 + (j - 2)] : 0;
+        }
+    return 18;
+}
+
+/* shrink: ((0,2),(1,3),(1,4)) -> (2,2,3) */
+static tc_tensor *lib_shrink(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_shrink(x[0], SHAPE(0, 2, 1, 3, 1, 4));
+}
+static int64_t host_shrink(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    int n = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 1; j < 3; j++)
+            for (int k = 1; k < 4; k++) out[n++] = X3(x[0], i, j, k);
+    return n;
+}
+
+/* flip axes 0 and 2 */
+static tc_tensor *lib_flip(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_flip(x[0], 2, AXES(0, -1));
+}
+static int64_t host_flip(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) X3(out, i, j, k) = X3(x[0], 1 - i, j, 3 - k);
+    return 24;
+}
+
+static void test_movement(void **state) {
+    (void)state;
+    struct {
+        const char *name;
+        int ndim;
+        int64_t shape[3];
+        tc_tensor *(*lib)(tc_tensor *const *, const void *);
+        int64_t (*host)(const double *const *, double *, const void *);
+    } cases[] = {
+        {"reshape", 3, {2, 3, 4}, lib_reshape, host_identity},
+        {"contiguous", 3, {2, 3, 4}, lib_contiguous, host_identity},
+        {"permute", 3, {2, 3, 4}, lib_permute, host_permute},
+        {"transpose", 3, {2, 3, 4}, lib_transpose, host_transpose},
+        {"expand", 2, {3, 1}, lib_expand, host_expand},
+        {"pad", 2, {2, 3}, lib_pad, host_pad},
+        {"shrink", 3, {2, 3, 4}, lib_shrink, host_shrink},
+        {"flip", 3, {2, 3, 4}, lib_flip, host_flip},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gc_case c = one_input(cases[i].ndim, cases[i].shape, -2, 2);
+        c.lib = cases[i].lib, c.host = cases[i].host;
+        gc_check(cases[i].name, &c, RTOL, ATOL);
+    }
+}
+
+/* ---- ops on non-contiguous inputs ---- */
+
+/* exp(permute(x)) * sigmoid(flip(permute(x))) */
+static tc_tensor *lib_nc_unary(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    tc_tensor *p = tc_permute(x[0], AXES(2, 0, 1)), *f = tc_flip(p, 1, AXES(0));
+    tc_tensor *e = tc_exp(p), *s = tc_sigmoid(f), *r = tc_mul(e, s);
+    tc_release(p), tc_release(f), tc_release(e), tc_release(s);
+    return r;
+}
+static int64_t host_nc_unary(const double *const *x, double *out, const void *arg) {
+    double p[24];
+    const double *pp = p;
+    host_permute(x, p, arg);
+    for (int k = 0; k < 4; k++)
+        for (int m = 0; m < 6; m++)
+            out[k * 6 + m] = exp(pp[k * 6 + m]) / (1 + exp(-pp[(3 - k) * 6 + m]));
+    return 24;
+}
+
+/* pad(x0 (2,3)) * x1 (3,6) + shrink(x1) broadcast: mixes padded and shrunk reads */
+static tc_tensor *lib_nc_binary(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    tc_tensor *p = tc_pad(x[0], SHAPE(1, 0, 2, 1)), *m = tc_mul(p, x[1]);
+    tc_tensor *s = tc_shrink(x[1], SHAPE(0, 1, 0, 6)), *r = tc_add(m, s); /* (1,6) row */
+    tc_release(p), tc_release(m), tc_release(s);
+    return r;
+}
+static int64_t host_nc_binary(const double *const *x, double *out, const void *arg) {
+    host_pad(x, out, arg);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 6; j++) out[i * 6 + j] = out[i * 6 + j] * x[1][i * 6 + j] + x[1][j];
+    return 18;
+}
+
+/* sum over axis 1 of shrink(permute(x)) divided by a transposed matrix */
+static tc_tensor *lib_nc_reduce(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    tc_tensor *p = tc_permute(x[0], AXES(2, 0, 1));         /* (4,2,3) */
+    tc_tensor *s = tc_shrink(p, SHAPE(1, 3, 0, 2, 0, 3));    /* (2,2,3) */
+    tc_tensor *r = tc_sum(s, 1, AXES(1), false);             /* (2,3) */
+    tc_tensor *t = tc_transpose(x[1], 0, 1), *d = tc_div(r, t); /* x1 (3,2) */
+    tc_release(p), tc_release(s), tc_release(r), tc_release(t);
+    return d;
+}
+static int64_t host_nc_reduce(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 3; j++) {
+            double acc = 0;
+            for (int i = 0; i < 2; i++) acc += X3(x[0], i, j, k + 1);
+            out[k * 3 + j] = acc / x[1][j * 2 + k];
+        }
+    return 6;
+}
+
+static void test_noncontiguous(void **state) {
+    (void)state;
+    gc_case c = one_input(3, SHAPE(2, 3, 4), -1, 1);
+    c.lib = lib_nc_unary, c.host = host_nc_unary;
+    gc_check("exp(permute) * sigmoid(flip(permute))", &c, RTOL, ATOL);
+    gc_case b = one_input(2, SHAPE(2, 3), -2, 2);
+    add_input(&b, 2, SHAPE(3, 6), -2, 2);
+    b.lib = lib_nc_binary, b.host = host_nc_binary;
+    gc_check("pad(a) * b + shrink(b)", &b, RTOL, ATOL);
+    gc_case r = one_input(3, SHAPE(2, 3, 4), -2, 2);
+    add_input(&r, 2, SHAPE(3, 2), 0.5, 2);
+    r.lib = lib_nc_reduce, r.host = host_nc_reduce;
+    gc_check("sum(shrink(permute(a))) / b^T", &r, RTOL, ATOL);
+}
+
+/* ---- composites: their gradients come from the ops they are built of ---- */
+
+typedef struct {
+    int axis;            /* softmax, log_softmax, layernorm */
+    int64_t outer, len, inner; /* the host view (outer, len, inner) */
+    bool is_log;         /* log_softmax */
+} norm_arg;
+
+static tc_tensor *lib_softmax(tc_tensor *const *x, const void *arg) {
+    const norm_arg *a = arg;
+    return a->is_log ? tc_log_softmax(x[0], a->axis) : tc_softmax(x[0], a->axis);
+}
+static int64_t host_softmax(const double *const *x, double *out, const void *arg) {
+    const norm_arg *a = arg;
+    ref_softmax(x[0], a->outer, a->len, a->inner, a->is_log, out);
+    return a->outer * a->len * a->inner;
+}
+static tc_tensor *lib_layernorm(tc_tensor *const *x, const void *arg) {
+    return tc_layernorm(x[0], ((const norm_arg *)arg)->axis, 1e-5);
+}
+static int64_t host_layernorm(const double *const *x, double *out, const void *arg) {
+    const norm_arg *a = arg;
+    ref_layernorm(x[0], a->outer, a->len, 1e-5, out);
+    return a->outer * a->len;
+}
+
+static void test_softmax_layernorm(void **state) {
+    (void)state;
+    norm_arg rows = {1, 2, 5, 1, false}, cols = {0, 1, 3, 4, false}, logs = {-1, 2, 5, 1, true};
+    gc_case c = one_input(2, SHAPE(2, 5), -2, 2);
+    c.lib = lib_softmax, c.host = host_softmax, c.arg = &rows;
+    gc_check("softmax axis 1", &c, RTOL, ATOL);
+    c.shape[0][0] = 3, c.shape[0][1] = 4, c.arg = &cols;
+    gc_check("softmax axis 0", &c, RTOL, ATOL);
+    c.shape[0][0] = 2, c.shape[0][1] = 5, c.arg = &logs;
+    gc_check("log_softmax axis -1", &c, RTOL, ATOL);
+    norm_arg ln = {1, 2, 12, 1, false};
+    gc_case l = one_input(3, SHAPE(2, 3, 4), -2, 2);
+    l.lib = lib_layernorm, l.host = host_layernorm, l.arg = &ln;
+    gc_check("layernorm axis 1", &l, 5e-3, 5e-4);
+}
+
+/* matmul in several ranks: arg is the case number */
+static tc_tensor *lib_matmul(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_matmul(x[0], x[1]);
+}
+typedef struct {
+    int64_t batch, m, k, n;    /* a is (batch, m, k) (batch 1: (m,k)), b (k, n) */
+    bool a_vec, b_vec;         /* a is (k) / b is (k) */
+} mm_arg;
+static int64_t host_matmul(const double *const *x, double *out, const void *arg) {
+    const mm_arg *a = arg;
+    for (int64_t bt = 0; bt < a->batch; bt++)
+        ref_matmul(x[0] + bt * a->m * a->k, x[1], a->m, a->k, a->n, out + bt * a->m * a->n);
+    return a->batch * a->m * a->n;
+}
+static tc_tensor *lib_linear(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_linear(x[0], x[1], x[2]);
+}
+static int64_t host_linear(const double *const *x, double *out, const void *arg) {
+    (void)arg; /* x (2,3), w (4,3), b (4) */
+    for (int i = 0; i < 2; i++)
+        for (int o = 0; o < 4; o++) {
+            double acc = x[2][o];
+            for (int t = 0; t < 3; t++) acc += x[0][i * 3 + t] * x[1][o * 3 + t];
+            out[i * 4 + o] = acc;
+        }
+    return 8;
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    struct {
+        const char *name;
+        int na, nb;
+        int64_t sa[3], sb[2];
+        mm_arg arg;
+    } cases[] = {
+        {"matmul (2,3)@(3,4)", 2, 2, {2, 3}, {3, 4}, {1, 2, 3, 4, false, false}},
+        {"matmul (2,2,3)@(3,4)", 3, 2, {2, 2, 3}, {3, 4}, {2, 2, 3, 4, false, false}},
+        {"matmul (3)@(3,4)", 1, 2, {3}, {3, 4}, {1, 1, 3, 4, true, false}},
+        {"matmul (2,3)@(3)", 2, 1, {2, 3}, {3}, {1, 2, 3, 1, false, true}},
+        {"matmul (3)@(3)", 1, 1, {3}, {3}, {1, 1, 3, 1, true, true}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gc_case c = one_input(cases[i].na, cases[i].sa, -2, 2);
+        add_input(&c, cases[i].nb, cases[i].sb, -2, 2);
+        c.lib = lib_matmul, c.host = host_matmul, c.arg = &cases[i].arg;
+        gc_check(cases[i].name, &c, RTOL, ATOL);
+    }
+    gc_case l = one_input(2, SHAPE(2, 3), -2, 2);
+    add_input(&l, 2, SHAPE(4, 3), -2, 2);
+    add_input(&l, 1, SHAPE(4), -2, 2);
+    l.lib = lib_linear, l.host = host_linear;
+    gc_check("linear", &l, RTOL, ATOL);
+}
+
+/* conv2d: x, w, bias (bias optional: n_in 2) */
+static tc_tensor *lib_conv(tc_tensor *const *x, const void *arg) {
+    const ref_conv_shape *c = arg;
+    return tc_conv2d_ex(x[0], x[1], c->groups == 1 ? x[2] : NULL, (int)c->sh, (int)c->sw,
+                        (int)c->ph, (int)c->pw, (int)c->dil, (int)c->groups);
+}
+static int64_t host_conv(const double *const *x, double *out, const void *arg) {
+    const ref_conv_shape *c = arg;
+    ref_conv2d(x[0], x[1], c->groups == 1 ? x[2] : NULL, c, out);
+    return c->n * c->cout * ref_conv_oh(c) * ref_conv_ow(c);
+}
+
+static void test_conv_pool(void **state) {
+    (void)state;
+    ref_conv_shape plain = {1, 2, 5, 5, 2, 3, 3, 2, 2, 1, 1, 1, 1};
+    gc_case c = one_input(4, SHAPE(1, 2, 5, 5), -1, 1);
+    add_input(&c, 4, SHAPE(2, 2, 3, 3), -1, 1);
+    add_input(&c, 1, SHAPE(2), -1, 1);
+    c.lib = lib_conv, c.host = host_conv, c.arg = &plain;
+    gc_check("conv2d stride 2 pad 1 bias", &c, RTOL, ATOL);
+    /* groups 2, dilation 2, stride (1,2), padding (1,0), no bias */
+    ref_conv_shape grouped = {1, 4, 6, 6, 4, 2, 2, 1, 2, 1, 0, 2, 2};
+    gc_case g = one_input(4, SHAPE(1, 4, 6, 6), -1, 1);
+    add_input(&g, 4, SHAPE(4, 2, 2, 2), -1, 1);
+    g.lib = lib_conv, g.host = host_conv, g.arg = &grouped;
+    gc_check("conv2d groups 2 dilation 2", &g, RTOL, ATOL);
+}
+
+typedef struct {
+    int64_t outer, h, w, k, s; /* x (outer..., h, w) */
+    bool is_max;
+} pool_arg;
+static tc_tensor *lib_pool(tc_tensor *const *x, const void *arg) {
+    const pool_arg *p = arg;
+    return p->is_max ? tc_max_pool2d(x[0], (int)p->k, (int)p->s)
+                     : tc_avg_pool2d(x[0], (int)p->k, (int)p->s);
+}
+static int64_t host_pool(const double *const *x, double *out, const void *arg) {
+    const pool_arg *p = arg;
+    ref_pool(x[0], p->outer, p->h, p->w, p->k, p->s, p->is_max, out);
+    return p->outer * ((p->h - p->k) / p->s + 1) * ((p->w - p->k) / p->s + 1);
+}
+
+static void test_pools(void **state) {
+    (void)state;
+    struct {
+        const char *name;
+        int64_t shape[4];
+        pool_arg arg;
+    } cases[] = {
+        {"max_pool2d k2", {1, 2, 4, 4}, {2, 4, 4, 2, 2, true}},
+        {"max_pool2d k3 s1 (overlapping)", {1, 1, 5, 5}, {1, 5, 5, 3, 1, true}},
+        {"avg_pool2d k3 s2", {1, 1, 5, 5}, {1, 5, 5, 3, 2, false}},
+        {"avg_pool2d k2 s3 (gaps)", {2, 1, 7, 6}, {2, 7, 6, 2, 3, false}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gc_case c = one_input(4, cases[i].shape, -2, 2);
+        c.lib = lib_pool, c.host = host_pool, c.arg = &cases[i].arg;
+        gc_check(cases[i].name, &c, RTOL, ATOL);
+    }
+}
+
+/* cross_entropy(logits (3,4), labels {2, 0, 3}) */
+static const int32_t ce_labels[3] = {2, 0, 3};
+static tc_tensor *lib_ce(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    tc_tensor *lab = from(ce_labels, TC_INT32, 1, SHAPE(3)), *r = tc_cross_entropy(x[0], lab);
+    tc_release(lab);
+    return r;
+}
+static int64_t host_ce(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    out[0] = ref_cross_entropy(x[0], ce_labels, 3, 4);
+    return 1;
+}
+
+/* batchnorm (4,2,3) with weight and bias: training (batch statistics), and
+ * eval with constant running stats */
+static tc_tensor *lib_bn_train(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    return tc_batchnorm(x[0], x[1], x[2], NULL, NULL, true, 0.1, 1e-5);
+}
+static int64_t host_bn_train(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    ref_batchnorm(x[0], 4, 2, 3, x[1], x[2], 1e-5, out, NULL, NULL);
+    return 24;
+}
+static tc_tensor *lib_bn_eval(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    float rm[2] = {0.1f, -0.2f}, rv[2] = {0.5f, 2.0f};
+    tc_tensor *m = f32(1, SHAPE(2), rm), *v = f32(1, SHAPE(2), rv);
+    tc_tensor *r = tc_batchnorm(x[0], x[1], x[2], m, v, false, 0.1, 1e-5);
+    tc_release(m), tc_release(v);
+    return r;
+}
+static int64_t host_bn_eval(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    double rm[2] = {0.1f, -0.2f}, rv[2] = {0.5f, 2.0f};
+    for (int i = 0; i < 4; i++)
+        for (int ch = 0; ch < 2; ch++)
+            for (int j = 0; j < 3; j++) {
+                int at = (i * 2 + ch) * 3 + j;
+                out[at] = (x[0][at] - rm[ch]) / sqrt(rv[ch] + 1e-5) * x[1][ch] + x[2][ch];
+            }
+    return 24;
+}
+
+static void test_losses_and_norms(void **state) {
+    (void)state;
+    gc_case c = one_input(2, SHAPE(3, 4), -2, 2);
+    c.lib = lib_ce, c.host = host_ce;
+    gc_check("cross_entropy", &c, RTOL, ATOL);
+    gc_case b = one_input(3, SHAPE(4, 2, 3), -2, 2);
+    add_input(&b, 1, SHAPE(2), 0.5, 2);
+    add_input(&b, 1, SHAPE(2), -1, 1);
+    b.lib = lib_bn_train, b.host = host_bn_train;
+    gc_check("batchnorm training", &b, 5e-3, 5e-4);
+    b.lib = lib_bn_eval, b.host = host_bn_eval;
+    gc_check("batchnorm eval", &b, RTOL, ATOL);
+}
+
+/* ---- graph structure ---- */
+
+/* y = x*x; z = (y + exp(y)) * y: y is used three times, x twice */
+static tc_tensor *lib_shared(tc_tensor *const *x, const void *arg) {
+    (void)arg;
+    tc_tensor *y = tc_mul(x[0], x[0]), *e = tc_exp(y), *s = tc_add(y, e), *z = tc_mul(s, y);
+    tc_release(y), tc_release(e), tc_release(s);
+    return z;
+}
+static int64_t host_shared(const double *const *x, double *out, const void *arg) {
+    (void)arg;
+    for (int k = 0; k < 6; k++) {
+        double y = x[0][k] * x[0][k];
+        out[k] = (y + exp(y)) * y;
+    }
+    return 6;
+}
+
+static void test_shared_subexpressions(void **state) {
+    (void)state;
+    gc_case c = one_input(2, SHAPE(2, 3), -1, 1);
+    c.lib = lib_shared, c.host = host_shared;
+    gc_check("shared subexpressions", &c, RTOL, ATOL);
+}
+
+/* grad += new: two backward calls (on two losses, and twice on one) add up;
+ * zero_grad drops it */
+static void test_accumulate(void **state) {
+    (void)state;
+    float v[3] = {1, 2, 3};
+    tc_tensor *x = f32(1, SHAPE(3), v);
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    tc_tensor *sq = tc_square(x), *l1 = tc_sum(sq, 0, NULL, false); /* d = 2x */
+    tc_tensor *l2 = tc_sum(x, 0, NULL, false);                       /* d = 1 */
+    assert_int_equal(tc_backward(l1), TC_OK);
+    assert_int_equal(tc_backward(l2), TC_OK);
+    float want[3] = {3, 5, 7};
+    expect_f32(tc_grad(x), want, 3, 1e-6, 1e-6, "2x + 1");
+    assert_int_equal(tc_backward(l1), TC_OK);
+    float want2[3] = {5, 9, 13};
+    expect_f32(tc_grad(x), want2, 3, 1e-6, 1e-6, "2x + 1 + 2x");
+    assert_int_equal(tc_zero_grad(x), TC_OK);
+    assert_null(tc_grad(x));
+    assert_int_equal(tc_last_status(), TC_OK); /* no gradient is not an error */
+    assert_int_equal(tc_backward(l2), TC_OK);
+    float ones[3] = {1, 1, 1};
+    expect_f32(tc_grad(x), ones, 3, 1e-6, 1e-6, "after zero_grad");
+    tc_release(l1), tc_release(l2), tc_release(sq), tc_release(x);
+}
+
+/* gradients are lazy: nothing runs in tc_backward; realizing the gradient
+ * runs its kernels. Intermediate results keep no gradient (only leaves). */
+static void test_lazy(void **state) {
+    (void)state;
+    tc_tensor *x = tc_test_randn(2, SHAPE(4, 8), 7, -1, 1);
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    tc_tensor *e = tc_exp(x), *sm = tc_softmax(e, 1), *l = tc_sum(sm, 1, AXES(1), false);
+    tc_tensor *loss = tc_mean(l, 0, NULL, false);
+    tc_counters before, after;
+    tc_get_counters(&before);
+    assert_int_equal(tc_backward(loss), TC_OK);
+    tc_get_counters(&after);
+    assert_int_equal(after.kernel_count, before.kernel_count);
+    tc_tensor *g = tc_grad(x);
+    assert_non_null(g);
+    assert_false(tc_is_realized(g));
+    assert_true(tc_schedule_kernel_count(&g, 1) >= 1);
+    assert_int_equal(tc_realize(&g, 1), TC_OK);
+    assert_true(tc_is_realized(g));
+    assert_true(tc_requires_grad(e));
+    assert_null(tc_grad(e));
+    /* softmax rows sum to 1 whatever x is: the gradient is ~0 */
+    float *gv = tc_test_read(g);
+    for (int i = 0; i < 32; i++) assert_true(fabsf(gv[i]) < 1e-5f);
+    free(gv);
+    tc_release(g), tc_release(loss), tc_release(l), tc_release(sm), tc_release(e), tc_release(x);
+}
+
+/* detach cuts the graph; grad mode off records nothing; comparisons,
+ * integer casts and argmax are not differentiable */
+static void test_detach_and_modes(void **state) {
+    (void)state;
+    float v[3] = {1, 2, 3};
+    tc_tensor *x = f32(1, SHAPE(3), v);
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    assert_true(tc_requires_grad(x));
+    tc_tensor *d = tc_detach(x);
+    assert_false(tc_requires_grad(d));
+    tc_tensor *p = tc_mul(x, d), *l = tc_sum(p, 0, NULL, false); /* d/dx = d = x */
+    assert_int_equal(tc_backward(l), TC_OK);
+    expect_f32(tc_grad(x), v, 3, 1e-6, 1e-6, "x * detach(x)");
+    assert_null(tc_grad(d));
+
+    assert_true(tc_set_grad_enabled(false));
+    assert_false(tc_is_grad_enabled());
+    tc_tensor *q = tc_mul(x, x);
+    assert_false(tc_requires_grad(q));
+    assert_false(tc_set_grad_enabled(true));
+    assert_true(tc_is_grad_enabled());
+
+    tc_tensor *c = tc_lt(x, d), *i = tc_cast(x, TC_INT32), *am = tc_argmax(x, 0, false);
+    tc_tensor *h = tc_cast(x, TC_FLOAT16);
+    assert_false(tc_requires_grad(c));
+    assert_false(tc_requires_grad(i));
+    assert_false(tc_requires_grad(am));
+    assert_true(tc_requires_grad(h));
+    tc_release(h), tc_release(am), tc_release(i), tc_release(c), tc_release(q);
+    tc_release(l), tc_release(p), tc_release(d), tc_release(x);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    float v[3] = {1, 2, 3};
+    tc_tensor *x = f32(1, SHAPE(3), v), *sq = NULL;
+    assert_int_equal(tc_backward(x), TC_ERR_SHAPE);
+    assert_tc_error(TC_ERR_SHAPE, "tc_backward: loss must be a scalar");
+    tc_tensor *s = tc_sum(x, 0, NULL, false);
+    assert_int_equal(tc_backward(s), TC_ERR_INVALID);
+    assert_tc_error(TC_ERR_INVALID, "does not require grad");
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    sq = tc_square(x);
+    assert_int_equal(tc_backward(sq), TC_ERR_SHAPE);
+    assert_tc_error(TC_ERR_SHAPE, "got shape (3,)");
+    assert_int_equal(tc_set_requires_grad(sq, false), TC_ERR_INVALID);
+    assert_tc_error(TC_ERR_INVALID, "not a leaf");
+    assert_int_equal(tc_set_requires_grad(sq, true), TC_OK); /* already: a no-op */
+    int32_t iv[2] = {1, 2};
+    tc_tensor *it = from(iv, TC_INT32, 1, SHAPE(2));
+    assert_int_equal(tc_set_requires_grad(it, true), TC_ERR_DTYPE);
+    assert_tc_error(TC_ERR_DTYPE, "only float tensors");
+    assert_int_equal(tc_set_requires_grad(NULL, true), TC_ERR_INVALID);
+    assert_int_equal(tc_backward(NULL), TC_ERR_INVALID);
+    assert_null(tc_grad(NULL));
+    assert_tc_error(TC_ERR_INVALID, "tc_grad");
+    assert_int_equal(tc_zero_grad(NULL), TC_ERR_INVALID);
+    assert_null(tc_detach(NULL));
+    assert_false(tc_requires_grad(NULL));
+    /* a (1,1) loss is a scalar too */
+    tc_tensor *r = tc_sum(sq, 1, AXES(0), true);
+    assert_int_equal(tc_backward(r), TC_OK);
+    float want[3] = {2, 4, 6};
+    expect_f32(tc_grad(x), want, 3, 1e-6, 1e-6, "(1) loss");
+    tc_release(r), tc_release(it), tc_release(sq), tc_release(s), tc_release(x);
+}
+
+/* a chain of 100000 contexts releases without recursion; a 2000-op chain
+ * differentiates (y <- y*y - y: y used twice per step), and a 60-step one
+ * matches the host; a gradient outlives its leaf and the loss */
+static void test_deep_and_lifetime(void **state) {
+    (void)state;
+    float v[2] = {0.5f, -0.25f};
+    tc_tensor *x = f32(1, SHAPE(2), v);
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    tc_tensor *y = tc_retain(x);
+    for (int i = 0; i < 100000; i++) {
+        tc_tensor *n = tc_neg(y);
+        assert_non_null(n);
+        tc_release(y);
+        y = n;
+    }
+    tc_release(y); /* frees 100000 contexts, one after another */
+
+    for (int steps = 2000; steps >= 60; steps = steps == 2000 ? 60 : 0) {
+        y = tc_retain(x);
+        for (int i = 0; i < steps; i++) {
+            tc_tensor *n = tc_mul(y, y), *m = tc_sub(n, y);
+            tc_release(n);
+            tc_release(y);
+            y = m;
+        }
+        tc_tensor *l = tc_sum(y, 0, NULL, false);
+        assert_int_equal(tc_backward(l), TC_OK);
+        tc_release(l);
+        tc_release(y);
+        tc_tensor *g = tc_grad(x);
+        assert_non_null(g);
+        assert_int_equal(tc_zero_grad(x), TC_OK);
+        if (steps == 60) { /* host: d y_{k+1} / d y_k = 2 y_k - 1 */
+            float want[2];
+            for (int e = 0; e < 2; e++) {
+                double yy = v[e], d = 1;
+                for (int i = 0; i < steps; i++) d *= 2 * yy - 1, yy = yy * yy - yy;
+                want[e] = (float)d;
+            }
+            tc_release(x); /* the gradient outlives its leaf */
+            x = NULL;
+            expect_f32(g, want, 2, 1e-3, 1e-5, "60-step chain");
+        } else {
+            tc_release(g);
+        }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        TEST(test_unary),          TEST(test_binary_broadcast), TEST(test_binary_mixed_dtypes),
+        TEST(test_where),          TEST(test_reduce),           TEST(test_ties),
+        TEST(test_movement),       TEST(test_noncontiguous),    TEST(test_softmax_layernorm),
+        TEST(test_matmul),         TEST(test_conv_pool),        TEST(test_pools),
+        TEST(test_losses_and_norms), TEST(test_shared_subexpressions), TEST(test_accumulate),
+        TEST(test_lazy),           TEST(test_detach_and_modes), TEST(test_errors),
+        TEST(test_deep_and_lifetime),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
