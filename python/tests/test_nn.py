@@ -277,6 +277,24 @@ def test_optimizer_params_rules():
 
 
 @requires_training
+def test_requires_grad_states():
+    t = Tensor.zeros(3, requires_grad=True)
+    assert t.requires_grad is True and (t * 2).requires_grad is True
+    assert Tensor([1.0]).requires_grad is None
+    assert t.detach().requires_grad is False
+    y = t * 3
+    z = y.detach() * t
+    z.sum().backward()
+    assert t.grad.tolist() == [0.0, 0.0, 0.0]  # d(detached(3t) * t)/dt = 3t = 0
+    with pytest.raises(TypeError):
+        Tensor([1, 2], requires_grad=True)  # only float leaves
+    import tinyc
+    with tinyc.no_grad():
+        assert (t * 2).requires_grad is None
+    assert tinyc.is_grad_enabled()
+
+
+@requires_training
 def test_zero_grad_and_accumulation():
     a = Tensor([1.0, 2.0], requires_grad=True)
     (a * 3).sum().backward()

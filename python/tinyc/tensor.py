@@ -348,7 +348,9 @@ class Tensor(Movement, NNOps):
     def detach(self):
         """the same values without history and without requires_grad"""
         if _lib.has("tc_detach"):
-            return Tensor._wrap(lib.tc_detach(self._h))
+            out = Tensor._wrap(lib.tc_detach(self._h))
+            out._requires_grad = False  # tinygrad's detach: requires_grad=False
+            return out
         if _lib.has("tc_backward"):
             _lib.need("tc_detach", "Tensor.detach")
         # no autograd in this library: a new handle on the same graph node is detached
