@@ -7,8 +7,12 @@ of tinygrad's examples/beautiful_mnist.py: Adam with lr 1e-3, batches of 512
 drawn at random, raw 0-255 pixels (no normalisation), Fashion-MNIST read
 from the four gzip'ed IDX files with gzip + numpy.
 
-    python3 examples/mnist.py [--steps 70] [--batch 512] [--lr 1e-3] [--seed 0]
+    python3 examples/mnist.py [--model conv|mlp] [--steps 70] [--batch 512] [--lr 1e-3]
+                              [--seed 42] [--device CPU]
                               [--data /usr/share/datasets/fashion-mnist]
+
+--model mlp is the C example's small model: Linear(784,128), ReLU,
+Linear(128,10) on the flattened pixels (defaults: 200 steps, batch 128).
 
 Prints one progress line per step and `test accuracy: NN.NN%` at the end
 (over the 10000 test images; --test-images N for the first N only).
@@ -63,6 +67,15 @@ def load_mnist(data_dir):
     return x_tr.reshape(-1, 1, 28, 28), y_tr, x_te.reshape(-1, 1, 28, 28), y_te
 
 
+class MLP:
+    def __init__(self):
+        self.layers = [lambda x: x.flatten(1), nn.Linear(784, 128), Tensor.relu,
+                       nn.Linear(128, 10)]
+
+    def __call__(self, x):
+        return x.sequential(self.layers)
+
+
 class Model:
     def __init__(self):
         self.layers = [
@@ -93,24 +106,35 @@ def test_accuracy(model, x_test, y_test, batch):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=70, help="training steps (default 70)")
-    ap.add_argument("--batch", type=int, default=512, help="batch size (default 512)")
+    ap.add_argument("--model", choices=("conv", "mlp"), default="conv",
+                    help="beautiful_mnist's convnet (default) or a small MLP")
+    ap.add_argument("--steps", type=int, default=None, help="training steps (conv: 70, mlp: 200)")
+    ap.add_argument("--batch", type=int, default=None, help="batch size (conv: 512, mlp: 128)")
     ap.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default 1e-3)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the init and the batches")
+    ap.add_argument("--seed", type=int, default=42, help="seed of the init and the batches")
+    ap.add_argument("--device", default=None,
+                    help="the device every tensor goes to (sets TC_DEVICE; default CPU)")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                     help="folder with the four (gzip'ed) IDX files")
     ap.add_argument("--test-batch", type=int, default=1000, help="batch size of the test pass")
     ap.add_argument("--test-images", type=int, default=0,
                     help="test on the first N test images only (default: all)")
     args = ap.parse_args(argv)
+    if args.device:
+        os.environ["TC_DEVICE"] = args.device  # read by libtinyc at its first call
+    if args.steps is None:
+        args.steps = 70 if args.model == "conv" else 200
+    if args.batch is None:
+        args.batch = 512 if args.model == "conv" else 128
     if args.steps < 0 or args.batch <= 0 or args.test_batch <= 0:
         ap.error("--steps must be >= 0, --batch and --test-batch > 0")
 
     x_train, y_train, x_test, y_test = load_mnist(args.data)
-    print("data: %d train, %d test images from %s" % (len(x_train), len(x_test), args.data))
+    print("%s: %d training images from %s, %d steps of batch %d, Adam lr %g, seed %d"
+          % (args.model, len(x_train), args.data, args.steps, args.batch, args.lr, args.seed))
     Tensor.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    model = Model()
+    model = Model() if args.model == "conv" else MLP()
     opt = nn.optim.Adam(nn.state.get_parameters(model), lr=args.lr)
 
     for step in range(1, args.steps + 1):
