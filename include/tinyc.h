@@ -180,25 +180,6 @@ typedef struct {
 TC_API void tc_get_counters(tc_counters *out);
 TC_API void tc_reset_counters(void);
 
-/* ---- JIT: capture a step once, replay its kernels ---------------------------
- * tc_jit_run calls the step the first time (warm-up, compiles), records its
- * kernels the second time, and from then on replays them with the new
- * inputs' buffers: no scheduling, lowering or compiling. Inputs are realized
- * (and copied if they are views) first. A change of input count, shape,
- * dtype or device captures again. Replays only re-run kernels and device
- * copies: host work in the step (uploads, host-side random numbers) must come
- * in as inputs. Outputs of a replay are new handles on the same buffers each
- * call. Free jits before tc_shutdown. */
-typedef struct tc_jit tc_jit;
-/* the step: reads inputs, sets outputs[0..n_outputs-1] to new references */
-typedef tc_status (*tc_jit_fn)(void *user, tc_tensor *const *inputs, int n_inputs,
-                               tc_tensor **outputs, int n_outputs);
-TC_API tc_jit *tc_jit_new(tc_jit_fn fn, void *user);
-TC_API tc_status tc_jit_run(tc_jit *j, tc_tensor *const *inputs, int n_inputs,
-                            tc_tensor **outputs, int n_outputs);
-TC_API int tc_jit_kernel_count(const tc_jit *j); /* kernels a replay launches (0 before capture) */
-TC_API void tc_jit_free(tc_jit *j);
-
 /* ---- nn: datasets ---------------------------------------------------------
  * IDX files (the MNIST format), plain or gzip-compressed (zlib is loaded at
  * run time for compressed files). Element types 0x08 (uint8), 0x0C (int32)
@@ -220,6 +201,57 @@ typedef struct {
  * and every label in 0..9. On failure *out is untouched. */
 TC_API tc_status tc_mnist_load(const char *dir, const char *device, tc_mnist *out);
 TC_API void tc_mnist_release(tc_mnist *m); /* releases the four tensors, zeroes *m */
+
+/* ---- nn: optimizers --------------------------------------------------------
+ * PyTorch's formulas (torch.optim.SGD, Adam, AdamW). The optimizer keeps a
+ * reference to each parameter (marking it with tc_set_requires_grad) and owns
+ * its state (momentum buffers, Adam's m and v, lr, b1^t and b2^t as realized
+ * tensors updated in place, so every step runs the same kernels).
+ * tc_optimizer_step builds every update lazily with tc_assign and realizes
+ * them all in one tc_realize call; a parameter without a gradient is skipped.
+ * Parameters must be float, distinct and on one device. Hyperparameters are
+ * checked: lr, momentum, dampening, weight_decay, eps >= 0; b1, b2 in [0,1).
+ * A step that fails part-way may leave some parameters updated. */
+typedef struct tc_optimizer tc_optimizer;
+/* SGD: d = g + weight_decay*p; with momentum, b = momentum*b + (1-dampening)*d
+ * (b = d on the first step) and d = nesterov ? d + momentum*b : b; p -= lr*d */
+TC_API tc_optimizer *tc_sgd(tc_tensor **params, int n, double lr, double momentum);
+TC_API tc_optimizer *tc_sgd_ex(tc_tensor **params, int n, double lr, double momentum,
+                               double dampening, double weight_decay, bool nesterov);
+/* Adam: m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
+ * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps). Usual: 1e-3, 0.9, 0.999, 1e-8 */
+TC_API tc_optimizer *tc_adam(tc_tensor **params, int n, double lr, double b1, double b2,
+                             double eps);
+/* AdamW: p *= 1 - lr*weight_decay, then the Adam update (torch's default wd: 0.01) */
+TC_API tc_optimizer *tc_adamw(tc_tensor **params, int n, double lr, double b1, double b2,
+                              double eps, double weight_decay);
+TC_API tc_status tc_optimizer_zero_grad(tc_optimizer *o); /* drops every parameter's grad */
+TC_API tc_status tc_optimizer_step(tc_optimizer *o);      /* schedules the update; realizes it */
+/* the step, realizing also[0..n_also-1] (the loss, BatchNorm's running
+ * statistics) in the same tc_realize call, so they are scheduled together */
+TC_API tc_status tc_optimizer_step_with(tc_optimizer *o, tc_tensor **also, int n_also);
+TC_API tc_status tc_optimizer_set_lr(tc_optimizer *o, double lr); /* from the next step on */
+TC_API double tc_optimizer_get_lr(const tc_optimizer *o);         /* NaN for NULL */
+TC_API void tc_optimizer_free(tc_optimizer *o);                   /* NULL is fine */
+
+/* ---- JIT: capture a step once, replay its kernels ---------------------------
+ * tc_jit_run calls the step the first time (warm-up, compiles), records its
+ * kernels the second time, and from then on replays them with the new
+ * inputs' buffers: no scheduling, lowering or compiling. Inputs are realized
+ * (and copied if they are views) first. A change of input count, shape,
+ * dtype or device captures again. Replays only re-run kernels and device
+ * copies: host work in the step (uploads, host-side random numbers) must come
+ * in as inputs. Outputs of a replay are new handles on the same buffers each
+ * call. Free jits before tc_shutdown. */
+typedef struct tc_jit tc_jit;
+/* the step: reads inputs, sets outputs[0..n_outputs-1] to new references */
+typedef tc_status (*tc_jit_fn)(void *user, tc_tensor *const *inputs, int n_inputs,
+                               tc_tensor **outputs, int n_outputs);
+TC_API tc_jit *tc_jit_new(tc_jit_fn fn, void *user);
+TC_API tc_status tc_jit_run(tc_jit *j, tc_tensor *const *inputs, int n_inputs,
+                            tc_tensor **outputs, int n_outputs);
+TC_API int tc_jit_kernel_count(const tc_jit *j); /* kernels a replay launches (0 before capture) */
+TC_API void tc_jit_free(tc_jit *j);
 
 /* ---- composites: built from the ops above, so they fuse and differentiate --
  * Optional tensors may be NULL. Shapes are checked at the call. */

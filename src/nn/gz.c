@@ -20,14 +20,14 @@ typedef const char *(*gzerror_fn)(void *file, int *errnum);
 typedef int (*gzbuffer_fn)(void *file, unsigned size);
 
 struct tc_gzfile {
-    FILE *plain;         /* an uncompressed file, or NULL */
-    void *gz;            /* zlib's gzFile for a compressed one, or NULL */
-    void *zlib;          /* dlopen handle of libz while gz is open */
-    gzread_fn gzread;    /* zlib entry points (compressed files only) */
+    FILE *plain;      /* an uncompressed file, or NULL */
+    void *gz;         /* zlib's gzFile for a compressed one, or NULL */
+    void *zlib;       /* dlopen handle of libz while gz is open */
+    gzread_fn gzread; /* zlib entry points (compressed files only) */
     gzclose_fn gzclose;
     gzerror_fn gzerror;
-    const char *api;     /* the public call, for messages (static string) */
-    char path[512];      /* the file name, for messages (truncated) */
+    const char *api; /* the public call, for messages (static string) */
+    char path[512];  /* the file name, for messages (truncated) */
 };
 
 /* true when the file starts with the gzip magic 1f 8b; false on short files */
@@ -43,16 +43,18 @@ static tc_status open_zlib(tc_gzfile *f) {
     f->zlib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!f->zlib) f->zlib = dlopen("libz.so", RTLD_NOW | RTLD_LOCAL);
     if (!f->zlib)
-        return tc_error_set(TC_ERR_IO, "%s: %s is gzip-compressed but zlib (libz.so.1) "
-                            "could not be loaded: %s", f->api, f->path, dlerror());
+        return tc_error_set(TC_ERR_IO,
+                            "%s: %s is gzip-compressed but zlib (libz.so.1) "
+                            "could not be loaded: %s",
+                            f->api, f->path, dlerror());
     gzopen_fn gzopen = (gzopen_fn)dlsym(f->zlib, "gzopen");
     gzbuffer_fn gzbuffer = (gzbuffer_fn)dlsym(f->zlib, "gzbuffer");
     f->gzread = (gzread_fn)dlsym(f->zlib, "gzread");
     f->gzclose = (gzclose_fn)dlsym(f->zlib, "gzclose");
     f->gzerror = (gzerror_fn)dlsym(f->zlib, "gzerror");
     if (!gzopen || !f->gzread || !f->gzclose || !f->gzerror)
-        return tc_error_set(TC_ERR_IO, "%s: the zlib loaded for %s lacks gzopen/gzread",
-                            f->api, f->path);
+        return tc_error_set(TC_ERR_IO, "%s: the zlib loaded for %s lacks gzopen/gzread", f->api,
+                            f->path);
     f->gz = gzopen(f->path, "rb");
     if (!f->gz)
         return tc_error_set(TC_ERR_IO, "%s: cannot open %s: %s", f->api, f->path,
@@ -112,8 +114,8 @@ int64_t tc_gz_read(tc_gzfile *f, void *dst, int64_t n) {
             r = f->gzread(f->gz, (char *)dst + got, (unsigned)want);
             if (r < 0) {
                 int code = 0;
-                tc_error_set(TC_ERR_IO, "%s: %s is not a valid gzip stream: %s", f->api,
-                             f->path, f->gzerror(f->gz, &code));
+                tc_error_set(TC_ERR_IO, "%s: %s is not a valid gzip stream: %s", f->api, f->path,
+                             f->gzerror(f->gz, &code));
                 return -1;
             }
         }

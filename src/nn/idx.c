@@ -13,11 +13,11 @@
 #include <string.h>
 
 typedef struct {
-    tc_dtype dtype;              /* element type of the data */
-    int ndim;                    /* number of dims, 1..TC_MAX_DIMS */
-    int64_t shape[TC_MAX_DIMS];  /* size per dim */
-    int64_t numel;               /* product of shape */
-    void *data;                  /* numel host elements in host byte order (tc_malloc'ed) */
+    tc_dtype dtype;             /* element type of the data */
+    int ndim;                   /* number of dims, 1..TC_MAX_DIMS */
+    int64_t shape[TC_MAX_DIMS]; /* size per dim */
+    int64_t numel;              /* product of shape */
+    void *data;                 /* numel host elements in host byte order (tc_malloc'ed) */
 } idx_data;
 
 static uint32_t be32(const unsigned char *p) {
@@ -30,24 +30,27 @@ static tc_status read_header(tc_gzfile *f, const char *api, const char *path, id
     int64_t got = tc_gz_read(f, m, 4);
     if (got < 0) return TC_ERR_IO;
     if (got < 4)
-        return tc_error_set(TC_ERR_IO, "%s: %s is not an IDX file: it has only %lld bytes",
-                            api, path, (long long)got);
+        return tc_error_set(TC_ERR_IO, "%s: %s is not an IDX file: it has only %lld bytes", api,
+                            path, (long long)got);
     uint32_t magic = be32(m);
     if (m[0] != 0 || m[1] != 0 || (m[2] != 0x08 && m[2] != 0x0C && m[2] != 0x0D))
-        return tc_error_set(TC_ERR_IO, "%s: %s has the wrong magic 0x%08x for an IDX file "
-                            "(want 0x000008NN, 0x00000CNN or 0x00000DNN)", api, path, magic);
+        return tc_error_set(TC_ERR_IO,
+                            "%s: %s has the wrong magic 0x%08x for an IDX file "
+                            "(want 0x000008NN, 0x00000CNN or 0x00000DNN)",
+                            api, path, magic);
     d->dtype = m[2] == 0x08 ? TC_UINT8 : m[2] == 0x0C ? TC_INT32 : TC_FLOAT32;
     d->ndim = m[3];
     if (d->ndim < 1 || d->ndim > TC_MAX_DIMS)
-        return tc_error_set(TC_ERR_IO, "%s: %s (magic 0x%08x) has %d dims; 1..%d are read",
-                            api, path, magic, d->ndim, TC_MAX_DIMS);
+        return tc_error_set(TC_ERR_IO, "%s: %s (magic 0x%08x) has %d dims; 1..%d are read", api,
+                            path, magic, d->ndim, TC_MAX_DIMS);
     unsigned char dims[4 * TC_MAX_DIMS];
     got = tc_gz_read(f, dims, 4 * d->ndim);
     if (got < 0) return TC_ERR_IO;
     if (got < 4 * d->ndim)
-        return tc_error_set(TC_ERR_IO, "%s: %s is truncated in its header: %d dims need %d "
-                            "bytes of sizes, it has %lld", api, path, d->ndim, 4 * d->ndim,
-                            (long long)got);
+        return tc_error_set(TC_ERR_IO,
+                            "%s: %s is truncated in its header: %d dims need %d "
+                            "bytes of sizes, it has %lld",
+                            api, path, d->ndim, 4 * d->ndim, (long long)got);
     d->numel = 1;
     for (int i = 0; i < d->ndim; i++) {
         d->shape[i] = be32(dims + 4 * i);
@@ -77,9 +80,10 @@ static tc_status read_body(tc_gzfile *f, const char *api, const char *path, idx_
     int64_t got = tc_gz_read(f, d->data, nbytes);
     if (got < 0) return TC_ERR_IO;
     if (got < nbytes)
-        return tc_error_set(TC_ERR_IO, "%s: %s is truncated: shape %s of %s needs %lld data "
-                            "bytes, the file has %lld", api, path,
-                            tc_fmt_shape(buf, sizeof buf, d->ndim, d->shape),
+        return tc_error_set(TC_ERR_IO,
+                            "%s: %s is truncated: shape %s of %s needs %lld data "
+                            "bytes, the file has %lld",
+                            api, path, tc_fmt_shape(buf, sizeof buf, d->ndim, d->shape),
                             tc_dtype_name(d->dtype), (long long)nbytes, (long long)got);
     unsigned char extra;
     got = tc_gz_read(f, &extra, 1);
@@ -119,8 +123,10 @@ TC_API tc_tensor *tc_idx_load(const char *path, const char *device) {
 
 /* the four files, by their names in the original distribution */
 static const char *const mnist_names[4] = {
-    "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
 };
 
 /* finds name in dir as it is or with .gz, or with "-idx" written ".idx"
@@ -143,8 +149,8 @@ static tc_status find_file(const char *dir, const char *name, char *out, size_t 
             return TC_OK;
         }
     }
-    return tc_error_set(TC_ERR_IO, "tc_mnist_load: no %s in %s (tried %s, %s.gz, %s, %s.gz)",
-                        name, dir, name, name, dotted, dotted);
+    return tc_error_set(TC_ERR_IO, "tc_mnist_load: no %s in %s (tried %s, %s.gz, %s, %s.gz)", name,
+                        dir, name, name, dotted, dotted);
 }
 
 /* images (N,rows,cols) and labels (N) of one split, both uint8, labels < 10 */
@@ -153,12 +159,14 @@ static tc_status check_split(const char *ipath, const idx_data *im, const char *
     const char *api = "tc_mnist_load";
     char buf[256];
     if (im->dtype != TC_UINT8 || im->ndim != 3)
-        return tc_error_set(TC_ERR_SHAPE, "%s: %s holds %s %s; MNIST images are uint8 "
-                            "(N,rows,cols)", api, ipath, tc_dtype_name(im->dtype),
+        return tc_error_set(TC_ERR_SHAPE,
+                            "%s: %s holds %s %s; MNIST images are uint8 "
+                            "(N,rows,cols)",
+                            api, ipath, tc_dtype_name(im->dtype),
                             tc_fmt_shape(buf, sizeof buf, im->ndim, im->shape));
     if (lb->dtype != TC_UINT8 || lb->ndim != 1)
-        return tc_error_set(TC_ERR_SHAPE, "%s: %s holds %s %s; MNIST labels are uint8 (N)",
-                            api, lpath, tc_dtype_name(lb->dtype),
+        return tc_error_set(TC_ERR_SHAPE, "%s: %s holds %s %s; MNIST labels are uint8 (N)", api,
+                            lpath, tc_dtype_name(lb->dtype),
                             tc_fmt_shape(buf, sizeof buf, lb->ndim, lb->shape));
     if (im->shape[0] != lb->shape[0])
         return tc_error_set(TC_ERR_SHAPE, "%s: %s has %lld images but %s has %lld labels", api,
@@ -166,8 +174,10 @@ static tc_status check_split(const char *ipath, const idx_data *im, const char *
     const uint8_t *labels = lb->data;
     for (int64_t i = 0; i < lb->numel; i++)
         if (labels[i] > 9)
-            return tc_error_set(TC_ERR_IO, "%s: label %d at index %lld of %s is out of range "
-                                "0..9", api, labels[i], (long long)i, lpath);
+            return tc_error_set(TC_ERR_IO,
+                                "%s: label %d at index %lld of %s is out of range "
+                                "0..9",
+                                api, labels[i], (long long)i, lpath);
     return TC_OK;
 }
 

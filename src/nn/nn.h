@@ -25,4 +25,13 @@ int64_t tc_gz_read(tc_gzfile *f, void *dst, int64_t n);
 bool tc_gz_is_compressed(const tc_gzfile *f);
 void tc_gz_close(tc_gzfile *f); /* NULL is fine */
 
+/* ---- safetensors (safetensors.c) ------------------------------------------
+ * tc_safe_save's work, with `api` naming the public call */
+tc_status tc_safe_save_as(const char *api, const char *path, const char *const *names,
+                          tc_tensor **ts, int n);
+/* tc_safe_load's work, with `api` naming the public call; strict: an entry
+ * of the file that is not in names is an error too */
+tc_status tc_safe_load_into(const char *api, const char *path, const char *const *names,
+                            tc_tensor **ts, int n, bool strict);
+
 #endif /* TC_NN_H */

@@ -23,16 +23,16 @@ static inline int shutdown_teardown(void **state) {
 #define TEST(fn) cmocka_unit_test_teardown(fn, shutdown_teardown)
 
 /* fails the test with the library's message when t is NULL */
-#define CHECK_T(t)                                                                  \
-    do {                                                                            \
+#define CHECK_T(t)                                                                     \
+    do {                                                                               \
         if (!(t)) fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, tc_last_error()); \
-        assert_non_null(t);                                                         \
+        assert_non_null(t);                                                            \
     } while (0)
-#define CHECK_OK(call)                                                              \
-    do {                                                                            \
-        tc_status s_ = (call);                                                      \
+#define CHECK_OK(call)                                                                        \
+    do {                                                                                      \
+        tc_status s_ = (call);                                                                \
         if (s_ != TC_OK) fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, tc_last_error()); \
-        assert_int_equal(s_, TC_OK);                                                \
+        assert_int_equal(s_, TC_OK);                                                          \
     } while (0)
 
 /* a new scratch directory under $TMPDIR or /tmp (path written to dir) */
@@ -62,8 +62,8 @@ static inline void put_be32(unsigned char *p, uint32_t v) {
 
 /* the bytes of an IDX file: magic 0,0,type,ndim; sizes; body (already big-endian);
  * returns a malloc'ed buffer and its length in *len */
-static inline unsigned char *idx_bytes(int type, int ndim, const uint32_t *dims,
-                                       const void *body, size_t body_len, size_t *len) {
+static inline unsigned char *idx_bytes(int type, int ndim, const uint32_t *dims, const void *body,
+                                       size_t body_len, size_t *len) {
     *len = 4 + 4 * (size_t)ndim + body_len;
     unsigned char *b = malloc(*len);
     b[0] = 0, b[1] = 0, b[2] = (unsigned char)type, b[3] = (unsigned char)ndim;

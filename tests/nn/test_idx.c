@@ -6,8 +6,7 @@
 
 static uint8_t body12[12] = {0, 1, 2, 3, 4, 5, 250, 251, 252, 253, 254, 255};
 
-static void check_u8(tc_tensor *t, const int64_t *shape, int ndim, const uint8_t *want,
-                     int64_t n) {
+static void check_u8(tc_tensor *t, const int64_t *shape, int ndim, const uint8_t *want, int64_t n) {
     CHECK_T(t);
     assert_int_equal(tc_get_dtype(t), TC_UINT8);
     assert_int_equal(tc_ndim(t), ndim);
@@ -105,7 +104,8 @@ static void test_bad_files(void **state) {
     join(p, sizeof p, dir, "bad");
     size_t len;
     unsigned char *b = idx_bytes(0x08, 3, (uint32_t[]){3, 2, 2}, body12, 12, &len);
-    expect_bad(p, b, len, len - 1, "truncated: shape (3,2,2) of uint8 needs 12 data bytes, "
+    expect_bad(p, b, len, len - 1,
+               "truncated: shape (3,2,2) of uint8 needs 12 data bytes, "
                "the file has 11");
     expect_bad(p, b, len, 9, "truncated in its header");
     expect_bad(p, b, len, 3, "it has only 3 bytes");
