@@ -234,6 +234,63 @@ TC_API tc_status tc_optimizer_set_lr(tc_optimizer *o, double lr); /* from the ne
 TC_API double tc_optimizer_get_lr(const tc_optimizer *o);         /* NaN for NULL */
 TC_API void tc_optimizer_free(tc_optimizer *o);                   /* NULL is fine */
 
+/* ---- nn: layers ------------------------------------------------------------
+ * PyTorch's default initialisation: Linear and Conv2d weights and biases from
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform_ with a = sqrt(5)),
+ * drawn with tc_rand (so tc_manual_seed makes them reproducible);
+ * BatchNorm2d weight 1, bias 0, running_mean 0, running_var 1. A layer owns
+ * its tensors, all realized float32 with requires_grad set on the trainable
+ * ones: "weight" (Linear (out,in), Conv2d (out,in,k,k), BN (C)), "bias",
+ * and BN's buffers "running_mean", "running_var" (C). */
+typedef struct tc_layer tc_layer;
+typedef enum {
+    TC_LAYER_LINEAR,      /* y = x @ weight^T + bias, x (..., in_features) */
+    TC_LAYER_CONV2D,      /* x (N, in_channels, H, W), zero padding on both sides */
+    TC_LAYER_BATCHNORM2D, /* x (N, C, H, W) or (N, C) */
+    TC_LAYER_COUNT
+} tc_layer_kind;
+TC_API tc_layer *tc_nn_linear(int64_t in_features, int64_t out_features, bool bias,
+                              const char *device);
+TC_API tc_layer *tc_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_size,
+                              int stride, int padding, bool bias, const char *device);
+/* torch's defaults: eps 1e-5, momentum 0.1 */
+TC_API tc_layer *tc_nn_batchnorm2d(int64_t channels, double eps, double momentum,
+                                   const char *device);
+/* the layer applied to x (a lazy tensor); shapes are checked here */
+TC_API tc_tensor *tc_layer_forward(tc_layer *l, tc_tensor *x);
+/* BatchNorm2d: training (the default) normalizes with the batch statistics and
+ * updates the running ones when they are next realized (pass them to
+ * tc_optimizer_step_with); otherwise it uses the running statistics */
+TC_API tc_status tc_layer_set_training(tc_layer *l, bool training);
+TC_API tc_layer_kind tc_layer_get_kind(const tc_layer *l); /* TC_LAYER_COUNT for NULL */
+/* a new reference to the tensor called name ("weight", ...); NULL if none */
+TC_API tc_tensor *tc_layer_tensor(tc_layer *l, const char *name);
+/* Lists fill out[0..cap-1] with BORROWED tensors (the layer keeps them; retain
+ * one to keep it after tc_layer_free) and return how many there are (which
+ * may exceed cap), or -1 on bad arguments. */
+TC_API int tc_layer_parameters(tc_layer *l, tc_tensor **out, int cap); /* weight, bias */
+TC_API int tc_layer_buffers(tc_layer *l, tc_tensor **out, int cap);    /* running stats */
+TC_API int tc_nn_parameters(tc_layer **layers, int n, tc_tensor **out, int cap);
+TC_API int tc_nn_buffers(tc_layer **layers, int n, tc_tensor **out, int cap);
+TC_API void tc_layer_free(tc_layer *l); /* NULL is fine */
+
+/* ---- nn: saving and loading -------------------------------------------------
+ * The safetensors format (huggingface/safetensors, tinygrad's safe_save): an
+ * 8-byte little-endian header length N, N bytes of JSON {"name": {"dtype":
+ * "F32", "shape": [..], "data_offsets": [begin, end]}, ...} padded with
+ * spaces to a multiple of 8, then each tensor's elements, row-major and
+ * little-endian. Loading writes into existing tensors in place (tc_assign,
+ * realized together) after checking every name, dtype (TC_ERR_DTYPE), shape
+ * (TC_ERR_SHAPE) and offset (TC_ERR_IO), so a failed load changes nothing. */
+TC_API tc_status tc_safe_save(const char *path, const char *const *names, tc_tensor **ts, int n);
+/* each names[i] must be in the file with ts[i]'s dtype and shape; other
+ * entries of the file are ignored */
+TC_API tc_status tc_safe_load(const char *path, const char *const *names, tc_tensor **ts, int n);
+/* every tensor of layers[0..n-1], named "<index>.<tensor>" ("0.weight",
+ * "2.running_mean"); loading also rejects files with entries the layers lack */
+TC_API tc_status tc_nn_save(const char *path, tc_layer **layers, int n);
+TC_API tc_status tc_nn_load(const char *path, tc_layer **layers, int n);
+
 /* ---- JIT: capture a step once, replay its kernels ---------------------------
  * tc_jit_run calls the step the first time (warm-up, compiles), records its
  * kernels the second time, and from then on replays them with the new
