@@ -91,7 +91,7 @@ static const char *const bool_fmt[TC_OP_COUNT] = {
 };
 /* integer division by something that may be 0 or -1 must not trap */
 static const char *const safe_div_fmt[TC_OP_COUNT] = {
-    [TC_OP_IDIV] = "(%2$s==0?0:%2$s==-1?-%1$s:%1$s/%2$s)",
+    [TC_OP_IDIV] = "(%2$s==0?0:%2$s==-1?-(%1$s):%1$s/%2$s)",
     [TC_OP_MOD] = "(%2$s==0||%2$s==-1?0:%1$s%%%2$s)",
 };
 /* float math functions (float16 computes in float) */
@@ -118,8 +118,15 @@ static char *render_alu(const rctx *r, const tc_uop *u) {
     }
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-    return fmt(f, a, b, c);
+    char *x = fmt(f, a, b, c);
 #pragma GCC diagnostic pop
+    /* C computes narrow types in a wider one (uint8 in int, _Float16 in
+     * float): cast back so every op wraps or rounds like the dtype */
+    bool narrow = u->dtype == TC_UINT8 || (u->dtype == TC_FLOAT16 && !strcmp(ctype(r, u->dtype), "_Float16"));
+    if (!narrow || !x) return x;
+    char *y = fmt("((%s)%s)", ctype(r, u->dtype), x);
+    tc_free(x);
+    return y;
 }
 
 static void line(rctx *r, const char *f, ...) __attribute__((format(printf, 2, 3)));

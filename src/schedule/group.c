@@ -114,6 +114,11 @@ static void visit(reach *o, tc_node *x, bool full) {
 static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_node *cons,
                         tc_node *via) {
     bool cfull = full;
+    bool reshape = via && tc_st_is_contiguous(via->st);
+    if (reshape && tc_node_numel(via) != tc_node_numel(x)) { /* a shrink to nothing */
+        o->forced = true;
+        return;
+    }
     if (via && !tc_st_is_contiguous(via->st)) {
         if (full || !is_row_broadcast(via, s)) {
             o->forced = true;
