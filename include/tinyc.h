@@ -323,12 +323,13 @@ TC_API tc_tensor *tc_log_softmax(tc_tensor *a, int axis);
 /* normalizes over the dims axis..ndim-1 (torch's normalized_shape of the
  * trailing dims): (a - mean) / sqrt(var + eps), biased variance, no affine */
 TC_API tc_tensor *tc_layernorm(tc_tensor *a, int axis, double eps);
-/* x is (N,C) or (N,C,H,W); weight, bias, running_mean, running_var are (C)
- * or NULL. training: normalizes with the batch statistics (biased variance)
- * and, when given, updates the running stats with tc_assign like torch:
- * r = (1-momentum)*r + momentum*stat, with the unbiased variance (the update
- * runs when they are next realized). Otherwise normalizes with the running
- * stats (which are then required). */
+/* x is (N,C) or (N,C,...); weight, bias, running_mean, running_var are (C)
+ * or NULL (the running stats both or neither). training: normalizes with the
+ * batch statistics (biased variance) and, when given, updates the running
+ * stats with tc_assign like torch: r = (1-momentum)*r + momentum*stat, with
+ * the unbiased variance (the update runs when they are next realized).
+ * Otherwise normalizes with the running stats, or with the batch's when none
+ * are given (torch's track_running_stats=False). */
 TC_API tc_tensor *tc_batchnorm(tc_tensor *x, tc_tensor *weight, tc_tensor *bias,
                                tc_tensor *running_mean, tc_tensor *running_var, bool training,
                                double momentum, double eps);

@@ -29,6 +29,25 @@ typedef struct {
     const void *arg; /* extra parameters for both forwards */
 } gc_case;
 
+/* a case with one input of the given shape and value range */
+static inline gc_case one_input(int ndim, const int64_t *shape, double lo, double hi) {
+    gc_case c;
+    memset(&c, 0, sizeof c);
+    c.n_in = 1;
+    c.ndim[0] = ndim;
+    for (int i = 0; i < ndim; i++) c.shape[0][i] = shape[i];
+    c.lo[0] = lo, c.hi[0] = hi;
+    return c;
+}
+
+/* appends an input to c */
+static inline void add_input(gc_case *c, int ndim, const int64_t *shape, double lo, double hi) {
+    int k = c->n_in++;
+    c->ndim[k] = ndim;
+    for (int i = 0; i < ndim; i++) c->shape[k][i] = shape[i];
+    c->lo[k] = lo, c->hi[k] = hi;
+}
+
 static inline uint64_t gc_hash(const char *s) {
     uint64_t h = 1469598103934665603ULL;
     while (*s) h = (h ^ (uint8_t)*s++) * 1099511628211ULL;

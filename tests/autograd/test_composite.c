@@ -263,7 +263,10 @@ static void test_softmax_layernorm(void **state) {
 
 /* ---- batchnorm ---- */
 
-static void test_batchnorm(void **state) {
+/* training: batch statistics; the running stats update like torch's
+ * (momentum 0.1, unbiased variance) when realized, and chain when several
+ * steps run without a realize in between */
+static void test_batchnorm_training(void **state) {
     (void)state;
     double x[MAXV], w[4], b[4], want[MAXV], mean[4], var[4];
     tc_tensor *tx = rnd(4, SHAPE(4, 3, 2, 5), 17, x), *tw = rnd(1, SHAPE(3), 18, w);
@@ -271,9 +274,6 @@ static void test_batchnorm(void **state) {
     float rm0[3] = {0.5f, -1, 0}, rv0[3] = {1, 2, 0.5f};
     tc_tensor *rm = f32(1, SHAPE(3), rm0), *rv = f32(1, SHAPE(3), rv0);
     ref_batchnorm(x, 4, 3, 10, w, b, 1e-5, want, mean, var);
-
-    /* training: batch statistics; the running stats update like torch's
-     * (momentum 0.1, unbiased variance) when realized */
     tc_tensor *y = tc_batchnorm(tx, tw, tb, rm, rv, true, 0.1, 1e-5);
     check_meta(y, TC_FLOAT32, 4, SHAPE(4, 3, 2, 5));
     assert_false(tc_is_realized(rm)); /* the update is pending, not run */
@@ -287,37 +287,38 @@ static void test_batchnorm(void **state) {
     assert_int_equal(tc_realize(pair, 2), TC_OK);
     expect_d(tc_retain(rm), wm, 3, RTOL, ATOL, "running_mean after one step");
     expect_d(tc_retain(rv), wv, 3, RTOL, ATOL, "running_var after one step");
-
-    /* a second step without realizing in between chains the updates */
     tc_tensor *y2 = tc_batchnorm(tx, NULL, NULL, rm, rv, true, 0.1, 1e-5);
     tc_tensor *y3 = tc_batchnorm(tx, NULL, NULL, rm, rv, true, 0.1, 1e-5);
-    for (int c = 0; c < 3; c++) {
-        for (int k = 0; k < 2; k++) wm[c] = 0.9 * wm[c] + 0.1 * mean[c];
-        for (int k = 0; k < 2; k++) wv[c] = 0.9 * wv[c] + 0.1 * var[c] * 40.0 / 39.0;
-    }
+    for (int c = 0; c < 3; c++)
+        for (int k = 0; k < 2; k++) {
+            wm[c] = 0.9 * wm[c] + 0.1 * mean[c];
+            wv[c] = 0.9 * wv[c] + 0.1 * var[c] * 40.0 / 39.0;
+        }
     expect_d(tc_retain(rm), wm, 3, RTOL, ATOL, "running_mean after three steps");
     expect_d(tc_retain(rv), wv, 3, RTOL, ATOL, "running_var after three steps");
     ref_batchnorm(x, 4, 3, 10, NULL, NULL, 1e-5, want, NULL, NULL);
     expect_d(y3, want, 120, 1e-4, 1e-4, "batchnorm training, no affine");
-    tc_release(y2);
+    tc_release(y2), tc_release(rm), tc_release(rv), tc_release(tx), tc_release(tw), tc_release(tb);
+}
 
-    /* eval: the running statistics */
-    tc_tensor *e = tc_batchnorm(tx, tw, tb, rm, rv, false, 0.1, 1e-3);
-    for (int n = 0; n < 4; n++)
-        for (int c = 0; c < 3; c++)
-            for (int j = 0; j < 10; j++) {
-                int at = (n * 3 + c) * 10 + j;
-                want[at] = (x[at] - wm[c]) / sqrt(wv[c] + 1e-3) * w[c] + b[c];
-            }
-    expect_d(e, want, 120, 1e-4, 1e-4, "batchnorm eval");
-    /* (N,C) input; eval with no running stats uses the batch's */
+/* eval: the running statistics; (N,C) input; no running stats: the batch's */
+static void test_batchnorm_eval(void **state) {
+    (void)state;
+    double x[MAXV], w[4], b[4], want[MAXV];
+    tc_tensor *tx = rnd(4, SHAPE(4, 3, 2, 5), 17, x), *tw = rnd(1, SHAPE(3), 18, w);
+    tc_tensor *tb = rnd(1, SHAPE(3), 19, b);
+    float rmv[3] = {0.5f, -1, 0}, rvv[3] = {1, 2, 0.5f};
+    tc_tensor *rm = f32(1, SHAPE(3), rmv), *rv = f32(1, SHAPE(3), rvv);
+    for (int at = 0; at < 120; at++) {
+        int c = (at / 10) % 3;
+        want[at] = (x[at] - rmv[c]) / sqrt(rvv[c] + 1e-3) * w[c] + b[c];
+    }
+    expect_d(tc_batchnorm(tx, tw, tb, rm, rv, false, 0.1, 1e-3), want, 120, 1e-4, 1e-4,
+             "batchnorm eval");
     tc_tensor *x2 = tc_reshape(tx, 2, SHAPE(40, 3));
-    double xt[MAXV];
-    for (int k = 0; k < 120; k++) xt[k] = x[k];
-    ref_batchnorm(xt, 40, 3, 1, NULL, NULL, 1e-5, want, NULL, NULL);
+    ref_batchnorm(x, 40, 3, 1, NULL, NULL, 1e-5, want, NULL, NULL);
     expect_d(tc_batchnorm(x2, NULL, NULL, NULL, NULL, false, 0.1, 1e-5), want, 120, 1e-4, 1e-4,
              "batchnorm (N,C), batch stats");
-
     assert_null(tc_batchnorm(tx, rm, tb, rm, NULL, true, 0.1, 1e-5));
     assert_tc_error(TC_ERR_INVALID, "running_mean and running_var");
     assert_null(tc_batchnorm(tx, x2, NULL, NULL, NULL, true, 0.1, 1e-5));
@@ -449,7 +450,8 @@ static void test_dropout(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_matmul),    TEST(test_linear),         TEST(test_conv2d),
-        TEST(test_pools),     TEST(test_softmax_layernorm), TEST(test_batchnorm),
+        TEST(test_pools),     TEST(test_softmax_layernorm), TEST(test_batchnorm_training),
+        TEST(test_batchnorm_eval),
         TEST(test_cross_entropy), TEST(test_argmax),     TEST(test_dropout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
