@@ -111,6 +111,13 @@ Tensor.class_level = Tensor([2.0])                       # kept by the class
 model = [nn.Linear(4, 3), nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)]
 lazy = keep[3] + keep[4]
 (keep[1] + 1).realize()
+try:
+    from tinyc import TinyJit
+    jit = TinyJit(lambda a: a * 2)                      # a jit alive at exit
+    for i in range(3):
+        jit(Tensor([float(i)]))
+except NotImplementedError:
+    pass
 print("done")
 """
     r = run_py(code)

@@ -15,7 +15,7 @@ from .tensor import AxisError, Tensor
 
 __all__ = ["Tensor", "GlobalCounters", "TinycError", "AxisError", "dtypes", "DType",
            "nn", "version", "set_flag", "get_flag", "library_path", "where", "no_grad",
-           "set_grad_enabled", "is_grad_enabled"]
+           "set_grad_enabled", "is_grad_enabled", "TinyJit"]
 
 library_path = _lib.path
 
@@ -80,6 +80,7 @@ class GlobalCounters(metaclass=_CountersMeta):
 
 
 from . import nn  # noqa: E402  (nn imports Tensor from here)
+from .jit import TinyJit  # noqa: E402
 
 
 class no_grad:

@@ -83,6 +83,12 @@ i32, i64, u64, f64 = ctypes.c_int, ctypes.c_int64, ctypes.c_uint64, ctypes.c_dou
 b, s, sz, vp = ctypes.c_bool, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p
 
 
+# tc_jit_fn: tc_status (*)(void *user, tc_tensor *const *inputs, int n_inputs,
+#                          tc_tensor **outputs, int n_outputs)
+JIT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                          ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
+
+
 class Counters(ctypes.Structure):
     """tc_counters"""
     _fields_ = [("kernel_count", ctypes.c_int64), ("global_ops", ctypes.c_int64),
@@ -143,6 +149,9 @@ SIGNATURES = {
     "tc_optimizer_free": (None, [O]),
     "tc_safe_save": (i32, [s, ctypes.POINTER(ctypes.c_char_p), TP, i32]),
     "tc_safe_load": (i32, [s, ctypes.POINTER(ctypes.c_char_p), TP, i32]),
+    # JIT: capture a step once, replay its kernels
+    "tc_jit_new": (vp, [vp, vp]), "tc_jit_run": (i32, [vp, TP, i32, TP, i32]),
+    "tc_jit_kernel_count": (i32, [vp]), "tc_jit_free": (None, [vp]),
     # datasets
     "tc_idx_load": (T, [s, s]), "tc_mnist_load": (i32, [s, s, vp]),
     "tc_mnist_release": (None, [vp]),
