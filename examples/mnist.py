@@ -8,11 +8,13 @@ drawn at random, raw 0-255 pixels (no normalisation), Fashion-MNIST read
 from the four gzip'ed IDX files with gzip + numpy.
 
     python3 examples/mnist.py [--model conv|mlp] [--steps 70] [--batch 512] [--lr 1e-3]
-                              [--seed 42] [--device CPU]
+                              [--seed 42] [--device CPU] [--jit 1]
                               [--data /usr/share/datasets/fashion-mnist]
 
 --model mlp is the C example's small model: Linear(784,128), ReLU,
 Linear(128,10) on the flattened pixels (defaults: 200 steps, batch 128).
+With --jit 1 (the default) the training step is a TinyJit: its kernels are
+captured on the second step and replayed after.
 
 Prints one progress line per step and `test accuracy: NN.NN%` at the end
 (over the 10000 test images; --test-images N for the first N only).
@@ -30,7 +32,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
-from tinyc import GlobalCounters, Tensor, nn  # noqa: E402
+from tinyc import GlobalCounters, Tensor, TinyJit, nn  # noqa: E402
 
 
 def read_idx(path):
@@ -116,6 +118,8 @@ def main(argv=None):
                     help="the device every tensor goes to (sets TC_DEVICE; default CPU)")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                     help="folder with the four (gzip'ed) IDX files")
+    ap.add_argument("--jit", type=int, choices=(0, 1), default=1,
+                    help="1: capture the step's kernels once and replay them (TinyJit)")
     ap.add_argument("--test-batch", type=int, default=1000, help="batch size of the test pass")
     ap.add_argument("--test-images", type=int, default=0,
                     help="test on the first N test images only (default: all)")
@@ -137,17 +141,21 @@ def main(argv=None):
     model = Model() if args.model == "conv" else MLP()
     opt = nn.optim.Adam(nn.state.get_parameters(model), lr=args.lr)
 
-    for step in range(1, args.steps + 1):
-        GlobalCounters.reset()
-        t0 = time.perf_counter()
-        idx = rng.integers(0, len(x_train), args.batch)
-        x, y = batch_tensors(x_train[idx], y_train[idx])
+    def train_step(x, y):
         with Tensor.train():
             opt.zero_grad()
             loss = model(x).sparse_categorical_crossentropy(y)
             loss.backward()
             opt.step()
-        loss_value = loss.item()
+        return loss
+    step_fn = TinyJit(train_step) if args.jit else train_step
+
+    for step in range(1, args.steps + 1):
+        GlobalCounters.reset()
+        t0 = time.perf_counter()
+        idx = rng.integers(0, len(x_train), args.batch)
+        x, y = batch_tensors(x_train[idx], y_train[idx])
+        loss_value = step_fn(x, y).item()
         dt = time.perf_counter() - t0
         print("step %4d/%d  loss %7.4f  %6.2f s  %4d kernels  %8.2f GFLOP/s" % (
             step, args.steps, loss_value, dt, GlobalCounters.kernel_count,
