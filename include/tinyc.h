@@ -281,7 +281,8 @@ TC_API void tc_layer_free(tc_layer *l); /* NULL is fine */
  * spaces to a multiple of 8, then each tensor's elements, row-major and
  * little-endian. Loading writes into existing tensors in place (tc_assign,
  * realized together) after checking every name, dtype (TC_ERR_DTYPE), shape
- * (TC_ERR_SHAPE) and offset (TC_ERR_IO), so a failed load changes nothing. */
+ * (TC_ERR_SHAPE) and offset (TC_ERR_IO), so a load that fails a check
+ * changes nothing (running out of memory part-way may leave some loaded). */
 TC_API tc_status tc_safe_save(const char *path, const char *const *names, tc_tensor **ts, int n);
 /* each names[i] must be in the file with ts[i]'s dtype and shape; other
  * entries of the file are ignored */

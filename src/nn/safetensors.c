@@ -9,8 +9,9 @@
  * the bytes after the header. The parser reads exactly this subset of JSON
  * (objects, arrays, strings, integers; other values are skipped). Loading
  * checks everything (names, dtypes, shapes, offsets, file length) before it
- * touches a tensor, then assigns all of them in one tc_realize, so a failed
- * load changes nothing. */
+ * touches a tensor, then assigns all of them in one tc_realize, so a load
+ * that fails a check changes nothing (out of memory part-way through the
+ * assigns may leave some tensors loaded). */
 #include "nn.h"
 
 #include <errno.h>

@@ -1,0 +1,215 @@
+/* test_nn_oom.c - out of memory in the nn calls: every library allocation of
+ * tc_idx_load, tc_mnist_load, tc_safe_save/tc_safe_load, the layer and
+ * optimizer constructors, and a whole optimizer step is made to fail in
+ * turn. Each failure must report TC_ERR_MEMORY, crash nothing and leak no
+ * graph node; ASan's leak check covers every other allocation. (zlib's own
+ * allocations are not ours and are not failed.) The sweeps that go through
+ * tc_realize (a load, a step) are skipped unless TC_TEST_OOM_REALIZE=1: the
+ * scheduler does not survive every failing allocation yet. */
+#include <stdlib.h>
+
+#include "nn_helpers.h"
+
+#include "graph/graph.h"
+#include "util/util.h"
+
+typedef bool (*op_fn)(void *ctx); /* true on success (and it cleaned up) */
+
+/* runs op with allocation n failing, n = 1, 2, ... until it succeeds; with
+ * exact_nodes every failure must leave the live graph nodes as they were,
+ * otherwise (calls that may change things part-way: loads, steps) only the
+ * code is checked */
+static void sweep_ex(const char *name, op_fn op, void *ctx, bool exact_nodes) {
+    int64_t base = tc_graph_live_nodes();
+    for (int n = 1; n < 20000; n++) {
+        tc_mem_fail_after(n);
+        bool ok = op(ctx);
+        tc_mem_fail_after(0);
+        if (ok) {
+            if (exact_nodes) assert_int_equal(tc_graph_live_nodes(), base);
+            return;
+        }
+        if (tc_last_status() != TC_ERR_MEMORY)
+            fprintf(stderr, "%s: allocation %d failed with %s\n", name, n, tc_last_error());
+        assert_int_equal(tc_last_status(), TC_ERR_MEMORY);
+        if (exact_nodes) assert_int_equal(tc_graph_live_nodes(), base);
+    }
+    fail_msg("%s never succeeded", name);
+}
+
+static void sweep(const char *name, op_fn op, void *ctx) {
+    sweep_ex(name, op, ctx, true);
+}
+
+/* sweeps through tc_realize need the scheduler to survive allocation
+ * failures (schedule/ast.c order_items read NULL after a failed calloc) */
+static void need_realize_oom(void) {
+    const char *on = getenv("TC_TEST_OOM_REALIZE");
+    if (!on || !*on || *on == '0') skip();
+}
+
+static bool idx_load(void *path) {
+    tc_tensor *t = tc_idx_load(path, NULL);
+    tc_release(t);
+    return t != NULL;
+}
+
+static bool mnist_load(void *dir) {
+    tc_mnist m;
+    if (tc_mnist_load(dir, NULL, &m) != TC_OK) return false;
+    tc_mnist_release(&m);
+    return true;
+}
+
+static void test_data(void **state) {
+    (void)state;
+    char dir[256], p[1024];
+    make_tmpdir(dir, sizeof dir);
+    uint8_t px[2 * 4 * 4] = {1, 2, 3}, lb[2] = {3, 4};
+    const char *names[4] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte",
+                            "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte.gz"};
+    for (int i = 0; i < 4; i++)
+        if (i % 2 == 0)
+            write_idx_u8(join(p, sizeof p, dir, names[i]), 3, (uint32_t[]){2, 4, 4}, px, 32,
+                         i == 0);
+        else write_idx_u8(join(p, sizeof p, dir, names[i]), 1, (uint32_t[]){2}, lb, 2, i == 3);
+    join(p, sizeof p, dir, names[0]);
+    sweep("tc_idx_load gz", idx_load, p);
+    join(p, sizeof p, dir, names[2]);
+    sweep("tc_idx_load raw", idx_load, p);
+    sweep("tc_mnist_load", mnist_load, dir);
+    remove_tmpdir(dir, names, 4);
+}
+
+typedef struct {
+    const char *path;
+    const char *names[3];
+    tc_tensor *ts[3];
+} save_ctx;
+
+static bool safe_save(void *ctx) {
+    save_ctx *c = ctx;
+    return tc_safe_save(c->path, c->names, c->ts, 3) == TC_OK;
+}
+
+static bool safe_load(void *ctx) {
+    save_ctx *c = ctx;
+    return tc_safe_load(c->path, c->names, c->ts, 3) == TC_OK;
+}
+
+/* saves three tensors with every allocation failing in turn; with load,
+ * loads them back the same way */
+static void saving(bool load) {
+    char dir[256], p[1024];
+    make_tmpdir(dir, sizeof dir);
+    float v[6] = {1, 2, 3, 4, 5, 6};
+    int32_t iv[2] = {7, 8};
+    save_ctx c = {join(p, sizeof p, dir, "s.safetensors"), {"a", "b", "c"}, {NULL}};
+    c.ts[0] = tc_from_data(v, TC_FLOAT32, 2, SHAPE(2, 3), NULL);
+    c.ts[1] = tc_from_data(iv, TC_INT32, 1, SHAPE(2), NULL);
+    c.ts[2] = tc_from_data(v, TC_FLOAT32, 1, SHAPE(6), NULL);
+    sweep("tc_safe_save", safe_save, &c);
+    if (load) {
+        int64_t base = tc_graph_live_nodes();
+        sweep_ex("tc_safe_load", safe_load, &c, false);
+        CHECK_OK(tc_realize(c.ts, 3)); /* whatever a failure left pending */
+        assert_int_equal(tc_graph_live_nodes(), base);
+        float got[6];
+        CHECK_OK(tc_to_host(c.ts[0], got, sizeof got));
+        assert_memory_equal(got, v, sizeof v);
+    }
+    for (int i = 0; i < 3; i++) tc_release(c.ts[i]);
+    remove_tmpdir(dir, (const char *[]){"s.safetensors"}, 1);
+}
+
+static void test_saving(void **state) {
+    (void)state;
+    saving(false);
+}
+
+static void test_loading(void **state) {
+    (void)state;
+    need_realize_oom();
+    saving(true);
+}
+
+static bool make_layers(void *ctx) {
+    (void)ctx;
+    tc_layer *a = tc_nn_linear(5, 3, true, NULL);
+    tc_layer *b = a ? tc_nn_conv2d(2, 3, 3, 1, 1, true, NULL) : NULL;
+    tc_layer *c = b ? tc_nn_batchnorm2d(3, 1e-5, 0.1, NULL) : NULL;
+    bool ok = c != NULL;
+    tc_layer_free(a), tc_layer_free(b), tc_layer_free(c);
+    return ok;
+}
+
+typedef struct {
+    tc_layer *lin;
+    tc_optimizer *opt;
+    tc_tensor *x, *y;
+} step_ctx;
+
+static bool make_optimizers(void *ctx) {
+    step_ctx *c = ctx;
+    tc_tensor *ps[2];
+    tc_layer_parameters(c->lin, ps, 2);
+    tc_optimizer *a = tc_adamw(ps, 2, 1e-3, 0.9, 0.999, 1e-8, 0.01);
+    tc_optimizer *s = a ? tc_sgd_ex(ps, 2, 0.1, 0.9, 0, 0.01, true) : NULL;
+    bool ok = s != NULL;
+    tc_optimizer_free(a), tc_optimizer_free(s);
+    return ok;
+}
+
+/* forward, backward and a step (the loss realized with it) */
+static bool train_step(void *ctx) {
+    step_ctx *c = ctx;
+    tc_tensor *logits = NULL, *loss = NULL;
+    bool ok = tc_optimizer_zero_grad(c->opt) == TC_OK &&
+              (logits = tc_layer_forward(c->lin, c->x)) &&
+              (loss = tc_cross_entropy(logits, c->y)) && tc_backward(loss) == TC_OK &&
+              tc_optimizer_step_with(c->opt, &loss, 1) == TC_OK;
+    tc_release(logits), tc_release(loss);
+    return ok;
+}
+
+static void test_layers_and_optimizers(void **state) {
+    (void)state;
+    sweep("layers", make_layers, NULL);
+    step_ctx c = {tc_nn_linear(5, 3, true, NULL), NULL, NULL, NULL};
+    CHECK_T(c.lin);
+    sweep("optimizers", make_optimizers, &c);
+    tc_layer_free(c.lin);
+}
+
+static void test_optimizer_step(void **state) {
+    (void)state;
+    need_realize_oom();
+    step_ctx c = {tc_nn_linear(5, 3, true, NULL), NULL, NULL, NULL};
+    CHECK_T(c.lin);
+    tc_tensor *ps[2];
+    tc_layer_parameters(c.lin, ps, 2);
+    c.opt = tc_adam(ps, 2, 1e-3, 0.9, 0.999, 1e-8);
+    float x[10] = {1, -2, 3, 0.5f, 1, 2, 0, -1, 1, 3};
+    int32_t y[2] = {2, 0};
+    c.x = tc_from_data(x, TC_FLOAT32, 2, SHAPE(2, 5), NULL);
+    c.y = tc_from_data(y, TC_INT32, 1, SHAPE(2), NULL);
+    assert_true(train_step(&c));
+    CHECK_OK(tc_optimizer_zero_grad(c.opt));
+    int64_t base = tc_graph_live_nodes();
+    sweep_ex("optimizer step", train_step, &c, false);
+    assert_true(train_step(&c)); /* usable afterwards, and back to the same graph */
+    CHECK_OK(tc_optimizer_zero_grad(c.opt));
+    assert_int_equal(tc_graph_live_nodes(), base);
+    tc_optimizer_free(c.opt);
+    tc_layer_free(c.lin);
+    tc_release(c.x), tc_release(c.y);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        TEST(test_data),           TEST(test_saving),
+        TEST(test_loading),        TEST(test_layers_and_optimizers),
+        TEST(test_optimizer_step),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
