@@ -288,7 +288,7 @@ static tc_status order_items(tc_sched_ctx *c) {
             }
         }
     }
-    for (int a = 0; a < n; a++)
+    for (int a = 0; a < n && st == TC_OK; a++)
         for (int b = 0; b < n; b++) indeg[b] += edge[a * n + b];
     c->s->items = tc_arena_alloc(&c->s->arena, sizeof(tc_sched_item) * (size_t)(n ? n : 1));
     if (!c->s->items && st == TC_OK) st = TC_ERR_MEMORY;

@@ -178,7 +178,8 @@ static void follow(tc_node *r, const space *s, reach *o) {
     /* roots found so far may lead on to more (the list grows as we go) */
     for (int i = 0; i < o->roots.n && !o->forced; i++) {
         tc_node *t = o->roots.items[i];
-        if (t->op != TC_OP_COPY && !contains(&o->through, t)) extend_through(o, s, t);
+        if (t->op != TC_OP_COPY && !tc_binfo_of(t)->keep_stored && !contains(&o->through, t))
+            extend_through(o, s, t);
     }
     if (!o->roots.n) o->forced = true;
 }
@@ -277,6 +278,60 @@ static void reset_groups(tc_sched_ctx *c) {
     }
 }
 
+/* An assign reads its target's old value and writes the new one in the same
+ * kernel, element by element. That is only right when every read of the
+ * target is at the element being written (or in an earlier reduce stage of
+ * the same row). A read through any other view (a.assign(a.T + b), a flip, a
+ * shift) would see elements the kernel has already overwritten, so the value
+ * is realized first into a buffer of its own. Runs after grouping, since
+ * what the assign's kernel reads itself depends on what got realized. */
+/* is n's value computed inside the kernel of `group` (not loaded)? */
+static bool computed_in(tc_node *n, tc_binfo *group) {
+    if (n->op == TC_OP_BUFFER || n->op == TC_OP_CONST) return false;
+    tc_binfo *ni = tc_binfo_of(n);
+    return !ni->realize || (ni->inlinable && tc_group_find(ni) == group);
+}
+
+static bool protect_assign_targets(tc_sched_ctx *c) {
+    bool unchanged = true;
+    for (int i = 0; i < c->bases.n; i++) {
+        tc_node *a = c->bases.items[i];
+        if (a->op != TC_OP_ASSIGN) continue;
+        tc_node *target = tc_node_base(a->srcs[1]), *value = tc_node_base(a->srcs[0]);
+        tc_binfo *group = tc_group_find(tc_binfo_of(a));
+        if (!computed_in(value, group)) continue; /* loaded: written by an earlier kernel */
+        tc_ptrvec stack = {0}, seen = {0}, seen_bent = {0}; /* pairs (node, through a bent view) */
+        bool crooked = false;
+        tc_ptrvec_push(&stack, value);
+        tc_ptrvec_push(&stack, NULL);
+        while (stack.n && !crooked) {
+            bool bent = stack.items[--stack.n] != NULL;
+            tc_node *x = stack.items[--stack.n];
+            tc_ptrvec *visited = bent ? &seen_bent : &seen;
+            if (contains(visited, x)) continue;
+            tc_ptrvec_push(visited, x);
+            for (int k = 0; k < x->n_srcs && !crooked; k++) {
+                tc_node *src = x->srcs[k], *sb = tc_node_base(src);
+                bool b = bent || (src != sb && !tc_st_is_contiguous(src->st));
+                if (sb == target && b) crooked = true;
+                if (computed_in(sb, group)) {
+                    tc_ptrvec_push(&stack, sb);
+                    tc_ptrvec_push(&stack, b ? (void *)1 : NULL);
+                }
+            }
+        }
+        if (crooked) {
+            tc_binfo_of(value)->realize = true;
+            tc_binfo_of(value)->keep_stored = true;
+            unchanged = false;
+        }
+        tc_ptrvec_free(&stack);
+        tc_ptrvec_free(&seen);
+        tc_ptrvec_free(&seen_bent);
+    }
+    return unchanged;
+}
+
 /* one grouping pass; false when it realized something (run another pass) */
 static bool group_pass(tc_sched_ctx *c) {
     reset_groups(c);
@@ -304,7 +359,7 @@ static bool group_pass(tc_sched_ctx *c) {
             stable = false;
         }
     }
-    return stable;
+    return stable && protect_assign_targets(c);
 }
 
 tc_status tc_group_reduces(tc_sched_ctx *c) {

@@ -16,11 +16,6 @@ static bool is_realized(const tc_node *n) {
     return n->op == TC_OP_BUFFER;
 }
 
-static bool contains_node(const tc_ptrvec *v, const tc_node *n) {
-    for (int i = 0; i < v->n; i++)
-        if (v->items[i] == n) return true;
-    return false;
-}
 
 static tc_status add_base(tc_sched_ctx *c, tc_node *b) {
     tc_binfo *bi = tc_arena_alloc(&c->s->arena, sizeof *bi);
@@ -102,6 +97,29 @@ static bool is_reduce_node(const tc_node *n) {
     return tc_op_is_reduce(n->op);
 }
 
+/* does computing b read any buffer (realized or produced by another kernel)? */
+static bool reads_memory(tc_node *b) {
+    tc_ptrvec stack = {0}, seen = {0};
+    bool found = false;
+    tc_ptrvec_push(&stack, b);
+    while (stack.n && !found) {
+        tc_node *x = tc_node_base(stack.items[--stack.n]);
+        if (x->op == TC_OP_CONST) continue;
+        if (is_realized(x) || (x != b && tc_binfo_of(x)->realize) || !tc_op_is_elementwise(x->op)) {
+            found = true;
+            continue;
+        }
+        bool dup = false;
+        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == x;
+        if (dup) continue;
+        tc_ptrvec_push(&seen, x);
+        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return found;
+}
+
 /* realize points that follow from the op or from how a base is read */
 static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     for (int i = 0; i < n; i++) {
@@ -126,6 +144,7 @@ static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) 
                 /* an expand recomputes b per element it broadcasts to: realize b,
                  * unless b is a per-row value of a reduce that a kernel can keep
                  * in a register (group.c decides) */
+                if (!reads_memory(b)) continue; /* made of constants only: free to recompute */
                 if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && tc_sched_cone_has(b, true, is_reduce_node))
                     bi->expand_pending = true;
                 else
@@ -138,50 +157,9 @@ static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) 
     return TC_OK;
 }
 
-/* An assign reads its target's old value and writes the new one in the same
- * kernel, element by element. That is only right when every read of the
- * target is at the element being written (or in an earlier reduce stage of
- * the same row). A read through any other view (a.assign(a.T + b), a flip, a
- * shift) would see elements the kernel has already overwritten, so the value
- * is realized first into a buffer of its own. */
-static void protect_assign_targets(tc_sched_ctx *c) {
-    for (int i = 0; i < c->bases.n; i++) {
-        tc_node *a = c->bases.items[i];
-        if (a->op != TC_OP_ASSIGN) continue;
-        tc_node *target = tc_node_base(a->srcs[1]), *value = tc_node_base(a->srcs[0]);
-        if (value->op == TC_OP_BUFFER || value->op == TC_OP_CONST || tc_binfo_of(value)->realize)
-            continue;
-        tc_ptrvec stack = {0}, seen = {0}, seen_bent = {0}; /* pairs (node, through a bent view) */
-        bool crooked = false;
-        tc_ptrvec_push(&stack, value);
-        tc_ptrvec_push(&stack, NULL);
-        while (stack.n && !crooked) {
-            bool bent = stack.items[--stack.n] != NULL;
-            tc_node *x = stack.items[--stack.n];
-            tc_ptrvec *visited = bent ? &seen_bent : &seen;
-            if (contains_node(visited, x)) continue;
-            tc_ptrvec_push(visited, x);
-            for (int k = 0; k < x->n_srcs && !crooked; k++) {
-                tc_node *src = x->srcs[k], *sb = tc_node_base(src);
-                bool b = bent || (src != sb && !tc_st_is_contiguous(src->st));
-                if (sb == target && b) crooked = true;
-                if (sb->op != TC_OP_BUFFER && sb->op != TC_OP_CONST && !tc_binfo_of(sb)->realize) {
-                    tc_ptrvec_push(&stack, sb);
-                    tc_ptrvec_push(&stack, b ? (void *)1 : NULL);
-                }
-            }
-        }
-        if (crooked) tc_binfo_of(value)->realize = true;
-        tc_ptrvec_free(&stack);
-        tc_ptrvec_free(&seen);
-        tc_ptrvec_free(&seen_bent);
-    }
-}
-
 static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     tc_status st = collect(c, nodes, n);
     if (st == TC_OK) st = decide_realizes(c, nodes, n);
-    if (st == TC_OK) protect_assign_targets(c);
     if (st == TC_OK) st = tc_group_reduces(c);
     if (st == TC_OK) st = tc_build_items(c);
     return st;

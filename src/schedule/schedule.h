@@ -79,6 +79,7 @@ struct tc_binfo {
     bool expand_pending;    /* read through an expand that a reduce group may absorb */
     bool validated;         /* that expand is a row broadcast inside a reduce group */
     bool inlinable;         /* root: every read of it is recomputable in its own kernel */
+    bool keep_stored;       /* root: always loaded, never recomputed (an assign's copied value) */
     tc_ptrvec consumers;    /* pairs (consumer base, view node or NULL), flattened */
     tc_binfo *parent;       /* roots: union-find parent (the group's representative) */
     bool has_reduce;        /* representative: the group runs over a reduce's loop space */

@@ -55,6 +55,13 @@ static tc_node *assign_node(const tc_tensor *dst, const tc_tensor *value) {
     if (v && (v->ndim != target->ndim ||
               memcmp(v->shape, target->shape, sizeof(int64_t) * (size_t)v->ndim) != 0))
         v = tc_ew_reshape(v, target->ndim, target->shape);
+    if (v && v->op == TC_OP_VIEW && v->srcs[0] == target && !tc_st_is_contiguous(v->st)) {
+        /* x.assign(x.flip()): a kernel writing x while reading it elsewhere
+         * would see its own writes, so the view is copied out first */
+        tc_node *c = tc_node_meta(TC_OP_CONTIGUOUS, v->device, 1, &v);
+        tc_node_release(v);
+        v = c;
+    }
     if (!v) return NULL;
     tc_node *srcs[2] = {v, target};
     tc_node *a = tc_node_meta(TC_OP_ASSIGN, d->device, 2, srcs);
