@@ -13,6 +13,10 @@ TC_PACKAGES=(
     python3               # Python binding and its tests
     python3-numpy
     python3-pytest
+    python3-torch         # the reference the Python tests compare with
+    python3-setuptools    # python/ install test (pip install ./python)
+    python3-pip
+    python3-venv
     dataset-fashion-mnist # IDX files for the MNIST-format examples and tests
 )
 

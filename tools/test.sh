@@ -3,7 +3,8 @@
 #
 # On a fresh Debian 12 machine as root: installs missing packages
 # (tools/deps.sh), then
-#   1. Release build in build/:              cmake, build, ctest, examples
+#   1. Release build in build/:              cmake, build, ctest, examples,
+#                                            the Python tests (pytest, torch)
 #   2. ASan+UBSan build in build-asan/ (TC_SANITIZE=ON, leak checking on):
 #                                            cmake, build, ctest, examples
 # and exits nonzero if any step failed. A failed configure or build skips
@@ -61,6 +62,11 @@ one_build() {
 step "install packages" tc_install_deps || true
 if ((${#failed[@]} == 0)); then
     one_build release build -DCMAKE_BUILD_TYPE=Release
+    if [ -f build/libtinyc.so ]; then
+        # the Python binding against the Release library, PyTorch as the reference
+        step "release: python tests" env TINYC_LIB="$PWD/build/libtinyc.so" \
+            /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests || true
+    fi
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
     one_build asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=ON
 fi
