@@ -207,9 +207,73 @@ static const tc_ptrvec *root_loads(tc_binfo *ri) {
     return &ri->loads;
 }
 
-/* can the groups of o's roots become one kernel over space s? They must run
- * over s already (or over nothing yet), no root may read another, and no
- * root may read the target of another root's ASSIGN */
+/* the roots of the groups represented in reps */
+static void members_of(tc_sched_ctx *c, const tc_ptrvec *reps, tc_ptrvec *members) {
+    for (int i = 0; i < c->bases.n; i++) {
+        tc_binfo *bi = tc_binfo_of(c->bases.items[i]);
+        if (bi->realize && contains(reps, tc_group_find(bi))) tc_ptrvec_push(members, bi->node);
+    }
+}
+
+static bool is_member_target(const tc_ptrvec *members, const tc_node *l, const tc_node *except) {
+    for (int j = 0; j < members->n; j++) {
+        const tc_node *m = members->items[j];
+        if (m != except && m->op == TC_OP_ASSIGN && tc_node_base(m->srcs[1]) == l) return true;
+    }
+    return false;
+}
+
+/* does root k need (through loads of other roots) the output of a member? */
+static bool needs_member(tc_node *k, const tc_ptrvec *members) {
+    tc_ptrvec stack = {0}, seen = {0};
+    bool found = false;
+    tc_ptrvec_push(&stack, k);
+    while (stack.n && !found) {
+        tc_node *x = stack.items[--stack.n];
+        const tc_ptrvec *loads = root_loads(tc_binfo_of(x));
+        for (int i = 0; i < loads->n && !found; i++) {
+            tc_node *l = loads->items[i];
+            if (l->op == TC_OP_BUFFER || contains(&seen, l)) continue;
+            if (contains(members, l)) found = true;
+            tc_ptrvec_push(&seen, l);
+            tc_ptrvec_push(&stack, l);
+        }
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return found;
+}
+
+/* Would one kernel computing all of members be wrong or impossible to order?
+ * - a member reads another member it cannot recompute (not in `inline_ok`);
+ * - a member reads the target of another member's ASSIGN (old value needed);
+ * - a member needs another member through a kernel outside the group, or a
+ *   kernel outside must run before the group (it reads an assign target of a
+ *   member) yet needs a member's output: both are cycles. */
+static bool members_conflict(tc_sched_ctx *c, const tc_ptrvec *members, const tc_ptrvec *inline_ok) {
+    for (int i = 0; i < members->n; i++) {
+        tc_node *m = members->items[i];
+        const tc_ptrvec *loads = root_loads(tc_binfo_of(m));
+        for (int k = 0; k < loads->n; k++) {
+            tc_node *l = loads->items[k];
+            if (contains(members, l) && !tc_binfo_of(l)->inlinable && !contains(inline_ok, l)) return true;
+            if (is_member_target(members, l, m)) return true;
+            if (l->op != TC_OP_BUFFER && !contains(members, l) && needs_member(l, members)) return true;
+        }
+    }
+    for (int i = 0; i < c->bases.n; i++) { /* outside readers of an assign target */
+        tc_node *k = c->bases.items[i];
+        if (!tc_binfo_of(k)->realize || contains(members, k)) continue;
+        const tc_ptrvec *loads = root_loads(tc_binfo_of(k));
+        bool reads_target = false;
+        for (int j = 0; j < loads->n && !reads_target; j++)
+            reads_target = is_member_target(members, loads->items[j], NULL);
+        if (reads_target && needs_member(k, members)) return true;
+    }
+    return false;
+}
+
+/* can the groups of o's roots become one kernel over space s? */
 static bool merge_ok(tc_sched_ctx *c, const reach *o, const space *s) {
     tc_ptrvec reps = {0}, members = {0};
     for (int i = 0; i < o->roots.n; i++)
@@ -219,23 +283,9 @@ static bool merge_ok(tc_sched_ctx *c, const reach *o, const space *s) {
         const tc_binfo *g = reps.items[i];
         if (g->has_reduce && (g->axes != s->axes || !same_full(s, g->full_ndim, g->full))) ok = false;
     }
-    for (int i = 0; i < c->bases.n && ok; i++) {
-        tc_binfo *bi = tc_binfo_of(c->bases.items[i]);
-        if (bi->realize && contains(&reps, tc_group_find(bi))) tc_ptrvec_push(&members, bi->node);
-    }
-    for (int i = 0; i < members.n && ok; i++) {
-        const tc_ptrvec *loads = root_loads(tc_binfo_of(members.items[i]));
-        for (int k = 0; k < loads->n && ok; k++) {
-            tc_node *l = loads->items[k];
-            /* reading another output of the kernel is fine only when the kernel
-             * can recompute it at the reader's row */
-            if (contains(&members, l) && !tc_binfo_of(l)->inlinable && !contains(&o->through, l))
-                ok = false;
-            for (int j = 0; j < members.n && ok; j++) {
-                tc_node *m = members.items[j];
-                if (j != i && m->op == TC_OP_ASSIGN && tc_node_base(m->srcs[1]) == l) ok = false;
-            }
-        }
+    if (ok) {
+        members_of(c, &reps, &members);
+        ok = !members_conflict(c, &members, &o->through);
     }
     tc_ptrvec_free(&reps);
     tc_ptrvec_free(&members);
@@ -332,6 +382,98 @@ static bool protect_assign_targets(tc_sched_ctx *c) {
     return unchanged;
 }
 
+/* ---- elementwise multi-output kernels ----
+ * Roots without a reduce that have the same size and read each other, or a
+ * common input, at their own index are one kernel: Adam's m, v and param
+ * updates (the param update reads the new m and v, which the kernel has in
+ * registers anyway), or two results of one input. */
+
+/* the realized nodes root r reads at exactly its own flat index (no view,
+ * or a reshape of equal size, all along the path) */
+static void identity_loads(tc_node *r, tc_ptrvec *out) {
+    tc_ptrvec stack = {0}, seen = {0}, bent = {0};
+    tc_ptrvec_push(&stack, r);
+    while (stack.n) {
+        tc_node *x = stack.items[--stack.n];
+        if (contains(&seen, x)) continue;
+        tc_ptrvec_push(&seen, x);
+        for (int k = 0; k < x->n_srcs; k++) {
+            tc_node *src = x->srcs[k], *b = tc_node_base(src);
+            bool same = src == b || (tc_st_is_contiguous(src->st) && tc_node_numel(src) == tc_node_numel(b));
+            if (b->op == TC_OP_CONST) continue;
+            if (b->op == TC_OP_BUFFER || tc_binfo_of(b)->realize) {
+                push_unique(same ? out : &bent, b);
+            } else if (same && tc_op_is_elementwise(b->op)) {
+                tc_ptrvec_push(&stack, b);
+            } else {
+                push_unique(&bent, b); /* reached otherwise: not an identity reader */
+            }
+        }
+    }
+    for (int i = 0; i < out->n; i++) /* read both ways: not only at the identity */
+        if (contains(&bent, out->items[i])) out->items[i--] = out->items[--out->n];
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    tc_ptrvec_free(&bent);
+}
+
+static bool elementwise_group(tc_binfo *g) {
+    return !g->has_reduce;
+}
+
+/* merges the groups of a and b when the result is a correct kernel */
+static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
+    tc_binfo *ga = tc_group_find(tc_binfo_of(a)), *gb = tc_group_find(tc_binfo_of(b));
+    if (ga == gb || !elementwise_group(ga) || !elementwise_group(gb)) return false;
+    if (tc_node_numel(ga->node) != tc_node_numel(gb->node)) return false;
+    tc_ptrvec reps = {0}, members = {0}, inline_ok = {0};
+    tc_ptrvec_push(&reps, ga);
+    tc_ptrvec_push(&reps, gb);
+    members_of(c, &reps, &members);
+    for (int i = 0; i < members.n; i++) { /* members read at the identity are recomputed */
+        tc_ptrvec idl = {0};
+        identity_loads(members.items[i], &idl);
+        for (int k = 0; k < idl.n; k++)
+            if (contains(&members, idl.items[k])) push_unique(&inline_ok, idl.items[k]);
+        tc_ptrvec_free(&idl);
+    }
+    bool ok = !members_conflict(c, &members, &inline_ok);
+    if (ok) {
+        gb->parent = ga;
+        for (int i = 0; i < inline_ok.n; i++) tc_binfo_of(inline_ok.items[i])->inlinable = true;
+    }
+    tc_ptrvec_free(&reps);
+    tc_ptrvec_free(&members);
+    tc_ptrvec_free(&inline_ok);
+    return ok;
+}
+
+static bool mergeable_root(const tc_node *n) {
+    return n->op != TC_OP_BUFFER && n->op != TC_OP_COPY && tc_binfo_of(n)->realize &&
+           !tc_binfo_of(n)->keep_stored;
+}
+
+static void merge_elementwise(tc_sched_ctx *c) {
+    if (tc_flag_get(TC_FLAG_NOFUSE) != 0) return;
+    tc_ptrvec readers = {0}; /* pairs (input, root reading it at the identity) */
+    for (int i = c->bases.n - 1; i >= 0; i--) {
+        tc_node *b = c->bases.items[i];
+        if (!mergeable_root(b) || !elementwise_group(tc_group_find(tc_binfo_of(b)))) continue;
+        tc_ptrvec idl = {0};
+        identity_loads(b, &idl);
+        for (int k = 0; k < idl.n; k++) {
+            tc_node *l = idl.items[k];
+            if (l->op != TC_OP_BUFFER && mergeable_root(l)) try_merge_elementwise(c, l, b);
+            for (int j = 0; j < readers.n; j += 2) /* a sibling reading the same input */
+                if (readers.items[j] == l) try_merge_elementwise(c, readers.items[j + 1], b);
+            tc_ptrvec_push(&readers, l);
+            tc_ptrvec_push(&readers, b);
+        }
+        tc_ptrvec_free(&idl);
+    }
+    tc_ptrvec_free(&readers);
+}
+
 /* one grouping pass; false when it realized something (run another pass) */
 static bool group_pass(tc_sched_ctx *c) {
     reset_groups(c);
@@ -359,6 +501,7 @@ static bool group_pass(tc_sched_ctx *c) {
             stable = false;
         }
     }
+    if (stable) merge_elementwise(c);
     return stable && protect_assign_targets(c);
 }
 

@@ -4,6 +4,7 @@
  * checked against the reference evaluator. Shapes are odd on purpose. */
 #include "tc_test.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static const int64_t X[2] = {7, 33};
@@ -154,6 +155,43 @@ static void test_unsafe_pads(void **state) {
     tc_shutdown();
 }
 
+/* an Adam-like update of one parameter: m, v and p assigned from a realized
+ * gradient, p reading the new m and v: one kernel with three outputs */
+static void test_optimizer_update(void **state) {
+    (void)state;
+    const int64_t n[1] = {37};
+    tc_tensor *g = tc_test_randn(1, n, 21, -1, 1), *p = tc_test_randn(1, n, 22, -1, 1);
+    tc_tensor *m = tc_test_randn(1, n, 23, -0.1f, 0.1f), *v = tc_test_randn(1, n, 24, 0, 0.1f);
+    float gv[37], pv[37], mv[37], vv[37];
+    assert_int_equal(tc_to_host(g, gv, sizeof gv), TC_OK);
+    assert_int_equal(tc_to_host(p, pv, sizeof pv), TC_OK);
+    assert_int_equal(tc_to_host(m, mv, sizeof mv), TC_OK);
+    assert_int_equal(tc_to_host(v, vv, sizeof vv), TC_OK);
+    tc_tensor *k09 = tc_full(0, NULL, 0.9, TC_FLOAT32, NULL), *k01 = tc_full(0, NULL, 0.1, TC_FLOAT32, NULL);
+    tc_tensor *k99 = tc_full(0, NULL, 0.99, TC_FLOAT32, NULL), *k001 = tc_full(0, NULL, 0.01, TC_FLOAT32, NULL);
+    tc_tensor *lr = tc_full(0, NULL, 0.05, TC_FLOAT32, NULL), *eps = tc_full(0, NULL, 1e-8, TC_FLOAT32, NULL);
+    tc_tensor *a1 = tc_mul(m, k09), *a2 = tc_mul(g, k01), *mn = tc_add(a1, a2);
+    tc_tensor *g2 = tc_square(g), *b1 = tc_mul(v, k99), *b2 = tc_mul(g2, k001), *vn = tc_add(b1, b2);
+    assert_int_equal(tc_assign(m, mn), TC_OK);
+    assert_int_equal(tc_assign(v, vn), TC_OK);
+    tc_tensor *sv = tc_sqrt(v), *se = tc_add(sv, eps), *q = tc_div(m, se), *lq = tc_mul(q, lr);
+    tc_tensor *pn = tc_sub(p, lq);
+    assert_int_equal(tc_assign(p, pn), TC_OK);
+    tc_tensor *all[3] = {m, v, p};
+    assert_int_equal(tc_schedule_kernel_count(all, 3), 1);
+    assert_int_equal(tc_realize(all, 3), TC_OK);
+    float want[37], got[37];
+    for (int i = 0; i < 37; i++) {
+        float mm = 0.9f * mv[i] + 0.1f * gv[i], vq = 0.99f * vv[i] + 0.01f * gv[i] * gv[i];
+        want[i] = pv[i] - 0.05f * (mm / (sqrtf(vq) + 1e-8f));
+    }
+    assert_int_equal(tc_to_host(p, got, sizeof got), TC_OK);
+    assert_true(tc_allclose_f32(got, want, 37, 1e-5, 1e-6, "p after the update"));
+    drop((tc_tensor *[]){g, p, m, v, k09, k01, k99, k001, lr, eps, a1, a2, mn, g2, b1, b2, vn, sv,
+                         se, q, lq, pn, NULL});
+    tc_shutdown();
+}
+
 /* TC_NOFUSE=1: one kernel per reduce (softmax is 3: max, sum, store) and the
  * same numbers */
 static void test_nofuse(void **state) {
@@ -175,6 +213,7 @@ int main(void) {
         cmocka_unit_test(test_parallel_reduces), cmocka_unit_test(test_reduce_expand_reduce),
         cmocka_unit_test(test_branching_outputs), cmocka_unit_test(test_different_spaces),
         cmocka_unit_test(test_unsafe_pads),      cmocka_unit_test(test_nofuse),
+        cmocka_unit_test(test_optimizer_update),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
