@@ -417,6 +417,8 @@ static void identity_loads(tc_node *r, tc_ptrvec *out) {
     tc_ptrvec_free(&bent);
 }
 
+enum { TINY_KERNEL = 256 }; /* elements: below this, kernels of one size merge */
+
 static bool elementwise_group(tc_binfo *g) {
     return !g->has_reduce;
 }
@@ -472,6 +474,19 @@ static void merge_elementwise(tc_sched_ctx *c) {
         tc_ptrvec_free(&idl);
     }
     tc_ptrvec_free(&readers);
+    /* tiny kernels of one size (optimizer scalars, bias updates) share a
+     * launch even without a common input: launching costs more than they do */
+    tc_ptrvec tiny = {0};
+    for (int i = c->bases.n - 1; i >= 0; i--) {
+        tc_node *b = c->bases.items[i];
+        if (!mergeable_root(b) || tc_node_numel(b) > TINY_KERNEL ||
+            !elementwise_group(tc_group_find(tc_binfo_of(b))))
+            continue;
+        for (int j = 0; j < tiny.n; j++)
+            if (tc_node_numel(tiny.items[j]) == tc_node_numel(b)) try_merge_elementwise(c, tiny.items[j], b);
+        tc_ptrvec_push(&tiny, b);
+    }
+    tc_ptrvec_free(&tiny);
 }
 
 /* one grouping pass; false when it realized something (run another pass) */
