@@ -1,0 +1,453 @@
+/* test_diff.c - the differential suite: random lazy graphs built through the
+ * public API, realized by the whole pipeline (schedule -> codegen -> render
+ * -> runtime), and compared with the reference evaluator (src/engine/ref.c).
+ *
+ * How a case works
+ * - A case is a fixed seed. The generator (diff_gen.h, diff_ops.h) builds a
+ *   random graph using tinyc.h only: leaves (data, full, arange, rand, eye)
+ *   of float32, int32, int64, uint8 and bool, float16 through casts; chains
+ *   of every elementwise function with broadcast partners; movement ops on
+ *   leaves and intermediates; reductions with random axes and keepdim;
+ *   softmax-like patterns that feed reductions back into elementwise ops;
+ *   0-size, 1-element and 0-d shapes; and sometimes an intermediate realized
+ *   midway (and checked on the spot).
+ * - Each value carries facts that keep the arithmetic safe and size the
+ *   tolerance: an interval holding every element, an error bound `err` on
+ *   |pipeline - oracle| (Lipschitz factor of each op plus a rounding term;
+ *   reductions add n*n*eps*max|x| because the pipeline may sum in another
+ *   order), and `exact` (no sum-like reduce or float16 math upstream, so the
+ *   pipeline must agree bit for bit). Comparisons and float->int casts take
+ *   only exact operands, so rounding can never flip a bool.
+ * - At the end every sink (a computed value nothing else uses) is checked
+ *   (diff_check.h): the oracle evaluates its unrealized graph
+ *   (tc_ref_eval(tc_tensor_node(t))) and the graph is dumped to a string,
+ *   since realize drops it; then tc_realize of all sinks together (or one by
+ *   one, in 30% of cases), tc_to_host and tc_allclose. Tolerances: ints and
+ *   bools exact; float32 rtol 1e-5, float16 rtol 4e-3; atol = 1e-6*max(1,
+ *   max|oracle|) plus, for values that need not be exact, min(2*err,
+ *   c*max(1, max|oracle|)) with c = 1e-3 (float32) or 2e-2 (float16). The
+ *   kernels tc_realize launched must be the count tc_schedule_kernel_count
+ *   predicted.
+ * - Every movement op is also checked on its own: its oracle must equal the
+ *   movement done on the host to its input's oracle, byte for byte (the
+ *   oracle reads views through graph's trackers, which the pipeline shares).
+ * - A failure prints the seed, the expression (one line per value), the
+ *   tolerance, the kernel counts and the graph, then the case stops; the
+ *   family's test fails after all its cases ran.
+ *
+ * Output and knobs: one summary line per family (cases, kernels, midway
+ * realizes, failures). TC_DIFF_VERBOSE=1 prints one line per case, 2 also
+ * its expression; TC_DIFF_SEED=<seed> runs only that case, TC_DIFF_FAMILY=<name>
+ * only that family (the names the summaries print); TC_DIFF_SCALE=<k>
+ * runs k times as many cases (soak runs). A last test checks that every
+ * generator op ran at least once.
+ */
+#include "diff_gen.h"
+
+/* cases per family: 300 in all */
+static const int fam_cases[FAM_COUNT] = {
+    [FAM_ELEMENTWISE] = 50, [FAM_MOVEMENT] = 40, [FAM_REDUCE] = 50, [FAM_INT] = 40,
+    [FAM_HALF] = 25,        [FAM_EDGE] = 25,     [FAM_MIXED] = 30,  [FAM_COMPOSITE] = 40,
+};
+
+/* step weights per family (a row sums to anything) */
+static const int fam_weights[FAM_COUNT][ST_COUNT] = {
+    /* leaf un bin cmp move red int cast pat half realize composite grad assign */
+    [FAM_ELEMENTWISE] = {1, 5, 5, 2, 0, 0, 0, 1, 0, 0, 0},
+    [FAM_MOVEMENT] = {1, 2, 2, 1, 6, 1, 0, 0, 0, 0, 1},
+    [FAM_REDUCE] = {1, 2, 2, 1, 1, 4, 0, 0, 3, 0, 1},
+    [FAM_INT] = {1, 1, 0, 2, 1, 1, 6, 2, 0, 0, 0},
+    [FAM_HALF] = {1, 2, 2, 0, 1, 1, 0, 1, 0, 4, 0},
+    [FAM_EDGE] = {1, 2, 2, 1, 3, 3, 1, 1, 0, 0, 0},
+    [FAM_MIXED] = {1, 2, 2, 1, 2, 2, 1, 1, 1, 1, 2, 1, 0, 0},
+    [FAM_COMPOSITE] = {1, 1, 1, 0, 1, 1, 0, 0, 0, 0, 1, 6, 2, 1},
+};
+
+/* the case's main shape: small dims, 0-size and 1-element shapes in FAM_EDGE */
+static void main_shape(gen *g) {
+    int lo_nd = g->fam == FAM_MOVEMENT || g->fam == FAM_REDUCE || g->fam == FAM_COMPOSITE;
+    g->ndim = (int)rint_(g, lo_nd, g->fam == FAM_MOVEMENT ? 4 : 3);
+    for (int d = 0; d < g->ndim; d++) {
+        if (g->fam == FAM_EDGE) g->shape[d] = (int64_t[]){0, 1, 1, 2, 3}[rint_(g, 0, 4)];
+        else g->shape[d] = rint_(g, 1, g->fam == FAM_REDUCE ? 6 : 5);
+    }
+    if (g->fam == FAM_REDUCE && g->ndim && chance(g, 0.2)) /* a long reduction */
+        g->shape[rint_(g, 0, g->ndim - 1)] = rint_(g, 30, 200);
+    if (g->fam == FAM_EDGE && chance(g, 0.3))
+        for (int d = 0; d < g->ndim; d++) g->shape[d] = 1;
+    if (g->fam == FAM_MIXED && chance(g, 0.3)) { /* large enough for upcasts, locals, groups */
+        int64_t numel = 1;
+        g->ndim = (int)rint_(g, 1, 3);
+        for (int d = 0; d < g->ndim; d++) {
+            g->shape[d] = (int64_t[]){7, 16, 32, 64, 100}[rint_(g, 0, 4)];
+            if (numel * g->shape[d] > NUMEL_MAX) g->shape[d] = NUMEL_MAX / numel;
+            numel *= g->shape[d];
+        }
+    }
+}
+
+/* the dtype of a new leaf, by family */
+static tc_dtype leaf_dtype(gen *g) {
+    if (g->fam == FAM_INT)
+        return (tc_dtype[]){TC_INT32, TC_INT32, TC_INT64, TC_UINT8, TC_BOOL}[rint_(g, 0, 4)];
+    if (g->fam == FAM_EDGE && chance(g, 0.3)) return TC_INT32;
+    return chance(g, 0.1) ? TC_INT32 : TC_FLOAT32;
+}
+
+static int step_leaf(gen *g) {
+    int64_t s[NDIM_MAX];
+    int nd = variant_shape(g, g->ndim, g->shape, s);
+    int v = leaf(g, leaf_dtype(g), nd, s);
+    if (v >= 0 && g->fam == FAM_HALF && chance(g, 0.6)) v = v_cast(g, v, TC_FLOAT16);
+    return v;
+}
+
+static int step_unary(gen *g) {
+    int a = pick(g, CAT_NUM, false);
+    return a < 0 ? -2 : v_unary(g, a, (unop)rint_(g, 0, UN_COUNT - 1));
+}
+
+static int step_binary(gen *g) {
+    int a = pick(g, CAT_NUM, false);
+    if (a < 0) return -2;
+    binop op = (binop)rint_(g, 0, BI_COUNT - 1);
+    int b = partner(g, a, CAT_NUM, false);
+    return b < 0 ? b : v_binary(g, a, b, op);
+}
+
+/* a comparison, then a use of the bool: where, a cast, or a logical op */
+static int step_compare(gen *g) {
+    int a = pick(g, CAT_NUM, true);
+    if (a < 0) return -2;
+    int b = partner(g, a, CAT_NUM, true);
+    int c = b < 0 ? b : v_compare(g, a, b, (cmpop)rint_(g, 0, CMP_COUNT - 1));
+    if (c < 0) return c;
+    switch (rint_(g, 0, 3)) {
+    case 0: {
+        int x = partner(g, c, CAT_NUM, false), y = x < 0 ? x : partner(g, c, CAT_NUM, false);
+        return y < 0 ? y : v_where(g, c, x, y);
+    }
+    case 1: return v_cast(g, c, chance(g, 0.5) ? TC_FLOAT32 : TC_INT32);
+    case 2: {
+        int d = partner(g, c, CAT_BOOL, true);
+        return d < 0 ? d : v_intop(g, c, d, (intop)rint_(g, IO_AND, IO_XOR));
+    }
+    default: return v_intop(g, c, c, IO_NOT);
+    }
+}
+
+static int step_move(gen *g) {
+    int a = pick(g, CAT_ANY, false);
+    return a < 0 ? -2 : v_move(g, a, (moveop)rint_(g, 0, MV_COUNT - 1));
+}
+
+static int step_reduce(gen *g) {
+    int a = pick(g, CAT_NUM, false);
+    if (a < 0) return -2;
+    int axes[NDIM_MAX], naxes = random_axes(g, a, axes);
+    redop op = (redop)rint_(g, 0, RD_COUNT - 1);
+    bool keepdim = chance(g, 0.5);
+    int correction = (int)rint_(g, 0, 1);
+    return v_reduce(g, a, op, naxes, axes, keepdim, correction);
+}
+
+static int step_int(gen *g) {
+    int a = pick(g, chance(g, 0.7) ? CAT_INT : CAT_BOOL, false);
+    if (a < 0) a = step_leaf(g);
+    if (a < 0 || is_float(dt_of(g, a))) return -2;
+    intop op = (intop)rint_(g, 0, IO_COUNT - 1);
+    if (op >= IO_NOT) return v_intop(g, a, a, op);
+    int b = partner(g, a, chance(g, 0.8) ? CAT_INT : CAT_BOOL, false);
+    return b < 0 ? b : v_intop(g, a, b, op);
+}
+
+static int step_cast(gen *g) {
+    int a = pick(g, CAT_ANY, false);
+    return a < 0 ? -2 : v_cast(g, a, (tc_dtype)rint_(g, 0, TC_DTYPE_COUNT - 1));
+}
+
+static int step_pattern(gen *g) {
+    int a = pick(g, CAT_FLOAT, false);
+    return a < 0 ? -2 : v_pattern(g, a, (patop)rint_(g, 0, PAT_COUNT - 1));
+}
+
+/* a float value moved to float16, then one to three float16 ops */
+static int step_half(gen *g) {
+    int a = pick(g, CAT_FLOAT, false);
+    if (a < 0) return -2;
+    if (dt_of(g, a) != TC_FLOAT16) a = v_cast(g, a, TC_FLOAT16);
+    for (int k = (int)rint_(g, 1, 3); k > 0 && a >= 0; k--) {
+        int r;
+        if (chance(g, 0.5)) {
+            r = v_unary(g, a, (unop)rint_(g, 0, UN_COUNT - 1));
+        } else {
+            int b = partner(g, a, CAT_FLOAT, false);
+            if (b >= 0 && dt_of(g, b) != TC_FLOAT16) b = v_cast(g, b, TC_FLOAT16);
+            r = b < 0 ? b : v_binary(g, a, b, (binop)rint_(g, 0, BI_COUNT - 1));
+        }
+        if (r == -1) return -1;
+        if (r >= 0) a = r;
+    }
+    return a;
+}
+
+/* realizes a random intermediate now, checking it against the oracle */
+static int step_realize(gen *g) {
+    int a = pick(g, CAT_ANY, false);
+    if (a < 0 || tc_is_realized(g->pool[a].t)) return -2;
+    check(g, &a, 1, "midway realize");
+    g->pool[a].err = 0; /* downstream oracles now read the realized buffer */
+    g->pool[a].exact = true;
+    g->realizes++;
+    return a;
+}
+
+static int step_composite(gen *g) {
+    int a = pick(g, CAT_FLOAT, false);
+    return a < 0 ? -2 : v_composite(g, a, (compop)rint_(g, 0, C_COUNT - 1));
+}
+
+static int do_step(gen *g, stepkind k) {
+    cov[COV_STEP][k]++;
+    switch (k) {
+    case ST_LEAF: return step_leaf(g);
+    case ST_UNARY: return step_unary(g);
+    case ST_BINARY: return step_binary(g);
+    case ST_COMPARE: return step_compare(g);
+    case ST_MOVE: return step_move(g);
+    case ST_REDUCE: return step_reduce(g);
+    case ST_INT: return step_int(g);
+    case ST_CAST: return step_cast(g);
+    case ST_PATTERN: return step_pattern(g);
+    case ST_HALF: return step_half(g);
+    case ST_REALIZE: return step_realize(g);
+    case ST_COMPOSITE: return step_composite(g);
+    case ST_GRAD: return v_grad(g);
+    case ST_ASSIGN: return v_assign(g);
+    case ST_COUNT: break;
+    }
+    return -2;
+}
+
+static stepkind pick_step(gen *g) {
+    const int *w = fam_weights[g->fam];
+    int total = 0;
+    for (int k = 0; k < ST_COUNT; k++) total += w[k];
+    int r = (int)rint_(g, 0, total - 1);
+    for (int k = 0; k < ST_COUNT; k++)
+        if ((r -= w[k]) < 0) return (stepkind)k;
+    return ST_LEAF;
+}
+
+/* builds and checks one case; returns its kernel count (launched) */
+static void run_case(gen *g) {
+    main_shape(g);
+    for (int k = (int)rint_(g, 1, 2); k > 0 && !g->failed; k--) step_leaf(g);
+    int steps = (int)rint_(g, 4, 12), done = 0;
+    for (int tries = 0; done < steps && tries < 4 * steps && !g->failed; tries++) {
+        int r = do_step(g, pick_step(g));
+        if (r >= 0) done++;
+    }
+    if (g->failed || g->n == 0) return;
+    /* the sinks (computed values no later value uses), newest first */
+    int targets[TARGETS_MAX] = {g->n - 1}, nt = 0;
+    for (int i = g->n - 1; i >= 0 && nt < TARGETS_MAX; i--)
+        if (!g->pool[i].is_used && (!g->pool[i].is_leaf || i == g->n - 1)) targets[nt++] = i;
+    if (nt > 1 && chance(g, 0.3)) { /* one realize each instead of one for all */
+        for (int i = 0; i < nt && !g->failed; i++)
+            check(g, &targets[i], 1, "final (one of several)");
+        return;
+    }
+    check(g, targets, nt, nt > 1 ? "final (several outputs in one realize)" : "final");
+}
+
+static void run_family(family fam) {
+    const char *only = getenv("TC_DIFF_SEED"), *fam_only = getenv("TC_DIFF_FAMILY");
+    if (fam_only && strcmp(fam_only, fam_names[fam]) != 0) skip();
+    int verbose = getenv("TC_DIFF_VERBOSE") ? atoi(getenv("TC_DIFF_VERBOSE")) : 0;
+    int failures = 0, cases = 0, kmin = 1 << 30, kmax = 0, realizes = 0;
+    int64_t kernels = 0;
+    int scale = getenv("TC_DIFF_SCALE") ? atoi(getenv("TC_DIFF_SCALE")) : 1;
+    for (int i = 0; i < fam_cases[fam] * (scale > 1 ? scale : 1); i++) {
+        uint64_t seed = (uint64_t)fam * 100003u + (uint64_t)i * 7919u + 17u;
+        if (only && strtoull(only, NULL, 0) != seed) continue;
+        gen *g = gen_new(fam, seed);
+        assert_non_null(g);
+        if (fam == FAM_MIXED) { /* the unoptimised and unfused paths too */
+            assert_int_equal(tc_set_flag("TC_NOOPT", i % 3 == 1), TC_OK);
+            assert_int_equal(tc_set_flag("TC_NOFUSE", i % 3 == 2), TC_OK);
+            say(g, "  (TC_NOOPT=%d TC_NOFUSE=%d)\n", i % 3 == 1, i % 3 == 2);
+        }
+        run_case(g);
+        cases++;
+        failures += g->failed;
+        kernels += g->kernels;
+        realizes += g->realizes;
+        if (g->kernels < kmin) kmin = g->kernels;
+        if (g->kernels > kmax) kmax = g->kernels;
+        if (verbose || g->failed)
+            printf("diff %s seed %llu: %d values, %d kernels, %d midway realizes%s\n",
+                   fam_names[fam], (unsigned long long)seed, g->n, g->kernels, g->realizes,
+                   g->failed ? " FAILED" : "");
+        if (verbose > 1) printf("%s", g->log);
+        gen_free(g);
+        if (tc_graph_live_nodes() != 0) {
+            printf("diff %s seed %llu: %lld graph nodes leaked after releasing every tensor\n",
+                   fam_names[fam], (unsigned long long)seed, (long long)tc_graph_live_nodes());
+            failures++;
+        }
+    }
+    tc_set_flag("TC_NOOPT", 0);
+    tc_set_flag("TC_NOFUSE", 0);
+    printf("diff %s: %d cases, %lld kernels (%d..%d per case), %d midway realizes, %d failed\n",
+           fam_names[fam], cases, (long long)kernels, cases ? kmin : 0, kmax, realizes, failures);
+    fflush(stdout);
+    tc_shutdown();
+    assert_int_equal(failures, 0);
+}
+
+static void test_elementwise(void **state) {
+    (void)state;
+    run_family(FAM_ELEMENTWISE);
+}
+static void test_movement(void **state) {
+    (void)state;
+    run_family(FAM_MOVEMENT);
+}
+static void test_reduce(void **state) {
+    (void)state;
+    run_family(FAM_REDUCE);
+}
+static void test_int_bool(void **state) {
+    (void)state;
+    run_family(FAM_INT);
+}
+static void test_half(void **state) {
+    (void)state;
+    run_family(FAM_HALF);
+}
+static void test_edge_shapes(void **state) {
+    (void)state;
+    run_family(FAM_EDGE);
+}
+static void test_mixed_realize(void **state) {
+    (void)state;
+    run_family(FAM_MIXED);
+}
+
+/* every op of the generator ran at least once over the whole suite */
+static void test_coverage(void **state) {
+    (void)state;
+    if (getenv("TC_DIFF_SEED") || getenv("TC_DIFF_FAMILY")) skip();
+    int missing = 0;
+    for (int k = 0; k < COV_COUNT; k++)
+        for (int i = 0; i < cov_len[k]; i++)
+            if (!cov[k][i]) {
+                printf("diff coverage: %s #%d never ran\n", cov_names[k], i);
+                missing++;
+            }
+    tc_shutdown();
+    assert_int_equal(missing, 0);
+}
+
+/* ---- regressions: small hand-built graphs that exposed pipeline bugs in soak runs
+ * (TC_DIFF_SCALE=20), checked the same way as the random cases ---- */
+
+/* pushes a given leaf (a tensor the case made by hand) */
+static int given(gen *g, tc_tensor *t, double lo, double hi, const char *what) {
+    return push_leaf(g, push(g, t, lo, hi, 0, true, "%s", what));
+}
+
+/* uint8 math wraps at every op, also inside a fused kernel (soak seeds int_bool
+ * 624705, 2430237, 2469832, 4988074): cast(x - 4, int32) is (x - 4) mod 256 */
+static void reg_uint8_wrap(gen *g) {
+    const uint8_t x[4] = {1, 50, 3, 200};
+    int a = given(g, tc_from_data(x, TC_UINT8, 1, (int64_t[]){4}, NULL), 1, 200,
+                  "data(uint8, {1, 50, 3, 200})");
+    int four = a < 0 ? a : v_scalar(g, 4, TC_UINT8);
+    int d = four < 0 ? four : v_intop(g, a, four, IO_SUB);
+    int c = d < 0 ? d : v_cast(g, d, TC_INT32);
+    if (c >= 0) check(g, &c, 1, "regression: uint8 wrap inside a fused kernel");
+}
+
+/* integer division of a negative constant (soak seeds int_bool 4845532, 5075183,
+ * 5653270): the guard for a divisor of -1 was rendered as "--5" */
+static void reg_idiv_negative_const(gen *g) {
+    const int32_t x[3] = {-3, 1, 7};
+    int a =
+        given(g, tc_full(1, (int64_t[]){3}, -5, TC_INT32, NULL), -5, -5, "full((3), -5, int32)");
+    int b = a < 0 ? a
+                  : given(g, tc_from_data(x, TC_INT32, 1, (int64_t[]){3}, NULL), -3, 7,
+                          "data(int32, {-3, 1, 7})");
+    int q = b < 0 ? b : push(g, B(tc_idiv, R(g, a), R(g, b)), -5, 5, 0, true, "idiv(v0, v1)");
+    if (q >= 0) check(g, &q, 1, "regression: idiv of a negative constant");
+}
+
+/* a 0-element view of a reduce feeding an elementwise op (soak seed edge_shapes
+ * 2891570): scheduling failed with an internal error */
+static void reg_empty_view_of_reduce(gen *g) {
+    const float one = 1;
+    int x = given(g, tc_from_data(&one, TC_FLOAT32, 0, NULL, NULL), 1, 1, "data(float32, 1)");
+    int e = x < 0 ? x
+                  : push(g, tc_expand(g->pool[x].t, 1, (int64_t[]){2}), 1, 1, 0, true,
+                         "expand(v0, (2))");
+    int m = e < 0 ? e
+                  : push(g, tc_min(g->pool[e].t, 0, NULL, true), 1, 1, 0, true,
+                         "min(v1, axes=all, keepdim)");
+    int z = m < 0 ? m
+                  : push(g, tc_shrink(g->pool[m].t, (int64_t[]){1, 1}), 1, 1, 0, true,
+                         "shrink(v2, (1,1))");
+    int r = z < 0 ? z : push(g, U(tc_exp, R(g, z)), 1, 1, 0, true, "exp(v3)");
+    if (r >= 0) check(g, &r, 1, "regression: 0-element view of a reduce");
+}
+
+static tc_tensor *cast_f32(tc_tensor *t) {
+    return tc_cast(t, TC_FLOAT32);
+}
+
+/* float16 ops round to half after each op, also inside one kernel (soak seeds
+ * elementwise 7016251, half 637599): cast(h * c * c, float32), h float16 */
+static void reg_half_rounding(gen *g) {
+    const float x[3] = {1.0f, 0.3f, 1.7f};
+    int f = given(g, tc_from_data(x, TC_FLOAT32, 1, (int64_t[]){3}, NULL), 0.3, 1.7,
+                  "data(float32, {1, 0.3, 1.7})");
+    int h = f < 0 ? f : v_cast(g, f, TC_FLOAT16);
+    int c = h < 0 ? h : v_scalar(g, 0.3333, TC_FLOAT16);
+    tc_tensor *p = h < 0 || c < 0 ? NULL : B(tc_mul, B(tc_mul, R(g, h), R(g, c)), R(g, c));
+    int r = c < 0 ? c : push(g, U(cast_f32, p), 0, 1, 0, true, "cast(v1 * v2 * v2, float32)");
+    if (r >= 0) check(g, &r, 1, "regression: float16 rounding between fused ops");
+}
+
+static void test_composite(void **state) {
+    (void)state;
+    run_family(FAM_COMPOSITE);
+}
+
+static void test_regressions(void **state) {
+    (void)state;
+    if (getenv("TC_DIFF_SEED") || getenv("TC_DIFF_FAMILY")) skip();
+    static void (*const cases[])(gen *) = {reg_uint8_wrap, reg_idiv_negative_const,
+                                           reg_empty_view_of_reduce, reg_half_rounding};
+    int failures = 0, n = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n; i++) {
+        gen *g = gen_new(FAM_MIXED, 0);
+        assert_non_null(g);
+        cases[i](g);
+        failures += g->failed;
+        gen_free(g);
+    }
+    printf("diff regressions: %d cases, %d failed\n", n, failures);
+    tc_shutdown();
+    assert_int_equal(failures, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_elementwise),   cmocka_unit_test(test_movement),
+        cmocka_unit_test(test_reduce),        cmocka_unit_test(test_int_bool),
+        cmocka_unit_test(test_half),          cmocka_unit_test(test_edge_shapes),
+        cmocka_unit_test(test_mixed_realize), cmocka_unit_test(test_composite),
+        cmocka_unit_test(test_regressions),   cmocka_unit_test(test_coverage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
