@@ -370,7 +370,7 @@ static double fold_float(tc_op op, double a, double b, double c, bool *ok) {
     case TC_OP_NEG: return -a;
     case TC_OP_ADD: return a + b;
     case TC_OP_MUL: return a * b;
-    case TC_OP_MAX: return a > b ? a : b;
+    case TC_OP_MAX: return a > b || a != a ? a : b; /* NaN wins, as in torch */
     case TC_OP_CMPLT: return a < b;
     case TC_OP_CMPNE: return a != b;
     case TC_OP_WHERE: return a != 0 ? b : c;

@@ -230,7 +230,7 @@ static float alu_f(tc_op op, float a, float b, float c) {
     case TC_OP_MUL: return a * b;
     case TC_OP_IDIV: return truncf(a / b);
     case TC_OP_MOD: return fmodf(a, b);
-    case TC_OP_MAX: return a > b ? a : b;
+    case TC_OP_MAX: return a > b || a != a ? a : b; /* NaN wins, as in torch */
     case TC_OP_CMPLT: return a < b;
     case TC_OP_CMPNE: return a != b;
     case TC_OP_MULACC: return a * b + c;
@@ -378,7 +378,7 @@ static void accumulate(tc_op op, tc_dtype dt, void *out, int64_t oi, const void 
     bool is_sum = op == TC_OP_REDUCE_SUM;
     if (is_float(dt)) {
         float acc = ldf(out, dt, oi), x = ldf(in, sdt, i);
-        stf(out, dt, oi, is_sum ? acc + x : acc > x ? acc : x);
+        stf(out, dt, oi, is_sum ? acc + x : acc > x || acc != acc ? acc : x);
     } else {
         int64_t acc = ldi(out, dt, oi), x = ldi(in, sdt, i);
         sti(out, dt, oi, is_sum ? (int64_t)((uint64_t)acc + (uint64_t)x) : acc > x ? acc : x);
