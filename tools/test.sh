@@ -16,7 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tools/deps.sh
 
 JOBS=${JOBS:-$(nproc)}
-EXAMPLES=(hello) # examples/<name>.c run by this script, each must exit 0
+EXAMPLES=(hello adam_onestep) # examples/<name>.c run by this script, each must exit 0
 failed=()  # names of the steps that failed
 results=() # "ok      NAME" / "FAILED  NAME", in the order the steps ran
 
