@@ -180,11 +180,12 @@ static void name_kernel(tc_sched_item *it) {
 }
 
 static tc_status finish_item(tc_sched_ctx *c, tc_sched_item *it, tc_ptrvec *slots) {
-    it->n_bufs = slots->n;
     it->bufs = tc_arena_alloc(&c->s->arena, sizeof(tc_node *) * (size_t)(slots->n ? slots->n : 1));
-    if (!it->bufs) return TC_ERR_MEMORY;
+    if (!it->bufs || tc_ptrvec_push(&c->items, it) != TC_OK) return TC_ERR_MEMORY;
+    /* listed first: on a later failure, create releases what listed items hold */
+    it->n_bufs = slots->n;
     for (int i = 0; i < slots->n; i++) it->bufs[i] = tc_node_retain(slots->items[i]);
-    return tc_ptrvec_push(&c->items, it);
+    return TC_OK;
 }
 
 static tc_status build_copy_item(tc_sched_ctx *c, tc_node *b) {
