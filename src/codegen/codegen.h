@@ -8,6 +8,15 @@
  * always-true masks. Each UOp is placed in the innermost loop its sources
  * need, so loop-invariant work is hoisted. The result is linearized into a
  * flat list with RANGE ... ENDRANGE pairs.
+ *
+ * Targets with work-groups (tc_target.has_local: OpenCL, CUDA) get the kept
+ * axes as SPECIAL group ids instead of loops, and long reduces split across
+ * the lanes of a work-group through local memory (DEFINE_LOCAL): each lane
+ * accumulates a strided part of the row, stores it, and after a BARRIER one
+ * lane (inside an IF block) combines the parts. The builder inserts a BARRIER
+ * by itself whenever a local buffer is read after a store (or stored after a
+ * read by every lane) since the last one. IF blocks gate work that must run
+ * on one lane or inside bounds.
  */
 #ifndef TC_CODEGEN_H
 #define TC_CODEGEN_H
@@ -27,6 +36,10 @@ typedef enum {
     TC_UOP_CAST,          /* value converted to dtype */
     TC_UOP_BITCAST,       /* bits reinterpreted as dtype */
     TC_UOP_ASSIGN,        /* accumulator update: srcs[0] = DEFINE_ACC, srcs[1] = new value */
+    TC_UOP_DEFINE_LOCAL,  /* work-group local array: arg = number (temp<arg>), ivalue = elements */
+    TC_UOP_BARRIER,       /* work-group barrier: local stores before it are seen by loads after */
+    TC_UOP_IF,            /* srcs[0] = condition; opens a block (body) closed by ENDIF */
+    TC_UOP_ENDIF,         /* end of the block srcs[0] */
     TC_UOP_COUNT
 } tc_uop_op;
 
@@ -37,9 +50,10 @@ struct tc_uop {
     tc_op alu;         /* ALU: the operation */
     int n_srcs;        /* 0..4 */
     tc_uop *srcs[4];   /* operands */
-    int64_t arg;       /* DEFINE_GLOBAL: slot; RANGE/SPECIAL: axis */
+    int64_t arg;       /* DEFINE_GLOBAL: slot; RANGE: axis; SPECIAL: dim; DEFINE_LOCAL: number */
     double value;      /* CONST: float value */
-    int64_t ivalue;    /* CONST: integer value */
+    int64_t ivalue;    /* CONST: integer value; SPECIAL: size; DEFINE_LOCAL: elements */
+    bool is_lane;      /* SPECIAL: lane id in the work-group (lidx), else work-group id (gidx) */
     int64_t vmin;      /* integer UOps: smallest value it can take */
     int64_t vmax;      /* integer UOps: largest value it can take */
     int depth;         /* loop depth where it is placed */
@@ -48,7 +62,7 @@ struct tc_uop {
     int uses;          /* number of UOps reading it */
     uint64_t hash;     /* hash-consing key */
     tc_uop *hash_next; /* hash-consing chain */
-    struct tc_ulist *body; /* RANGE: the UOps inside the loop */
+    struct tc_ulist *body; /* RANGE/IF: the UOps inside the loop or block */
 };
 
 /* a growable UOp list in the kernel's arena */
@@ -58,11 +72,14 @@ typedef struct tc_ulist {
     int cap;
 } tc_ulist;
 
-/* what the target offers; each renderer fills one in, codegen only reads it */
+/* what the target offers; each renderer fills one in (a device may lower
+ * the limits to its own), codegen only reads it */
 typedef struct {
-    bool has_local;      /* work-groups and local memory (GPUs) */
-    int64_t global_max[3]; /* grid limits (has_local) */
-    int64_t local_max[3];  /* work-group limits (has_local) */
+    bool has_local;        /* work-groups and local memory (GPUs) */
+    int64_t global_max[3]; /* work-groups per grid dimension (has_local) */
+    int64_t local_max[3];  /* lanes per work-group dimension (has_local) */
+    int64_t lanes_max;     /* lanes per work-group in all (has_local) */
+    int64_t shared_max;    /* bytes of local memory per work-group (has_local) */
 } tc_target;
 
 typedef struct {
@@ -76,6 +93,8 @@ typedef struct {
     char name[96];         /* function name */
     int64_t est_ops;       /* arithmetic ops the kernel executes */
     int64_t est_mem;       /* bytes of all its buffers */
+    int64_t global_size[3]; /* work-groups per dimension (1,1,1 without has_local) */
+    int64_t local_size[3];  /* lanes per work-group (1,1,1 without has_local) */
 } tc_kernel_uops;
 
 /* lowers a schedule item's AST; NULL with an error set on failure */
@@ -86,15 +105,34 @@ extern const char *const tc_uop_names[TC_UOP_COUNT];
 
 /* ---- the UOp builder (uop.c), internal to codegen ----------------------- */
 #define TC_UB_BUCKETS 4096
-#define TC_UB_MAX_DEPTH (TC_MAX_DIMS + 2)
+#define TC_UB_MAX_DEPTH (TC_MAX_DIMS + 8)
+#define TC_UB_MAX_LOCALS 16 /* local buffers per kernel */
+/* what happened to a local buffer since the last BARRIER */
+typedef struct {
+    tc_uop *buf;    /* the DEFINE_LOCAL */
+    bool is_stored; /* some lane stored to it */
+    bool is_read;   /* every lane read it (a read outside IF blocks) */
+    int store_if;   /* serial of the outermost IF open at the last store, 0 = none */
+} tc_ub_local;
 typedef struct {
     tc_kernel_uops *k;                /* the kernel being built (owns the arena) */
     tc_uop *table[TC_UB_BUCKETS];     /* hash-consing buckets */
     tc_ulist top;                     /* UOps outside every loop */
     tc_ulist *open[TC_UB_MAX_DEPTH + 1]; /* open[d]: list receiving depth-d UOps */
-    int depth;                        /* loops open now */
+    tc_uop *scope[TC_UB_MAX_DEPTH + 1];  /* scope[d]: the RANGE or IF whose body is open[d] */
+    int floor[TC_UB_MAX_DEPTH + 1];   /* floor[d]: least depth of a UOp with sources while
+                                         depth is d (inside an IF, its body) */
+    int depth;                        /* loops and blocks open now */
+    int if_depth;                     /* depth of the list holding the outermost open IF, -1 */
+    int if_serial;                    /* serial of the outermost open IF, 0 = none */
+    int n_ifs;                        /* IFs opened so far (serials) */
+    tc_ub_local locals[TC_UB_MAX_LOCALS]; /* local buffers, for barrier insertion */
+    int n_locals;                     /* used entries of locals */
+    tc_uop *barrier;                  /* the last BARRIER, NULL before the first */
     bool failed;                      /* an allocation failed; results are NULL */
     bool index_mode;                  /* new UOps are address math (is_index) */
+    bool drop_dead;                   /* linearize drops UOps nothing uses (GPU targets:
+                                         NVRTC warns about unused variables) */
 } tc_ub;
 void tc_ub_init(tc_ub *ub, tc_kernel_uops *k);
 tc_uop *tc_ub_const(tc_ub *ub, tc_dtype dt, double value, int64_t ivalue);
@@ -108,7 +146,23 @@ tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value);
 tc_uop *tc_ub_acc(tc_ub *ub, tc_uop *init);            /* at the current depth */
 tc_uop *tc_ub_acc_update(tc_ub *ub, tc_op op, tc_uop *acc, tc_uop *x); /* acc = acc op x */
 tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n); /* opens a loop */
-void tc_ub_end_range(tc_ub *ub);                       /* closes the innermost loop */
+void tc_ub_end_range(tc_ub *ub);                       /* closes the innermost loop or block */
+/* GPU UOps (has_local targets; gpu.c). Loads and stores of a DEFINE_LOCAL
+ * go through tc_ub_load/tc_ub_store like global ones (no valid mask). */
+tc_uop *tc_ub_special(tc_ub *ub, int dim, bool is_lane, tc_dtype dt, int64_t size);
+tc_uop *tc_ub_define_local(tc_ub *ub, tc_dtype dt, int64_t n); /* a new local array */
+tc_uop *tc_ub_local_load(tc_ub *ub, tc_uop *buf, tc_uop *idx); /* BARRIER first if needed */
+bool tc_ub_local_store_sync(tc_ub *ub, tc_uop *buf); /* BARRIER first if needed, then noted */
+/* the builder's own steps, for gpu.c (uop.c): a UOp not yet placed, placing
+ * it at a depth, hash-consing it, putting it first in the kernel */
+tc_uop *tc_ub_new(tc_ub *ub, tc_uop_op op, tc_dtype dt, int n, tc_uop *const *srcs);
+tc_uop *tc_ub_put(tc_ub *ub, tc_uop *u, int depth);
+tc_uop *tc_ub_intern(tc_ub *ub, tc_uop *u);
+bool tc_ub_insert_first(tc_ub *ub, tc_uop *u);
+/* opens an IF block on cond (UOps made until tc_ub_end_if go inside it);
+ * returns false, opening nothing, when cond is the constant true */
+bool tc_ub_if(tc_ub *ub, tc_uop *cond);
+void tc_ub_end_if(tc_ub *ub); /* closes the innermost block (an IF) */
 tc_status tc_ub_linearize(tc_ub *ub);                  /* fills k->uops */
 
 #endif /* TC_CODEGEN_H */

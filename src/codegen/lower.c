@@ -6,11 +6,44 @@
  * store itself, in the reduced space or inside a store stage over R.
  * Buffer indices come from each LOAD/STORE/CONST tracker: the last view maps
  * loop indices to an offset and a mask; earlier views re-split that offset.
+ *
+ * Targets with work-groups (has_local) get the kept axes as work-group ids
+ * (gpu.c-style SPECIALs, see map_kept_axes). A kernel whose rows are long
+ * enough is *grouped*: one work-group per row, its G lanes walk the row's
+ * reduced elements with stride G, and each reduce becomes
+ *   partials:  acc = init; for j: if (r < N) acc op= x[r = j*G + lane];
+ *              temp_k[lane] = acc;
+ *   combine:   if (lane < 1) { acc2 = init; for i < G: acc2 op= temp_k[i]; ... }
+ * A reduce read only by the reduced-space stores is combined inside their
+ * lane-0 block. A reduce read by a later stage (softmax's max and sum,
+ * layernorm's mean and variance) is broadcast: lane 0 writes temp_k[0] and
+ * every lane loads it. The builder puts the barriers in (one after each
+ * phase of stores to a local buffer, before its loads).
+ * Multi-reduce kernels use one local buffer per reduce (choice (a)): the
+ * buffers cost G elements each (1 KiB for 256 float lanes, far below any
+ * device's local memory) and no buffer is ever stored again after all lanes
+ * read it, so no barrier guards a reuse. Reusing one buffer (choice (b))
+ * would save local memory but needs one more barrier per extra reduce (the
+ * next partials must wait until every lane has read the broadcast value).
  */
 #include "codegen.h"
 
 #include <math.h>
 #include <string.h>
+
+#define GROUP_MIN_N 16    /* fewest reduced elements per row worth a grouped reduce */
+#define GROUP_MAX_LANES 256 /* most lanes of a grouped reduce */
+#define LANES_MAX 128     /* most lanes of an ungrouped kernel's work-group */
+
+/* a reduce of a grouped kernel */
+typedef struct {
+    tc_ast *ast;       /* the REDUCE_* node */
+    bool is_bcast;     /* read by every lane (by a later stage), not only by lane 0 */
+    bool is_done;      /* partials stored (and broadcast when is_bcast) */
+    tc_uop *temp;      /* local buffer of G partials */
+    tc_uop *value;     /* the combined value: temp_k[0] (broadcast) or lane 0's */
+    int value_gate;    /* not broadcast: the lane-0 block value belongs to */
+} group_red;
 
 typedef struct {
     tc_ub ub;                  /* the UOp builder */
@@ -21,6 +54,17 @@ typedef struct {
     int base_epoch;            /* first stage number of this lowering */
     int epoch;                 /* current stage number */
     int outer_depth;           /* loop depth of the kept-axes loops */
+    const tc_target *tg;       /* what the target offers */
+    bool is_grouped;           /* reduces split across the lanes of a work-group */
+    int64_t lanes;             /* grouped: lanes per work-group (G) */
+    int64_t red_n;             /* grouped: reduced elements per row (N) */
+    tc_uop *lane;              /* grouped: this lane's id */
+    group_red reds[TC_UB_MAX_LOCALS]; /* grouped: one per reduce */
+    int n_reds;                /* entries of reds */
+    bool has_many_reds;        /* more reduces than reds can hold: not grouped */
+    int mark_all, mark_one;    /* grouped analysis: marks for "read by all lanes / lane 0" */
+    int gate;                  /* grouped: serial of the open lane-0 block, 0 = none */
+    int n_gates;               /* grouped: lane-0 blocks opened so far */
 } lower_ctx;
 
 static int epoch_counter; /* stage numbers are unique across lowerings (under the API lock) */
@@ -93,10 +137,48 @@ static tc_uop *reduce_init(lower_ctx *c, tc_op op, tc_dtype dt) {
 static tc_uop *lower(lower_ctx *c, tc_ast *a);
 static void prelower_reduces(lower_ctx *c, tc_ast *a);
 
+static int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+/* index math of the GPU parts: constants and ops in the index dtype (CMPLT: bool) */
+static tc_uop *ic(lower_ctx *c, int64_t v) {
+    return tc_ub_iconst(&c->ub, c->idt, v);
+}
+
+static tc_uop *ix(lower_ctx *c, tc_op op, tc_uop *a, tc_uop *b) {
+    return tc_ub_alu(&c->ub, op, op == TC_OP_CMPLT ? TC_BOOL : c->idt, 2, a, b, NULL);
+}
+
+/* grouped: lane l walks the row's reduced elements r = j*G + l, r < N (the
+ * last R axis fastest); returns the scopes opened (the loop over j, the IF) */
+static int open_group_stage(lower_ctx *c) {
+    tc_ub *ub = &c->ub;
+    int64_t steps = ceil_div(c->red_n, c->lanes), inner = 1;
+    int first = 0, opened = 0;
+    while (!((c->it->reduce_axes >> first) & 1)) first++;
+    tc_uop *j = steps > 1 ? tc_ub_range(ub, first, c->idt, steps) : ic(c, 0);
+    opened += steps > 1;
+    ub->index_mode = true;
+    tc_uop *r = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, j, ic(c, c->lanes)), c->lane);
+    for (int a = c->it->ndim - 1; a >= 0; a--) {
+        if (!((c->it->reduce_axes >> a) & 1)) continue;
+        int64_t n = c->it->full_shape[a];
+        tc_uop *q = ix(c, TC_OP_IDIV, r, ic(c, inner));
+        c->idx[a] = n == 1 ? ic(c, 0) : ix(c, TC_OP_MOD, q, ic(c, n));
+        inner *= n;
+    }
+    tc_uop *in = ix(c, TC_OP_CMPLT, r, ic(c, c->red_n));
+    ub->index_mode = false;
+    opened += tc_ub_if(ub, in);
+    return opened;
+}
+
 /* opens a loop over each R axis of the kernel (size-1 axes are index 0) */
 static int open_stage(lower_ctx *c) {
     int opened = 0;
     c->epoch = ++epoch_counter;
+    if (c->is_grouped) return open_group_stage(c);
     for (int a = 0; a < c->it->ndim; a++) {
         if (!((c->it->reduce_axes >> a) & 1)) continue;
         if (c->it->full_shape[a] == 1) {
@@ -116,7 +198,76 @@ static void close_stage(lower_ctx *c, int opened) {
     c->epoch = ++epoch_counter;
 }
 
+static tc_op acc_op(const tc_ast *a) {
+    return a->op == TC_OP_REDUCE_SUM ? (a->dtype == TC_BOOL ? TC_OP_OR : TC_OP_ADD) : TC_OP_MAX;
+}
+
+static group_red *red_of(lower_ctx *c, const tc_ast *a) {
+    for (int i = 0; i < c->n_reds; i++)
+        if (c->reds[i].ast == a) return &c->reds[i];
+    return NULL;
+}
+
+/* grouped: lane 0 folds the G partials of r (the caller opened its block) */
+static tc_uop *group_combine(lower_ctx *c, group_red *r) {
+    tc_ub *ub = &c->ub;
+    tc_uop *acc = tc_ub_acc(ub, reduce_init(c, r->ast->op, r->ast->dtype));
+    tc_uop *i = tc_ub_range(ub, -1, c->idt, c->lanes);
+    tc_uop *part = tc_ub_load(ub, r->temp, i, NULL); /* a barrier goes before the block */
+    if (acc && part) tc_ub_acc_update(ub, acc_op(r->ast), acc, part);
+    tc_ub_end_range(ub);
+    return acc;
+}
+
+/* grouped: the partials stage of reduce a (after the reduces it reads), the
+ * store of each lane's partial, and for a broadcast reduce the combine by
+ * lane 0 into temp[0] and every lane's load of it */
+static void group_partials(lower_ctx *c, tc_ast *a) {
+    group_red *r = red_of(c, a);
+    tc_ub *ub = &c->ub;
+    if (!r) {
+        TC_INTERNAL("grouped kernel %s: a reduce was not found by the analysis", c->it->name);
+        ub->failed = true;
+        return;
+    }
+    if (r->is_done) return;
+    r->is_done = true;
+    prelower_reduces(c, a->srcs[0]);
+    tc_uop *acc = tc_ub_acc(ub, reduce_init(c, a->op, a->dtype));
+    int opened = open_stage(c);
+    tc_uop *x = lower(c, a->srcs[0]);
+    if (acc && x) tc_ub_acc_update(ub, acc_op(a), acc, x);
+    close_stage(c, opened);
+    r->temp = tc_ub_define_local(ub, a->dtype, c->lanes);
+    tc_ub_store(ub, r->temp, c->lane, acc);
+    if (!r->is_bcast) return;
+    tc_uop *zero = ic(c, 0);
+    tc_ub_if(ub, ix(c, TC_OP_CMPLT, c->lane, ic(c, 1)));
+    tc_ub_store(ub, r->temp, zero, group_combine(c, r));
+    tc_ub_end_if(ub);
+    c->epoch = ++epoch_counter;
+    r->value = tc_ub_load(ub, r->temp, zero, NULL);
+}
+
+/* grouped: the value of reduce a where it is read */
+static tc_uop *group_value(lower_ctx *c, tc_ast *a) {
+    group_red *r = red_of(c, a);
+    if (!r || !r->is_done || (!r->is_bcast && !c->gate)) {
+        TC_INTERNAL("grouped kernel %s: a reduce is read before its partials or off lane 0",
+                    c->it->name);
+        c->ub.failed = true;
+        return NULL;
+    }
+    if (r->is_bcast) return r->value;
+    if (r->value_gate != c->gate) {
+        r->value = group_combine(c, r);
+        r->value_gate = c->gate;
+    }
+    return r->value;
+}
+
 static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
+    if (c->is_grouped) return group_value(c, a);
     if (c->ub.depth != c->outer_depth) {
         TC_INTERNAL("a reduce was reached inside another stage");
         c->ub.failed = true;
@@ -126,8 +277,7 @@ static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
     tc_uop *acc = tc_ub_acc(&c->ub, reduce_init(c, a->op, a->dtype));
     int opened = open_stage(c);
     tc_uop *x = lower(c, a->srcs[0]);
-    tc_op op = a->op == TC_OP_REDUCE_SUM ? (a->dtype == TC_BOOL ? TC_OP_OR : TC_OP_ADD) : TC_OP_MAX;
-    if (acc && x) tc_ub_acc_update(&c->ub, op, acc, x);
+    if (acc && x) tc_ub_acc_update(&c->ub, acc_op(a), acc, x);
     close_stage(c, opened);
     return acc;
 }
@@ -144,6 +294,7 @@ static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
 }
 
 static tc_uop *lower(lower_ctx *c, tc_ast *a) {
+    if (c->is_grouped && tc_op_is_reduce(a->op)) return lower_reduce(c, a);
     tc_uop *m = a->lowered;
     if (m && a->lowered_epoch >= c->base_epoch &&
         (a->lowered_epoch == c->epoch || m->depth <= c->outer_depth))
@@ -173,7 +324,8 @@ static tc_uop *lower(lower_ctx *c, tc_ast *a) {
 /* lowers every reduce under a (outside any stage) before a store stage opens */
 static void prelower_reduces(lower_ctx *c, tc_ast *a) {
     if (tc_op_is_reduce(a->op)) {
-        lower(c, a);
+        if (c->is_grouped) group_partials(c, a);
+        else lower(c, a);
         return;
     }
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST || a->mark == c->base_epoch) return;
@@ -196,6 +348,11 @@ static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
     for (int i = 0; i < sink->n_srcs; i++) n += store_is_full(c, sink->srcs[i]) == full;
     if (!n) return;
     if (full) opened = open_stage(c);
+    if (c->is_grouped && !full) { /* the reduced-space stores run on lane 0 */
+        opened = tc_ub_if(&c->ub, ix(c, TC_OP_CMPLT, c->lane, ic(c, 1)));
+        c->gate = ++c->n_gates;
+        c->epoch = ++epoch_counter;
+    }
     for (int i = 0; i < sink->n_srcs; i++) {
         tc_ast *st = sink->srcs[i];
         vals[i] = store_is_full(c, st) == full ? lower(c, st->srcs[0]) : NULL;
@@ -210,6 +367,139 @@ static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
             c->ub.failed = true;
     }
     if (full) close_stage(c, opened);
+    if (c->is_grouped && !full) {
+        while (opened--) tc_ub_end_if(&c->ub);
+        c->gate = 0;
+        c->epoch = ++epoch_counter;
+    }
+}
+
+/* ---- work-groups (has_local targets) ---- */
+
+/* grouped analysis: finds the reduces under a and marks those that every
+ * lane reads (under a full-space store, or under another reduce's input) */
+static void mark_reads(lower_ctx *c, tc_ast *a, bool all_lanes) {
+    int m = all_lanes ? c->mark_all : c->mark_one;
+    if (a->mark == c->mark_all || a->mark == m) return;
+    a->mark = m;
+    if (tc_op_is_reduce(a->op)) {
+        group_red *r = red_of(c, a);
+        if (!r && c->n_reds == TC_UB_MAX_LOCALS) {
+            c->has_many_reds = true;
+            return;
+        }
+        if (!r) r = &c->reds[c->n_reds++], r->ast = a;
+        r->is_bcast |= all_lanes;
+        all_lanes = true; /* its partials run on every lane */
+    }
+    for (int i = 0; i < a->n_srcs; i++) mark_reads(c, a->srcs[i], all_lanes);
+}
+
+/* decides whether reduces split across a work-group, and its lanes G: the
+ * power of two covering a row (N reduced elements), at most
+ * GROUP_MAX_LANES and what the device allows (lanes, local memory) */
+static bool choose_group(lower_ctx *c) {
+    const tc_target *t = c->tg;
+    int64_t n = 1, g = 1;
+    for (int a = 0; a < c->it->ndim; a++)
+        if ((c->it->reduce_axes >> a) & 1) n *= c->it->full_shape[a];
+    if (!c->it->reduce_axes || n < GROUP_MIN_N) return false;
+    c->mark_all = ++epoch_counter;
+    c->mark_one = ++epoch_counter;
+    tc_ast *sink = c->it->ast;
+    for (int i = 0; i < sink->n_srcs; i++)
+        mark_reads(c, sink->srcs[i]->srcs[0], store_is_full(c, sink->srcs[i]));
+    if (c->has_many_reds || c->n_reds == 0) return false;
+    while (g < n && g < GROUP_MAX_LANES) g *= 2;
+    while (g > 1 && (g > t->lanes_max || g > t->local_max[0] || g * 8 * c->n_reds > t->shared_max))
+        g /= 2;
+    c->lanes = g;
+    c->red_n = n;
+    return g >= 2;
+}
+
+/* where each kept axis goes: grid dimension 0 takes the innermost kept axis
+ * (in groups of `lanes` when lanes split it), 1 the next, 2 the ones outside
+ * merged; outer axes that do not fit the grid become loops */
+typedef struct {
+    int dim[TC_MAX_DIMS]; /* per axis: grid dimension 0..2, -1 for a loop, -2 unused */
+    int64_t size[3];      /* work-groups per grid dimension */
+    bool has_loops;       /* some kept axis is a loop */
+} grid_plan;
+
+static bool plan_grid(const lower_ctx *c, int64_t lanes, grid_plan *p) {
+    const tc_sched_item *it = c->it;
+    int kept[TC_MAX_DIMS], m = 0;
+    *p = (grid_plan){.size = {1, 1, 1}};
+    for (int a = 0; a < it->ndim; a++) {
+        p->dim[a] = -2;
+        if (!((it->reduce_axes >> a) & 1) && it->full_shape[a] > 1) kept[m++] = a;
+    }
+    bool is_looping = false; /* an axis of dimension 2 did not fit: the ones outside loop too */
+    for (int i = m - 1; i >= 0; i--) {
+        int a = kept[i], d = i == m - 1 ? 0 : i == m - 2 ? 1 : 2;
+        int64_t n = d == 0 ? ceil_div(it->full_shape[a], lanes) : it->full_shape[a];
+        bool fits = !(d == 2 && is_looping) && n <= c->tg->global_max[d] / p->size[d];
+        if (!fits && d == 0) return false;
+        is_looping |= !fits && d == 2;
+        p->dim[a] = fits ? d : -1;
+        p->has_loops |= !fits;
+        if (fits) p->size[d] *= n;
+    }
+    return true;
+}
+
+/* GPU: work-group ids (and lanes) index the kept axes, looped axes open
+ * their loops, and an ungrouped kernel whose lanes overrun the innermost
+ * axis gates everything in an IF block (left open to the end) */
+static tc_status lower_grid(lower_ctx *c, tc_kernel_uops *k) {
+    const tc_sched_item *it = c->it;
+    tc_ub *ub = &c->ub;
+    grid_plan p;
+    int inner = -1;
+    for (int a = 0; a < it->ndim; a++)
+        if (!((it->reduce_axes >> a) & 1) && it->full_shape[a] > 1) inner = a;
+    c->is_grouped = choose_group(c) && plan_grid(c, 1, &p) && !p.has_loops;
+    int64_t lanes = c->is_grouped ? c->lanes : 1;
+    if (!c->is_grouped && inner >= 0) {
+        int64_t cap = LANES_MAX < c->tg->lanes_max ? LANES_MAX : c->tg->lanes_max;
+        cap = cap < c->tg->local_max[0] ? cap : c->tg->local_max[0];
+        while (lanes < it->full_shape[inner] && lanes * 2 <= cap) lanes *= 2;
+    }
+    if (!c->is_grouped && !plan_grid(c, lanes, &p))
+        return tc_error_set(TC_ERR_DEVICE, "codegen of %s: %lld work-groups exceed the grid's %lld",
+                            it->name, (long long)ceil_div(it->full_shape[inner], lanes),
+                            (long long)c->tg->global_max[0]);
+    for (int d = 0; d < 3; d++) k->global_size[d] = p.size[d], k->local_size[d] = d ? 1 : lanes;
+    ub->index_mode = true;
+    tc_uop *gid[3], *lane = lanes > 1 ? tc_ub_special(ub, 0, true, c->idt, lanes) : NULL;
+    for (int d = 0; d < 3; d++)
+        gid[d] = p.size[d] > 1 ? tc_ub_special(ub, d, false, c->idt, p.size[d]) : ic(c, 0);
+    int64_t inner2 = 1; /* product of the dimension-2 axes inside the current one */
+    tc_uop *gate = tc_ub_iconst(ub, TC_BOOL, 1);
+    for (int a = it->ndim - 1; a >= 0; a--) {
+        int64_t n = it->full_shape[a];
+        if ((it->reduce_axes >> a) & 1 || p.dim[a] == -1) continue;
+        if (p.dim[a] == -2) {
+            c->idx[a] = ic(c, 0);
+        } else if (p.dim[a] == 1) {
+            c->idx[a] = gid[1];
+        } else if (p.dim[a] == 2) { /* dimension 2 holds several axes, the innermost fastest */
+            c->idx[a] = ix(c, TC_OP_MOD, ix(c, TC_OP_IDIV, gid[2], ic(c, inner2)), ic(c, n));
+            inner2 *= n;
+        } else if (!lane || c->is_grouped) {
+            c->idx[a] = gid[0];
+        } else { /* lanes split the innermost axis; the ones past its end do nothing */
+            c->idx[a] = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, gid[0], ic(c, lanes)), lane);
+            gate = ix(c, TC_OP_CMPLT, c->idx[a], ic(c, n));
+        }
+    }
+    ub->index_mode = false;
+    if (c->is_grouped) c->lane = lane;
+    for (int a = 0; a < it->ndim; a++)
+        if (p.dim[a] == -1) c->idx[a] = tc_ub_range(ub, a, c->idt, it->full_shape[a]);
+    tc_ub_if(ub, gate);
+    return ub->failed ? tc_error_code() ? tc_error_code() : TC_ERR_MEMORY : TC_OK;
 }
 
 static tc_dtype index_dtype(const tc_sched_item *it) {
@@ -224,6 +514,7 @@ static tc_dtype index_dtype(const tc_sched_item *it) {
 
 static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
     int64_t mult[TC_UB_MAX_DEPTH + 2] = {1};
+    for (int d = 0; d < 3; d++) mult[0] *= k->global_size[d] * k->local_size[d];
     int d = 0;
     for (int i = 0; i < k->n_uops; i++) {
         const tc_uop *u = k->uops[i];
@@ -243,24 +534,32 @@ static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
 static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
+    bool is_empty = false;
     for (int a = 0; a < it->ndim; a++) {
         if ((it->reduce_axes >> a) & 1) continue;
+        is_empty |= it->full_shape[a] == 0;
+        if (c->tg->has_local) continue;
         if (it->full_shape[a] == 1) c->idx[a] = tc_ub_iconst(&c->ub, c->idt, 0);
         else c->idx[a] = tc_ub_range(&c->ub, a, c->idt, it->full_shape[a]);
     }
+    tc_status st = TC_OK;
+    if (c->tg->has_local && is_empty) k->global_size[0] = 0; /* nothing to launch */
+    else if (c->tg->has_local) st = lower_grid(c, k);
+    if (st != TC_OK) return st;
     c->outer_depth = c->ub.depth;
     tc_ast *sink = it->ast;
-    prelower_reduces(c, sink); /* every reduce stage, in dependency order */
-    lower_stores(c, sink, false);
-    lower_stores(c, sink, true);
+    if (!(c->tg->has_local && is_empty)) {
+        prelower_reduces(c, sink); /* every reduce stage, in dependency order */
+        lower_stores(c, sink, false);
+        lower_stores(c, sink, true);
+    }
     while (c->ub.depth > 0) tc_ub_end_range(&c->ub);
-    tc_status st = tc_ub_linearize(&c->ub);
+    st = tc_ub_linearize(&c->ub);
     if (st == TC_OK) estimate(k, it);
     return st;
 }
 
 tc_kernel_uops *tc_codegen(const tc_sched_item *it, const tc_target *target) {
-    (void)target; /* CPU-style loops for every target until work-groups land */
     tc_kernel_uops *k = tc_calloc(1, sizeof *k);
     lower_ctx *c = tc_calloc(1, sizeof *c);
     if (!k || !c) {
@@ -270,7 +569,10 @@ tc_kernel_uops *tc_codegen(const tc_sched_item *it, const tc_target *target) {
     }
     tc_ub_init(&c->ub, k);
     c->it = it;
+    c->tg = target;
+    c->ub.drop_dead = target->has_local; /* the CPU output stays as it was */
     c->idt = index_dtype(it);
+    for (int d = 0; d < 3; d++) k->global_size[d] = k->local_size[d] = 1;
     c->base_epoch = c->epoch = ++epoch_counter;
     k->index_dtype = c->idt;
     k->n_bufs = it->n_bufs;
@@ -308,6 +610,11 @@ void tc_uops_dump(FILE *f, const tc_kernel_uops *k) {
         if (u->op == TC_UOP_ALU) fprintf(f, " %-6s", tc_ops[u->alu].name);
         if (u->op == TC_UOP_CONST) fprintf(f, " %g", u->value);
         if (u->op == TC_UOP_DEFINE_GLOBAL || u->op == TC_UOP_RANGE) fprintf(f, " arg=%lld", (long long)u->arg);
+        if (u->op == TC_UOP_SPECIAL)
+            fprintf(f, " %s%lld size=%lld", u->is_lane ? "lidx" : "gidx", (long long)u->arg,
+                    (long long)u->ivalue);
+        if (u->op == TC_UOP_DEFINE_LOCAL)
+            fprintf(f, " temp%lld[%lld]", (long long)u->arg, (long long)u->ivalue);
         fprintf(f, " [");
         for (int j = 0; j < u->n_srcs; j++) fprintf(f, "%s%d", j ? "," : "", u->srcs[j]->id);
         fprintf(f, "]");

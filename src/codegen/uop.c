@@ -2,6 +2,12 @@
  * (constant folding, identities, range analysis of integer math), placement
  * in the innermost loop a UOp needs, and linearization.
  *
+ * Scopes: RANGE and IF open a body; UOps with sources go into the innermost
+ * body their sources need, but never above the innermost open IF (work
+ * inside a gate stays gated). When an IF closes, the UOps made inside it
+ * leave the hash-consing table, so nothing after the block reuses them.
+ * Thread ids, local arrays and the barriers around them: gpu.c.
+ *
  * Every UOp lives in the kernel's arena (tc_kernel_uops.arena).
  */
 #include "codegen.h"
@@ -16,6 +22,8 @@ const char *const tc_uop_names[TC_UOP_COUNT] = {
     [TC_UOP_LOAD] = "LOAD",                   [TC_UOP_STORE] = "STORE",
     [TC_UOP_ALU] = "ALU",                     [TC_UOP_CAST] = "CAST",
     [TC_UOP_BITCAST] = "BITCAST",             [TC_UOP_ASSIGN] = "ASSIGN",
+    [TC_UOP_DEFINE_LOCAL] = "DEFINE_LOCAL",   [TC_UOP_BARRIER] = "BARRIER",
+    [TC_UOP_IF] = "IF",                       [TC_UOP_ENDIF] = "ENDIF",
 };
 
 static const int64_t BIG = (int64_t)1 << 62; /* bounds beyond this are "unknown" */
@@ -41,6 +49,7 @@ void tc_ub_init(tc_ub *ub, tc_kernel_uops *k) {
     memset(ub, 0, sizeof *ub);
     ub->k = k;
     ub->open[0] = &ub->top;
+    ub->if_depth = -1;
 }
 
 static bool ulist_push(tc_ub *ub, tc_ulist *l, int at, tc_uop *u) {
@@ -58,15 +67,9 @@ static bool ulist_push(tc_ub *ub, tc_ulist *l, int at, tc_uop *u) {
     return true;
 }
 
-/* puts u in the innermost open loop its sources need (or the current loop
- * when pinned); hoisted UOps go just before the open inner loop */
-static tc_uop *place(tc_ub *ub, tc_uop *u, bool pinned) {
-    int d = 0;
-    for (int i = 0; i < u->n_srcs; i++) {
-        int sd = u->srcs[i]->depth + (u->srcs[i]->op == TC_UOP_RANGE);
-        if (sd > d) d = sd;
-    }
-    if (pinned) d = ub->depth;
+/* puts u at depth d (<= the current depth): appended to the current body,
+ * or, hoisted, just before the open scope at depth d+1 */
+static tc_uop *put(tc_ub *ub, tc_uop *u, int d) {
     u->depth = d;
     tc_ulist *l = ub->open[d];
     if (!ulist_push(ub, l, d < ub->depth ? l->n - 1 : l->n, u)) {
@@ -76,8 +79,22 @@ static tc_uop *place(tc_ub *ub, tc_uop *u, bool pinned) {
     return u;
 }
 
+/* puts u in the innermost open loop its sources need, not above the
+ * innermost open IF (or the current body when pinned) */
+static tc_uop *place(tc_ub *ub, tc_uop *u, bool pinned) {
+    int d = 0;
+    for (int i = 0; i < u->n_srcs; i++) {
+        int sd = u->srcs[i]->depth + (u->srcs[i]->op == TC_UOP_RANGE);
+        if (sd > d) d = sd;
+    }
+    if (u->n_srcs > 0 && d < ub->floor[ub->depth]) d = ub->floor[ub->depth];
+    if (pinned) d = ub->depth;
+    return put(ub, u, d);
+}
+
 static uint64_t uop_hash(const tc_uop *u) {
-    uint64_t h = tc_hash_combine((uint64_t)u->op * 131 + (uint64_t)u->dtype, (uint64_t)u->alu);
+    uint64_t h = tc_hash_combine((uint64_t)u->op * 131 + (uint64_t)u->dtype,
+                                 (uint64_t)u->alu * 2 + u->is_lane);
     for (int i = 0; i < u->n_srcs; i++) h = tc_hash_combine(h, (uint64_t)(uintptr_t)u->srcs[i]);
     h = tc_hash_combine(h, (uint64_t)u->arg);
     h = tc_hash_combine(h, (uint64_t)u->ivalue);
@@ -86,7 +103,7 @@ static uint64_t uop_hash(const tc_uop *u) {
 
 static bool uop_same(const tc_uop *a, const tc_uop *b) {
     if (a->op != b->op || a->dtype != b->dtype || a->alu != b->alu || a->n_srcs != b->n_srcs ||
-        a->arg != b->arg || a->ivalue != b->ivalue ||
+        a->arg != b->arg || a->ivalue != b->ivalue || a->is_lane != b->is_lane ||
         memcmp(&a->value, &b->value, sizeof a->value) != 0)
         return false;
     for (int i = 0; i < a->n_srcs; i++)
@@ -532,7 +549,30 @@ tc_uop *tc_ub_global(tc_ub *ub, int slot, tc_dtype dt) {
     return intern(ub, u);
 }
 
+/* ---- for gpu.c: the builder's own steps ---- */
+
+tc_uop *tc_ub_new(tc_ub *ub, tc_uop_op op, tc_dtype dt, int n, tc_uop *const *srcs) {
+    return new_uop(ub, op, dt, n, srcs);
+}
+
+tc_uop *tc_ub_put(tc_ub *ub, tc_uop *u, int depth) {
+    return put(ub, u, depth);
+}
+
+tc_uop *tc_ub_intern(tc_ub *ub, tc_uop *u) {
+    return intern(ub, u);
+}
+
+bool tc_ub_insert_first(tc_ub *ub, tc_uop *u) {
+    bool ok = ulist_push(ub, &ub->top, 0, u);
+    if (!ok) ub->failed = true;
+    return ok;
+}
+
+/* ---- memory ---- */
+
 tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
+    if (buf && buf->op == TC_UOP_DEFINE_LOCAL) return tc_ub_local_load(ub, buf, idx);
     if (valid && is_iconst(valid, 0)) return tc_ub_const(ub, buf->dtype, 0, 0);
     if (valid && is_iconst(valid, 1)) valid = NULL;
     tc_uop *s[3] = {buf, idx, valid};
@@ -541,6 +581,7 @@ tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
 }
 
 tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value) {
+    if (buf && buf->op == TC_UOP_DEFINE_LOCAL && !tc_ub_local_store_sync(ub, buf)) return NULL;
     tc_uop *s[3] = {buf, idx, value};
     tc_uop *u = new_uop(ub, TC_UOP_STORE, value ? value->dtype : TC_FLOAT32, 3, s);
     return u ? place(ub, u, true) : NULL;
@@ -563,16 +604,32 @@ tc_uop *tc_ub_acc_update(tc_ub *ub, tc_op op, tc_uop *acc, tc_uop *x) {
     return u ? place(ub, u, true) : NULL;
 }
 
-tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n) {
+/* ---- scopes ---- */
+
+/* pins scope u (RANGE or IF, sources set) at the current depth and opens its body */
+static bool open_scope(tc_ub *ub, tc_uop *u) {
     if (ub->depth >= TC_UB_MAX_DEPTH) {
-        TC_INTERNAL("loop nest deeper than %d", TC_UB_MAX_DEPTH);
+        TC_INTERNAL("loops and blocks nested deeper than %d", TC_UB_MAX_DEPTH);
         ub->failed = true;
-        return NULL;
+        return false;
     }
+    tc_ulist *body = tc_arena_alloc(&ub->k->arena, sizeof *body);
+    if (!body || !place(ub, u, true)) {
+        ub->failed = true;
+        return false;
+    }
+    u->body = body;
+    int d = ++ub->depth;
+    ub->open[d] = body;
+    ub->scope[d] = u;
+    ub->floor[d] = u->op == TC_UOP_IF ? d : ub->floor[d - 1];
+    return true;
+}
+
+tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n) {
     tc_uop *s[2] = {tc_ub_iconst(ub, dt, 0), tc_ub_iconst(ub, dt, n)};
     tc_uop *u = new_uop(ub, TC_UOP_RANGE, dt, 2, s);
-    tc_ulist *body = tc_arena_alloc(&ub->k->arena, sizeof *body);
-    if (!u || !body || !place(ub, u, true)) {
+    if (!u || !open_scope(ub, u)) {
         ub->failed = true;
         return NULL;
     }
@@ -580,25 +637,107 @@ tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n) {
     u->vmin = 0;
     u->vmax = n - 1;
     u->is_index = true;
-    u->body = body;
-    ub->open[++ub->depth] = body;
     return u;
 }
 
+bool tc_ub_if(tc_ub *ub, tc_uop *cond) {
+    if (!cond) {
+        ub->failed = true;
+        return false;
+    }
+    if (is_iconst(cond, 1)) return false;
+    tc_uop *u = new_uop(ub, TC_UOP_IF, TC_BOOL, 1, &cond);
+    int d = ub->depth;
+    if (!u || !open_scope(ub, u)) return false;
+    if (ub->if_depth < 0) {
+        ub->if_depth = d;
+        ub->if_serial = ++ub->n_ifs;
+    }
+    return true;
+}
+
+/* takes the UOps of body l (and of the bodies inside it) out of the hash table */
+static void forget(tc_ub *ub, const tc_ulist *l) {
+    for (int i = 0; i < l->n; i++) {
+        tc_uop *u = l->items[i];
+        if (u->body) forget(ub, u->body);
+        tc_uop **p = &ub->table[u->hash % TC_UB_BUCKETS];
+        while (*p && *p != u) p = &(*p)->hash_next;
+        if (*p) *p = u->hash_next;
+    }
+}
+
 void tc_ub_end_range(tc_ub *ub) {
-    if (ub->depth > 0) ub->open[ub->depth--] = NULL;
+    if (ub->depth <= 0) return;
+    int d = ub->depth--;
+    tc_uop *s = ub->scope[d];
+    if (s && s->op == TC_UOP_IF) {
+        forget(ub, s->body);
+        if (ub->if_depth == d - 1) {
+            ub->if_depth = -1;
+            ub->if_serial = 0;
+        }
+    }
+    ub->open[d] = NULL;
+    ub->scope[d] = NULL;
+}
+
+void tc_ub_end_if(tc_ub *ub) {
+    tc_ub_end_range(ub);
 }
 
 static bool flatten(tc_ub *ub, tc_ulist *l, tc_ptrvec *out) {
     for (int i = 0; i < l->n; i++) {
         tc_uop *u = l->items[i];
         if (tc_ptrvec_push(out, u) != TC_OK) return false;
-        if (u->op != TC_UOP_RANGE) continue;
+        if (u->op != TC_UOP_RANGE && u->op != TC_UOP_IF) continue;
         if (!flatten(ub, u->body, out)) return false;
-        tc_uop *end = new_uop(ub, TC_UOP_ENDRANGE, u->dtype, 1, &u);
+        tc_uop_op end_op = u->op == TC_UOP_RANGE ? TC_UOP_ENDRANGE : TC_UOP_ENDIF;
+        tc_uop *end = new_uop(ub, end_op, u->dtype, 1, &u);
         if (!end || tc_ptrvec_push(out, end) != TC_OK) return false;
     }
     return true;
+}
+
+/* does u act by itself (a store, a loop, a block, a barrier, a kernel argument)? */
+static bool has_effect(const tc_uop *u) {
+    switch (u->op) {
+    case TC_UOP_DEFINE_GLOBAL:
+    case TC_UOP_RANGE:
+    case TC_UOP_ENDRANGE:
+    case TC_UOP_STORE:
+    case TC_UOP_ASSIGN:
+    case TC_UOP_BARRIER:
+    case TC_UOP_IF:
+    case TC_UOP_ENDIF: return true;
+    case TC_UOP_DEFINE_ACC:
+    case TC_UOP_CONST:
+    case TC_UOP_SPECIAL:
+    case TC_UOP_LOAD:
+    case TC_UOP_ALU:
+    case TC_UOP_CAST:
+    case TC_UOP_BITCAST:
+    case TC_UOP_DEFINE_LOCAL:
+    case TC_UOP_COUNT: return false;
+    }
+    return false;
+}
+
+/* keeps the UOps with an effect and what they read (sources come first in
+ * the list, so one backward pass marks them); `uses` is still 0 here */
+static void drop_dead(tc_ptrvec *l) {
+    for (int i = l->n - 1; i >= 0; i--) {
+        tc_uop *u = l->items[i];
+        if (!has_effect(u) && u->uses == 0) continue;
+        for (int j = 0; j < u->n_srcs; j++) u->srcs[j]->uses = 1; /* live mark */
+    }
+    int n = 0;
+    for (int i = 0; i < l->n; i++) {
+        tc_uop *u = l->items[i];
+        if (has_effect(u) || u->uses) l->items[n++] = u;
+        u->uses = 0;
+    }
+    l->n = n;
 }
 
 tc_status tc_ub_linearize(tc_ub *ub) {
@@ -614,6 +753,7 @@ tc_status tc_ub_linearize(tc_ub *ub) {
         tc_ptrvec_free(&out);
         return TC_ERR_MEMORY;
     }
+    if (ub->drop_dead) drop_dead(&out);
     for (int i = 0; i < out.n; i++) {
         k->uops[i] = out.items[i];
         k->uops[i]->id = i;

@@ -4,7 +4,9 @@
  * own loop depth are inlined into their user, others get a variable
  * (ridxN, accN, valN, aluN, castN). Constants print exactly (%.9g for
  * float32 round-trips). Integer division by a value not known to be nonzero
- * is guarded so a kernel never traps.
+ * is guarded so a kernel never traps. Work-group UOps (SPECIAL,
+ * DEFINE_LOCAL, BARRIER, IF) print through the dialect's strings; float16
+ * values of dialects with is_half_in_float are floats rounded after each op.
  */
 #include "render.h"
 
@@ -18,6 +20,9 @@ const tc_dialect tc_dialect_c = {
     .buf_prefix = "",
     .restrict_kw = "restrict ",
     .half_type = "_Float16",
+    .int64_suffix = "LL",
+    .math_fn = {[TC_OP_EXP2] = "exp2f", [TC_OP_LOG2] = "log2f", [TC_OP_SIN] = "sinf",
+                [TC_OP_SQRT] = "sqrtf"},
     .target = {.has_local = false},
 };
 
@@ -30,8 +35,20 @@ typedef struct {
     int indent;               /* current indentation level */
 } rctx;
 
+/* the type of a value of dtype dt */
 static const char *ctype(const rctx *r, tc_dtype dt) {
-    return dt == TC_FLOAT16 ? r->d->half_type : tc_dtypes[dt].cname;
+    if (dt == TC_FLOAT16) return r->d->is_half_in_float ? "float" : r->d->half_type;
+    return r->d->type_names[dt] ? r->d->type_names[dt] : tc_dtypes[dt].cname;
+}
+
+/* the element type of a global buffer of dtype dt */
+static const char *buf_ctype(const rctx *r, tc_dtype dt) {
+    return dt == TC_FLOAT16 ? r->d->half_type : ctype(r, dt);
+}
+
+/* float16 kept in a float: its value rounded to float16 */
+static bool is_half_float(const rctx *r, tc_dtype dt) {
+    return dt == TC_FLOAT16 && r->d->is_half_in_float;
 }
 
 static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
@@ -60,13 +77,15 @@ static char *render_const(const rctx *r, const tc_uop *u) {
             if (!strpbrk(num, ".en")) strcat(num, ".0");
             strcat(num, "f");
         }
-        return u->dtype == TC_FLOAT16 ? fmt("((%s)%s)", r->d->half_type, num) : fmt("(%s)", num);
+        if (u->dtype == TC_FLOAT16 && !r->d->is_half_in_float)
+            return fmt("((%s)%s)", r->d->half_type, num);
+        return fmt("(%s)", num);
     }
     case TC_INT32:
         return u->ivalue == INT32_MIN ? fmt("(-2147483647-1)") : fmt("%lld", (long long)u->ivalue);
     case TC_INT64:
-        return u->ivalue == INT64_MIN ? fmt("(-9223372036854775807LL-1)")
-                                      : fmt("%lldLL", (long long)u->ivalue);
+        return u->ivalue == INT64_MIN ? fmt("(-9223372036854775807%s-1)", r->d->int64_suffix)
+                                      : fmt("%lld%s", (long long)u->ivalue, r->d->int64_suffix);
     case TC_UINT8: return fmt("((unsigned char)%lld)", (long long)u->ivalue);
     case TC_BOOL: return fmt("%d", u->ivalue != 0);
     case TC_DTYPE_COUNT: break;
@@ -94,24 +113,45 @@ static const char *const safe_div_fmt[TC_OP_COUNT] = {
     [TC_OP_IDIV] = "(%2$s==0?0:%2$s==-1?-(%1$s):%1$s/%2$s)",
     [TC_OP_MOD] = "(%2$s==0||%2$s==-1?0:%1$s%%%2$s)",
 };
-/* float math functions (float16 computes in float) */
-static const char *const math_fn[TC_OP_COUNT] = {
-    [TC_OP_EXP2] = "exp2f", [TC_OP_LOG2] = "log2f", [TC_OP_SIN] = "sinf", [TC_OP_SQRT] = "sqrtf",
+/* an unsigned divisor is never -1 (and comparing it with -1 draws warnings) */
+static const char *const safe_udiv_fmt[TC_OP_COUNT] = {
+    [TC_OP_IDIV] = "(%2$s==0?0:%1$s/%2$s)",
+    [TC_OP_MOD] = "(%2$s==0?0:%1$s%%%2$s)",
 };
+/* wraps x (a float holding a float16 result) in the dialect's rounding;
+ * takes x */
+static char *half_rounded(const rctx *r, char *x) {
+    if (!x) return NULL;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    char *y = fmt(r->d->half_round, x);
+#pragma GCC diagnostic pop
+    tc_free(x);
+    return y;
+}
+
+static char *render_alu(const rctx *r, const tc_uop *u);
+
+/* an ALU result; float16 in a float is rounded */
+static char *render_alu_value(const rctx *r, const tc_uop *u) {
+    char *x = render_alu(r, u);
+    return is_half_float(r, u->dtype) ? half_rounded(r, x) : x;
+}
 
 static char *render_alu(const rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     const char *a = e[u->srcs[0]->id], *b = u->n_srcs > 1 ? e[u->srcs[1]->id] : "";
     const char *c = u->n_srcs > 2 ? e[u->srcs[2]->id] : "";
-    if (math_fn[u->alu])
-        return u->dtype == TC_FLOAT16
-                   ? fmt("((%s)%s((float)%s))", ctype(r, u->dtype), math_fn[u->alu], a)
-                   : fmt("%s(%s)", math_fn[u->alu], a);
+    const char *fn = r->d->math_fn[u->alu];
+    if (fn)
+        return u->dtype == TC_FLOAT16 && !r->d->is_half_in_float
+                   ? fmt("((%s)%s((float)%s))", ctype(r, u->dtype), fn, a)
+                   : fmt("%s(%s)", fn, a);
     if (u->alu == TC_OP_RECIP) return fmt("((%s)1.0f/%s)", ctype(r, u->dtype), a);
     const char *f = alu_fmt[u->alu];
     if (u->dtype == TC_BOOL && bool_fmt[u->alu]) f = bool_fmt[u->alu];
     if (safe_div_fmt[u->alu] && !(u->srcs[1]->vmin > 0 || u->srcs[1]->vmax < -1))
-        f = safe_div_fmt[u->alu];
+        f = tc_dtypes[u->srcs[1]->dtype].is_signed ? safe_div_fmt[u->alu] : safe_udiv_fmt[u->alu];
     if (!f) {
         TC_INTERNAL("cannot render ALU %s", tc_ops[u->alu].name);
         return NULL;
@@ -150,12 +190,109 @@ static char *bind(rctx *r, const tc_uop *u, const char *prefix, char *expr) {
     return name;
 }
 
+static bool is_global_half(const rctx *r, const tc_uop *buf) {
+    return buf->op == TC_UOP_DEFINE_GLOBAL && is_half_float(r, buf->dtype);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+static char *render_load(rctx *r, const tc_uop *u) {
+    char *const *e = r->expr;
+    const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
+    bool is_gated = u->n_srcs > 2 && u->srcs[2]->op != TC_UOP_BARRIER;
+    char *x = is_global_half(r, u->srcs[0]) ? fmt(r->d->half_load, buf, idx)
+                                            : fmt("%s[%s]", buf, idx);
+    if (x && is_gated) {
+        char *g = fmt("(%s?%s:(%s)0)", e[u->srcs[2]->id], x, ctype(r, u->dtype));
+        tc_free(x);
+        x = g;
+    }
+    char *name = x ? fmt("val%d", u->id) : NULL; /* never inlined: it must read before any store */
+    if (name) line(r, "%s %s = %s;", ctype(r, u->dtype), name, x);
+    tc_free(x);
+    return name;
+}
+
+static char *render_store(rctx *r, const tc_uop *u) {
+    char *const *e = r->expr;
+    const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id], *val = e[u->srcs[2]->id];
+    if (is_global_half(r, u->srcs[0])) {
+        char *x = fmt(r->d->half_store, buf, idx, val);
+        if (x) line(r, "%s", x);
+        tc_free(x);
+    } else {
+        line(r, "%s[%s] = %s;", buf, idx, val);
+    }
+    return fmt("%s", "");
+}
+
+static char *render_cast(rctx *r, const tc_uop *u) {
+    const char *x = r->expr[u->srcs[0]->id];
+    const char *to = ctype(r, u->dtype), *from = ctype(r, u->srcs[0]->dtype);
+    if (u->op == TC_UOP_CAST) {
+        char *c = fmt("((%s)%s)", to, x);
+        return bind(r, u, "cast", is_half_float(r, u->dtype) ? half_rounded(r, c) : c);
+    }
+    if (!r->d->bitcast)
+        return bind(r, u, "cast",
+                    fmt("__extension__({%s s_ = %s; %s d_; "
+                        "__builtin_memcpy(&d_, &s_, sizeof d_); d_;})",
+                        from, x, to));
+    bool is_word = tc_dtypes[u->dtype].size == 4 && tc_dtypes[u->srcs[0]->dtype].size == 4;
+    return bind(r, u, "cast", is_word ? fmt(r->d->bitcast, to, x) : fmt("((%s)%s)", to, x));
+}
+#pragma GCC diagnostic pop
+
+/* SPECIAL, DEFINE_LOCAL, BARRIER, IF, ENDIF */
+static char *render_gpu(rctx *r, const tc_uop *u) {
+    char *const *e = r->expr;
+    switch (u->op) {
+    case TC_UOP_SPECIAL: {
+        int d = (int)u->arg;
+        char *name = fmt("%s%d", u->is_lane ? "lidx" : "gidx", d);
+        if (name)
+            line(r, "%s %s = (%s)%s; /* %lld */", ctype(r, u->dtype), name, ctype(r, u->dtype),
+                 u->is_lane ? r->d->lane_id[d] : r->d->group_id[d], (long long)u->ivalue);
+        return name;
+    }
+    case TC_UOP_DEFINE_LOCAL: {
+        char *name = fmt("temp%lld", (long long)u->arg);
+        if (name)
+            line(r, "%s%s %s[%lld];", r->d->local_prefix, ctype(r, u->dtype), name,
+                 (long long)u->ivalue);
+        return name;
+    }
+    case TC_UOP_BARRIER: line(r, "%s", r->d->barrier); return fmt("%s", "");
+    case TC_UOP_IF:
+        line(r, "if (%s) {", e[u->srcs[0]->id]);
+        r->indent++;
+        return fmt("%s", "");
+    case TC_UOP_ENDIF:
+        r->indent--;
+        line(r, "}");
+        return fmt("%s", "");
+    case TC_UOP_DEFINE_GLOBAL:
+    case TC_UOP_DEFINE_ACC:
+    case TC_UOP_CONST:
+    case TC_UOP_RANGE:
+    case TC_UOP_ENDRANGE:
+    case TC_UOP_LOAD:
+    case TC_UOP_STORE:
+    case TC_UOP_ALU:
+    case TC_UOP_CAST:
+    case TC_UOP_BITCAST:
+    case TC_UOP_ASSIGN:
+    case TC_UOP_COUNT: break;
+    }
+    TC_INTERNAL("cannot render UOp %s", tc_uop_names[u->op]);
+    return NULL;
+}
+
 static char *render_uop(rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     switch (u->op) {
     case TC_UOP_DEFINE_GLOBAL: return fmt("data%lld", (long long)u->arg);
     case TC_UOP_CONST: return render_const(r, u);
-    case TC_UOP_SPECIAL: break;
     case TC_UOP_RANGE: {
         char *name = fmt("ridx%d", u->id);
         if (name)
@@ -173,40 +310,43 @@ static char *render_uop(rctx *r, const tc_uop *u) {
         if (name) line(r, "%s %s = %s;", ctype(r, u->dtype), name, e[u->srcs[0]->id]);
         return name;
     }
-    case TC_UOP_LOAD: {
-        const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
-        char *x = u->n_srcs > 2 ? fmt("(%s?%s[%s]:(%s)0)", e[u->srcs[2]->id], buf, idx, ctype(r, u->dtype))
-                                : fmt("%s[%s]", buf, idx);
-        char *name = x ? fmt("val%d", u->id) : NULL; /* never inlined: it must read before any store */
-        if (name) line(r, "%s %s = %s;", ctype(r, u->dtype), name, x);
-        tc_free(x);
-        return name;
-    }
-    case TC_UOP_STORE:
-        line(r, "%s[%s] = %s;", e[u->srcs[0]->id], e[u->srcs[1]->id], e[u->srcs[2]->id]);
-        return fmt("%s", "");
-    case TC_UOP_ALU: return bind(r, u, "alu", render_alu(r, u));
+    case TC_UOP_LOAD: return render_load(r, u);
+    case TC_UOP_STORE: return render_store(r, u);
+    case TC_UOP_ALU: return bind(r, u, "alu", render_alu_value(r, u));
     case TC_UOP_CAST:
-        return bind(r, u, "cast", fmt("((%s)%s)", ctype(r, u->dtype), e[u->srcs[0]->id]));
-    case TC_UOP_BITCAST:
-        return bind(r, u, "cast",
-                    fmt("__extension__({%s s_ = %s; %s d_; __builtin_memcpy(&d_, &s_, sizeof d_); d_;})",
-                        ctype(r, u->srcs[0]->dtype), e[u->srcs[0]->id], ctype(r, u->dtype)));
+    case TC_UOP_BITCAST: return render_cast(r, u);
     case TC_UOP_ASSIGN:
         line(r, "%s = %s;", e[u->srcs[0]->id], e[u->srcs[1]->id]);
         return fmt("%s", "");
+    case TC_UOP_SPECIAL:
+    case TC_UOP_DEFINE_LOCAL:
+    case TC_UOP_BARRIER:
+    case TC_UOP_IF:
+    case TC_UOP_ENDIF: return render_gpu(r, u);
     case TC_UOP_COUNT: break;
     }
-    TC_INTERNAL("cannot render UOp %s", tc_uop_names[u->op]);
+    TC_INTERNAL("cannot render UOp %d", (int)u->op);
     return NULL;
+}
+
+static bool uses_half(const tc_kernel_uops *k) {
+    for (int i = 0; i < k->n_uops; i++)
+        if (k->uops[i]->dtype == TC_FLOAT16) return true;
+    return false;
 }
 
 static void signature(rctx *r) {
     const tc_kernel_uops *k = r->k;
-    tc_sb_printf(&r->out, "%s%svoid %s(", r->d->preamble, r->d->kernel_prefix, k->name);
+    tc_sb_printf(&r->out, "%s", r->d->preamble);
+    if (r->d->half_preamble && uses_half(k)) tc_sb_printf(&r->out, "%s", r->d->half_preamble);
+    tc_sb_printf(&r->out, "%svoid ", r->d->kernel_prefix);
+    if (r->d->has_launch_bounds)
+        tc_sb_printf(&r->out, "__launch_bounds__(%lld) ",
+                     (long long)(k->local_size[0] * k->local_size[1] * k->local_size[2]));
+    tc_sb_printf(&r->out, "%s(", k->name);
     for (int i = 0; i < k->n_bufs; i++)
         tc_sb_printf(&r->out, "%s%s%s%s *%sdata%d", i ? ", " : "", k->buf_written[i] ? "" : "const ",
-                     r->d->buf_prefix, ctype(r, k->buf_dtypes[i]), r->d->restrict_kw, i);
+                     r->d->buf_prefix, buf_ctype(r, k->buf_dtypes[i]), r->d->restrict_kw, i);
     tc_sb_printf(&r->out, ") {\n");
 }
 

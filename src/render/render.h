@@ -1,7 +1,14 @@
 /* render.h - the interface of src/render: a linear UOp list -> source text.
  * One C-style core (cstyle.c) prints every language; a dialect table holds
- * what differs (kernel prefix, buffer qualifiers, type names, math names).
- * Only C (the CPU target) exists so far; OpenCL C and CUDA C will be tables.
+ * what differs (kernel prefix, buffer qualifiers, type names, math names,
+ * work-item ids, local memory, barriers). Dialects: C (the CPU, cstyle.c),
+ * OpenCL C (opencl.c) and CUDA C++ (cuda.c).
+ *
+ * float16 on OpenCL and CUDA: values live in float variables and are
+ * rounded to float16 after every operation (exactly what float16 arithmetic
+ * gives: a float result of one +,*,/ rounds once more without error); only
+ * buffers hold 16-bit values, read and written through conversions. So no
+ * device needs cl_khr_fp16 and NVRTC needs no cuda_fp16.h.
  */
 #ifndef TC_RENDER_H
 #define TC_RENDER_H
@@ -9,16 +16,32 @@
 #include "codegen/codegen.h"
 
 typedef struct {
-    const char *name;          /* "C" */
+    const char *name;          /* "C", "OpenCL", "CUDA" */
     const char *preamble;      /* text before the kernel */
+    const char *half_preamble; /* text after the preamble when float16 appears (NULL: none) */
     const char *kernel_prefix; /* before the return type: "", "__kernel ", ... */
+    bool has_launch_bounds;    /* "__launch_bounds__(lanes) " before the name (CUDA) */
     const char *buf_prefix;    /* before a buffer's element type: "", "__global " */
-    const char *restrict_kw;   /* after the '*' of a buffer: "restrict" or "" */
-    const char *half_type;     /* name of the float16 type */
+    const char *restrict_kw;   /* after the '*' of a buffer: "restrict " or "" */
+    const char *half_type;     /* float16 type: of values (C), of buffer elements (others) */
+    bool is_half_in_float;     /* float16 values live in float variables (see above) */
+    const char *half_load;     /* printf: %1$s buffer, %2$s index -> float */
+    const char *half_store;    /* printf: %1$s buffer, %2$s index, %3$s float: a statement */
+    const char *half_round;    /* printf: %1$s float -> that float rounded to float16 */
+    const char *int64_suffix;  /* of int64 constants: "LL", "L" */
+    const char *type_names[TC_DTYPE_COUNT]; /* value type names; NULL: tc_dtypes' cname */
+    const char *math_fn[TC_OP_COUNT];       /* EXP2, LOG2, SIN, SQRT function names */
+    const char *group_id[3];   /* work-group id per dimension (has_local) */
+    const char *lane_id[3];    /* lane id in the work-group per dimension (has_local) */
+    const char *local_prefix;  /* before a local array: "__local ", "__shared__ " */
+    const char *barrier;       /* the work-group barrier statement */
+    const char *bitcast;       /* printf: %1$s type, %2$s value; between 4-byte types */
     tc_target target;          /* what codegen may use */
 } tc_dialect;
 
 extern const tc_dialect tc_dialect_c;
+extern const tc_dialect tc_dialect_opencl;
+extern const tc_dialect tc_dialect_cuda;
 /* the kernel's source (malloc'ed, freed with tc_free), NULL with an error set */
 char *tc_render(const tc_dialect *d, const tc_kernel_uops *k);
 

@@ -1,0 +1,51 @@
+/* opencl.c - the OpenCL C dialect of the C-style renderer (cstyle.c).
+ *
+ * Kernels are `__kernel void name(__global T *restrict data0, ...)`; work-
+ * group ids are get_group_id(d), lanes get_local_id(d), local arrays
+ * `__local`, the barrier is barrier(CLK_LOCAL_MEM_FENCE). OpenCL C's int64
+ * is `long` (constants with an L suffix); math functions are the overloaded
+ * exp2/log2/sin/sqrt. float16 needs no cl_khr_fp16: buffers are `half` read
+ * with vload_half and written with vstore_half (round to nearest even), and
+ * values are floats rounded by tc_half_round (bit arithmetic: 10 mantissa
+ * bits, ties to even, float16 subnormals in steps of 2^-24, overflow to inf).
+ * The limits are OpenCL's minimums; the device lowers them to its own.
+ */
+#include "render.h"
+
+#define HALF_ROUND                                                                    \
+    "inline float tc_half_round(float f) {\n"                                         \
+    "  uint u = as_uint(f), a = u & 0x7fffffffu;\n"                                   \
+    "  if (a >= 0x7f800000u) return f;\n"                                             \
+    "  if (a >= 0x477ff000u) return as_float((u & 0x80000000u) | 0x7f800000u);\n"     \
+    "  if (a < 0x38800000u) return rint(f * 16777216.0f) * 5.9604644775390625e-8f;\n" \
+    "  u += 0x0fffu + ((u >> 13) & 1u);\n"                                            \
+    "  return as_float(u & ~0x1fffu);\n"                                              \
+    "}\n"
+
+const tc_dialect tc_dialect_opencl = {
+    .name = "OpenCL",
+    .preamble = "",
+    .half_preamble = HALF_ROUND,
+    .kernel_prefix = "__kernel ",
+    .buf_prefix = "__global ",
+    .restrict_kw = "restrict ",
+    .half_type = "half",
+    .is_half_in_float = true,
+    .half_load = "vload_half(%2$s, %1$s)",
+    .half_store = "vstore_half(%3$s, %2$s, %1$s);",
+    .half_round = "tc_half_round(%1$s)",
+    .int64_suffix = "L",
+    .type_names = {[TC_INT64] = "long", [TC_UINT8] = "uchar", [TC_BOOL] = "bool"},
+    .math_fn =
+        {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin", [TC_OP_SQRT] = "sqrt"},
+    .group_id = {"get_group_id(0)", "get_group_id(1)", "get_group_id(2)"},
+    .lane_id = {"get_local_id(0)", "get_local_id(1)", "get_local_id(2)"},
+    .local_prefix = "__local ",
+    .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
+    .bitcast = "as_%1$s(%2$s)",
+    .target = {.has_local = true,
+               .global_max = {2147483647, 2147483647, 2147483647},
+               .local_max = {256, 256, 256},
+               .lanes_max = 256,
+               .shared_max = 16384},
+};
