@@ -64,20 +64,23 @@ static tc_status run_kernel(const tc_sched_item *it, tc_buffer **bufs, int index
     tc_dev *dev = tc_device_get(bufs[0]->device);
     if (!dev) return tc_error_code();
     if (debug >= 3) tc_ast_dump(stderr, it->ast);
-    tc_kernel_uops *k = tc_codegen(it, &tc_dialect_c.target);
+    tc_kernel_uops *k = tc_codegen(it, &dev->target);
     if (!k) return tc_error_code();
     if (debug >= 5) tc_uops_dump(stderr, k);
-    char *src = tc_render(&tc_dialect_c, k);
+    char *src = tc_render(dev->dialect, k);
     tc_status st = src ? TC_OK : tc_error_code();
     if (src && debug >= 4) fprintf(stderr, "%s", src);
     tc_program *prog = src ? dev->compile(dev, src, k->name) : NULL;
     if (src && !prog) st = tc_error_code();
     if (prog) {
-        tc_launch_dims dims = {{1, 1, 1}, {1, 1, 1}};
+        tc_launch_dims dims;
+        memcpy(dims.global, k->global_size, sizeof dims.global);
+        memcpy(dims.local, k->local_size, sizeof dims.local);
         st = tc_engine_launch(dev, prog, bufs, it->n_bufs, &dims, k->est_ops, k->est_mem, k->name, index);
     }
     tc_free(src);
     tc_kernel_uops_free(k);
+    if (st == TC_OK && tc_cuda_check_enabled()) st = tc_cuda_check_item(it); /* TC_CUDA_CHECK=1 */
     return st;
 }
 

@@ -84,15 +84,16 @@ static void cpu_free(tc_dev *d, void *ptr) {
     if (ptr) tc_free(((void **)ptr)[-1]);
 }
 
-static tc_status cpu_copyin(tc_dev *d, void *dst, const void *src, size_t nbytes) {
+static tc_status cpu_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
     (void)d;
-    if (nbytes) memmove(dst, src, nbytes);
+    if (nbytes) memmove((char *)dst + offset, src, nbytes);
     return TC_OK;
 }
 
-static tc_status cpu_copyout(tc_dev *d, void *dst, const void *src, size_t nbytes) {
+static tc_status cpu_copyout(tc_dev *d, void *dst, const void *src, size_t offset,
+                             size_t nbytes) {
     (void)d;
-    if (nbytes) memmove(dst, src, nbytes);
+    if (nbytes) memmove(dst, (const char *)src + offset, nbytes);
     return TC_OK;
 }
 
@@ -458,6 +459,8 @@ tc_dev *tc_cpu_device_create(int id) {
     snprintf(d->name, sizeof d->name, "CPU");
     d->id = id;
     d->ctx = ctx;
+    d->dialect = &tc_dialect_c;
+    d->target = tc_dialect_c.target;
     d->alloc = cpu_alloc;
     d->free = cpu_free;
     d->copyin = cpu_copyin;

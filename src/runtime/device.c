@@ -5,6 +5,8 @@
  * a fixed, process-wide table of opened devices; id 0 is always CPU) and
  * refcounted tc_buffers whose release frees the device memory and the
  * struct. The table owns the devices; tc_runtime_shutdown closes them all.
+ * How many OpenCL and CUDA devices exist is asked of their drivers once (and
+ * again after tc_runtime_shutdown).
  * Callers hold the API lock (tc_lock), so nothing here locks on its own.
  */
 #include "runtime/runtime.h"
@@ -17,24 +19,50 @@
 
 typedef enum {
     KIND_CPU,    /* the host: always available */
-    KIND_OPENCL, /* OpenCL through the ICD loader: not built yet */
-    KIND_CUDA,   /* CUDA driver API + NVRTC: not built yet */
+    KIND_OPENCL, /* OpenCL through the ICD loader (opencl.c) */
+    KIND_CUDA,   /* CUDA driver API + NVRTC, both dlopen'ed (cuda.c) */
     KIND_COUNT
 } device_kind;
 
+static int cpu_count(char *why, size_t why_size) {
+    (void)why, (void)why_size;
+    return 1;
+}
+
+static tc_dev *cpu_create(int id, int index) {
+    (void)index;
+    return tc_cpu_device_create(id);
+}
+
 typedef struct {
-    const char *name;   /* canonical spelling, matched case-insensitively */
-    int n_devices;      /* how many indices exist (0: not available in this build) */
-    const char *reason; /* why it is not available, when n_devices is 0 */
+    const char *name;                        /* canonical spelling, matched case-insensitively */
+    int (*count)(char *why, size_t why_size); /* devices of this kind (0: why says why) */
+    tc_dev *(*create)(int id, int index);    /* opens device `index` as table slot id */
 } kind_info;
 
 static const kind_info kinds[KIND_COUNT] = {
-    [KIND_CPU] = {"CPU", 1, NULL},
-    [KIND_OPENCL] = {"OPENCL", 0, "built without OpenCL support"},
-    [KIND_CUDA] = {"CUDA", 0, "built without CUDA support"},
+    [KIND_CPU] = {"CPU", cpu_count, cpu_create},
+    [KIND_OPENCL] = {"OPENCL", tc_opencl_count, tc_opencl_device_create},
+    [KIND_CUDA] = {"CUDA", tc_cuda_count, tc_cuda_device_create},
 };
 
 static tc_dev *devices[MAX_DEVICES]; /* opened devices by id; NULL = free slot */
+static int kind_count[KIND_COUNT];   /* devices per kind, -1 = not asked yet (see counts) */
+static char kind_why[KIND_COUNT][160]; /* why a kind has no device */
+static bool is_counted;              /* kind_count holds answers */
+
+/* the number of devices of kind k (asked once) */
+static int count_of(device_kind k) {
+    if (!is_counted)
+        for (int i = 0; i < KIND_COUNT; i++) kind_count[i] = -1;
+    is_counted = true;
+    if (kind_count[k] < 0) {
+        kind_why[k][0] = '\0';
+        kind_count[k] = kinds[k].count(kind_why[k], sizeof kind_why[k]);
+        if (kind_count[k] < 0) kind_count[k] = 0;
+    }
+    return kind_count[k];
+}
 
 /* ---- names ---------------------------------------------------------------- */
 
@@ -87,22 +115,23 @@ static int name_error(const char *api, const char *name, const char *from, int w
     return -1;
 }
 
-/* makes the device of `kind` and puts it in a free slot; CPU always takes 0 */
-static int create_device(device_kind kind, const char *api) {
+/* makes device `index` of `kind` and puts it in a free slot; CPU always takes 0 */
+static int create_device(device_kind kind, int index, const char *api) {
     int id = kind == KIND_CPU ? 0 : 1;
     while (id < MAX_DEVICES && devices[id]) id++;
     if (id >= MAX_DEVICES) {
         tc_error_set(TC_ERR_DEVICE, "%s: too many open devices (at most %d)", api, MAX_DEVICES);
         return -1;
     }
-    tc_dev *d = NULL;
-    switch (kind) {
-    case KIND_CPU: d = tc_cpu_device_create(id); break;
-    case KIND_OPENCL:
-    case KIND_CUDA:
-    case KIND_COUNT: TC_INTERNAL("%s: device %s has no constructor", api, kinds[kind].name); break;
+    tc_dev *d = kinds[kind].create(id, index);
+    if (!d) { /* the constructor said why; the message gets the caller's name */
+        if (tc_error_code() == TC_ERR_DEVICE) {
+            char why[400];
+            snprintf(why, sizeof why, "%s", tc_last_error());
+            tc_error_set(TC_ERR_DEVICE, "%s: %s", api, why);
+        }
+        return -1;
     }
-    if (!d) return -1; /* the constructor set the error */
     devices[id] = d;
     return id;
 }
@@ -119,24 +148,26 @@ int tc_device_open(const char *name, const char *api) {
     int index;
     int rc = parse_name(name, &kind, &index);
     if (rc != 0) return name_error(api, name, from, rc);
-    if (kinds[kind].n_devices == 0) {
+    char canon[32];
+    canonical_name(canon, kind, index);
+    int id = find_open(canon);
+    if (id >= 0) return id;
+    int n = count_of(kind);
+    if (n == 0) {
         tc_error_set(TC_ERR_DEVICE, "%s: device %s is not available (%s)", api, kinds[kind].name,
-                     kinds[kind].reason);
+                     kind_why[kind][0] ? kind_why[kind] : "no device found");
         return -1;
     }
-    if (index >= kinds[kind].n_devices) {
+    if (index >= n) {
         const kind_info *k = &kinds[kind];
         char have[64];
-        if (k->n_devices == 1) snprintf(have, sizeof have, "only %s:0", k->name);
-        else snprintf(have, sizeof have, "%s:0 to %s:%d", k->name, k->name, k->n_devices - 1);
+        if (n == 1) snprintf(have, sizeof have, "only %s:0", k->name);
+        else snprintf(have, sizeof have, "%s:0 to %s:%d", k->name, k->name, n - 1);
         tc_error_set(TC_ERR_DEVICE, "%s: device '%.64s'%s does not exist (there is %s)", api, name,
                      from, have);
         return -1;
     }
-    char canon[32];
-    canonical_name(canon, kind, index);
-    int id = find_open(canon);
-    return id >= 0 ? id : create_device(kind, api);
+    return create_device(kind, index, api);
 }
 
 tc_dev *tc_device_get(int id) {
@@ -154,6 +185,7 @@ void tc_runtime_shutdown(void) {
         devices[i] = NULL;
         d->close(d);
     }
+    is_counted = false; /* ask the drivers again next time */
 }
 
 /* ---- buffers -------------------------------------------------------------- */
@@ -205,14 +237,14 @@ tc_status tc_buffer_copyin(tc_buffer *b, size_t offset, const void *src, size_t 
     tc_status st = check_range("tc_buffer_copyin", b, offset, nbytes, src);
     if (st != TC_OK || nbytes == 0) return st;
     tc_dev *d = tc_device_get(b->device);
-    return d->copyin(d, (char *)b->ptr + offset, src, nbytes);
+    return d->copyin(d, b->ptr, offset, src, nbytes);
 }
 
 tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbytes) {
     tc_status st = check_range("tc_buffer_copyout", b, offset, nbytes, dst);
     if (st != TC_OK || nbytes == 0) return st;
     tc_dev *d = tc_device_get(b->device);
-    return d->copyout(d, dst, (const char *)b->ptr + offset, nbytes);
+    return d->copyout(d, dst, b->ptr, offset, nbytes);
 }
 
 /* Copies between two devices. One side on the host (CPU, id 0) is a single
@@ -232,12 +264,12 @@ tc_status tc_buffer_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
         return tc_error_set(TC_ERR_DEVICE, "%s: the %s buffer's device is not open", api,
                             dd ? "source" : "destination");
     if (nbytes == 0 || dst == src) return TC_OK;
-    if (sd->id == 0) return dd->copyin(dd, dst->ptr, src->ptr, nbytes);
-    if (dd->id == 0) return sd->copyout(sd, dst->ptr, src->ptr, nbytes);
+    if (sd->id == 0) return dd->copyin(dd, dst->ptr, 0, src->ptr, nbytes);
+    if (dd->id == 0) return sd->copyout(sd, dst->ptr, src->ptr, 0, nbytes);
     void *tmp = tc_malloc(nbytes);
     if (!tmp) return TC_ERR_MEMORY;
-    tc_status st = sd->copyout(sd, tmp, src->ptr, nbytes); /* returns with the bytes in tmp */
-    if (st == TC_OK) st = dd->copyin(dd, dst->ptr, tmp, nbytes);
+    tc_status st = sd->copyout(sd, tmp, src->ptr, 0, nbytes); /* returns with the bytes in tmp */
+    if (st == TC_OK) st = dd->copyin(dd, dst->ptr, 0, tmp, nbytes);
     if (st == TC_OK) st = dd->synchronize(dd); /* copyin may still read tmp */
     tc_free(tmp);
     return st;

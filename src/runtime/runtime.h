@@ -4,11 +4,15 @@
  * alloc/free, copies, compile (source -> program, cached on disk by source
  * hash), launch, synchronize. Devices are opened on first use and closed by
  * tc_runtime_shutdown. Device ids index a process-wide table; id 0 is CPU.
+ * Each device says how its kernels are written (a renderer dialect) and what
+ * codegen may use on it (the dialect's target, lowered to the device's own
+ * limits). Device memory is opaque (a cl_mem, a CUdeviceptr): copies take
+ * the device pointer and a byte offset into it.
  */
 #ifndef TC_RUNTIME_H
 #define TC_RUNTIME_H
 
-#include "graph/graph.h"
+#include "render/render.h"
 
 /* a device: function table + context. Not named tc_device: that name is the
  * public function tc_device(t) in tinyc.h, and C forbids both at file scope. */
@@ -17,19 +21,25 @@ typedef struct tc_program tc_program;
 
 /* what a launch needs besides the buffers */
 typedef struct {
-    int64_t global[3]; /* work-groups (CPU: ignored, loops are in the code) */
-    int64_t local[3];  /* work-group size (CPU: ignored) */
+    int64_t global[3]; /* work-groups per dimension (CPU: ignored, loops are in the code);
+                          a 0 launches nothing */
+    int64_t local[3];  /* lanes per work-group (CPU: ignored) */
 } tc_launch_dims;
 
 struct tc_dev {
     char name[32]; /* canonical name: "CPU", "OPENCL:1" */
     int id;        /* index in the device table */
     void *ctx;     /* backend state */
+    const tc_dialect *dialect; /* the language its kernels are rendered in */
+    tc_target target;          /* what codegen may use on it */
     /* device memory; alloc sets an error and returns NULL on failure */
     void *(*alloc)(tc_dev *d, size_t nbytes);
     void (*free)(tc_dev *d, void *ptr);
-    tc_status (*copyin)(tc_dev *d, void *dst, const void *src, size_t nbytes);
-    tc_status (*copyout)(tc_dev *d, void *dst, const void *src, size_t nbytes);
+    /* host src -> device memory dst at byte offset; returns when src may be
+     * reused (every device here copies synchronously) */
+    tc_status (*copyin)(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes);
+    /* device memory src at byte offset -> host dst; returns with the bytes in dst */
+    tc_status (*copyout)(tc_dev *d, void *dst, const void *src, size_t offset, size_t nbytes);
     /* source -> program with entry point fn_name; cached in memory and on disk */
     tc_program *(*compile)(tc_dev *d, const char *src, const char *fn_name);
     /* runs prog on bufs (device pointers, in kernel argument order) */
@@ -59,5 +69,43 @@ void tc_runtime_shutdown(void); /* closes every device; buffers must be released
  * it with dlopen, calls kernels through libffi */
 tc_dev *tc_cpu_device_create(int id);
 int64_t tc_cpu_compile_count(void); /* compiler invocations in this process */
+
+/* ---- the program cache of OpenCL and CUDA (cache.c) -----------------------
+ * <tc_cachedir()>/<key><ext>, published atomically. load gives the file's
+ * bytes (tc_malloc'ed, NUL-terminated) or *data NULL when it is absent. */
+tc_status tc_cache_load(const char *key, const char *ext, char **data, size_t *n);
+tc_status tc_cache_store(const char *key, const char *ext, const void *data, size_t n);
+
+/* ---- OpenCL devices (opencl.c) --------------------------------------------
+ * Through the ICD loader (built when TC_HAVE_OPENCL is defined). Devices are
+ * every platform's devices in platform order: "OPENCL" is the first,
+ * "OPENCL:1" the next. Programs are built from source once and their
+ * binaries cached on disk under a key of source, device name and driver
+ * version. */
+/* devices on this machine; 0 with the reason in why (no platform, no
+ * device, built without OpenCL) */
+int tc_opencl_count(char *why, size_t why_size);
+tc_dev *tc_opencl_device_create(int id, int index); /* NULL + TC_ERR_DEVICE */
+int64_t tc_opencl_build_count(void); /* programs built from source in this process */
+
+/* ---- CUDA devices (cuda.c) ------------------------------------------------
+ * libcuda (driver API) and libnvrtc are loaded with dlopen at run time, so
+ * the library needs neither to build. Kernels are compiled by NVRTC to PTX
+ * for the device's compute capability (cached on disk) and loaded with
+ * cuModuleLoadData. */
+int tc_cuda_count(char *why, size_t why_size); /* as tc_opencl_count */
+tc_dev *tc_cuda_device_create(int id, int index);
+/* compile only (no GPU needed, only NVRTC): src (CUDA dialect) -> PTX for
+ * arch ("sm_80"; NULL: TC_CUDA_ARCH, else sm_80). Errors, and warnings when
+ * is_strict, fail with TC_ERR_COMPILE quoting NVRTC's log; no NVRTC is
+ * TC_ERR_DEVICE. *ptx (when ptx is not NULL) gets the tc_malloc'ed PTX. */
+tc_status tc_cuda_compile(const char *src, const char *fn_name, const char *arch, bool is_strict,
+                          char **ptx);
+bool tc_nvrtc_available(char *why, size_t why_size); /* NVRTC loads on this machine */
+/* TC_CUDA_CHECK=1: the engine also renders every kernel it runs for CUDA and
+ * compiles it with NVRTC, failing on errors and warnings. Without NVRTC it
+ * prints "CUDA compile checks skipped" once and stays off. */
+bool tc_cuda_check_enabled(void);
+tc_status tc_cuda_check_item(const tc_sched_item *it); /* codegen + render + NVRTC, strict */
 
 #endif /* TC_RUNTIME_H */

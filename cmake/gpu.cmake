@@ -1,0 +1,79 @@
+# gpu.cmake - the optional GPU parts of the build, included at the end of the
+# top-level CMakeLists.txt (after the library and test targets exist).
+#
+# OpenCL: TC_OPENCL (default ON when an OpenCL ICD loader and headers are
+# found) compiles src/runtime/opencl.c against <CL/cl.h> and links the ICD
+# loader (OpenCL::OpenCL) into libtinyc; without it the OPENCL device says
+# "built without OpenCL support". CUDA needs nothing at build time: libcuda
+# and libnvrtc are dlopen'ed by src/runtime/cuda.c.
+#
+# Tests (when TC_BUILD_TESTS): with OpenCL, the differential suite and the
+# kernel-count tests run a second time with TC_DEVICE=OPENCL (label gpu),
+# each with its own TC_CACHEDIR and POCL_CACHE_DIR; and the same suites run
+# with TC_CUDA_CHECK=1, which also compiles every kernel for CUDA with NVRTC
+# (skipped when NVRTC is not installed: the test prints "CUDA compile checks
+# skipped" and ctest reports it as skipped).
+find_package(OpenCL QUIET)
+if(OpenCL_FOUND)
+  option(TC_OPENCL "Build the OpenCL device (ICD loader)" ON)
+else()
+  option(TC_OPENCL "Build the OpenCL device (ICD loader)" OFF)
+endif()
+if(TC_OPENCL AND NOT OpenCL_FOUND)
+  message(FATAL_ERROR "TC_OPENCL=ON but no OpenCL headers and ICD loader were found "
+                      "(Debian: apt install ocl-icd-opencl-dev opencl-headers)")
+endif()
+
+if(TC_OPENCL)
+  target_compile_definitions(tinyc_obj PRIVATE TC_HAVE_OPENCL)
+  target_link_libraries(tinyc PRIVATE OpenCL::OpenCL)
+  # the static library's users link the ICD loader too (installed: plain -lOpenCL)
+  target_link_libraries(tinyc_static PUBLIC
+    $<BUILD_INTERFACE:OpenCL::OpenCL> $<INSTALL_INTERFACE:OpenCL>)
+endif()
+message(STATUS "tinyc: OpenCL device ${TC_OPENCL}; CUDA device at run time (dlopen)")
+
+if(TC_BUILD_TESTS)
+  set(TC_GPU_SUITES diff_test_diff schedule_test_schedule schedule_test_fusion)
+  foreach(t ${TC_GPU_SUITES})
+    if(NOT TARGET ${t})
+      continue()
+    endif()
+    if(TC_OPENCL)
+      add_test(NAME ${t}_opencl COMMAND ${t})
+      set_tests_properties(${t}_opencl PROPERTIES LABELS gpu TIMEOUT 1500
+        ENVIRONMENT "TC_DEVICE=OPENCL;TC_CACHEDIR=${CMAKE_BINARY_DIR}/kcache/${t}_opencl;POCL_CACHE_DIR=${CMAKE_BINARY_DIR}/pocl-cache/${t};${TC_TEST_ENV}")
+    endif()
+    add_test(NAME ${t}_cuda_compile COMMAND ${t})
+    set_tests_properties(${t}_cuda_compile PROPERTIES LABELS gpu TIMEOUT 1500
+      SKIP_REGULAR_EXPRESSION "CUDA compile checks skipped"
+      ENVIRONMENT "TC_CUDA_CHECK=1;TC_CACHEDIR=${CMAKE_BINARY_DIR}/kcache/${t}_cuda;${TC_TEST_ENV}")
+  endforeach()
+endif()
+
+# Every test may open an OpenCL device (the api tests try one): pocl's kernel
+# cache goes into the build tree, and LeakSanitizer ignores what the driver
+# itself never frees (tests/runtime/lsan-opencl.supp: pocl and LLVM only).
+if(TC_BUILD_TESTS AND TC_OPENCL)
+  get_property(tc_all_tests DIRECTORY ${CMAKE_SOURCE_DIR} PROPERTY TESTS)
+  foreach(t ${tc_all_tests})
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+      "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/runtime/lsan-opencl.supp:print_suppressions=0")
+    get_test_property(${t} ENVIRONMENT tc_env)
+    if(NOT tc_env MATCHES "POCL_CACHE_DIR")
+      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+        "POCL_CACHE_DIR=${CMAKE_BINARY_DIR}/pocl-cache/${t}")
+    endif()
+  endforeach()
+endif()
+
+# libtinyc.a users that link through pkg-config --static need the ICD loader
+# too: add -lOpenCL to the Libs.private of the tinyc.pc that install.cmake
+# generated (a stopgap until tinyc.pc.in carries a placeholder for it)
+if(TC_OPENCL AND TC_INSTALL AND EXISTS ${CMAKE_BINARY_DIR}/tinyc.pc)
+  file(READ ${CMAKE_BINARY_DIR}/tinyc.pc tc_pc)
+  if(NOT tc_pc MATCHES "-lOpenCL")
+    string(REPLACE "Libs.private:" "Libs.private: -lOpenCL" tc_pc "${tc_pc}")
+    file(WRITE ${CMAKE_BINARY_DIR}/tinyc.pc "${tc_pc}")
+  endif()
+endif()
