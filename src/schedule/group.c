@@ -223,20 +223,27 @@ static bool is_member_target(const tc_ptrvec *members, const tc_node *l, const t
     return false;
 }
 
-/* does root k need (through loads of other roots) the output of a member? */
-static bool needs_member(tc_node *k, const tc_ptrvec *members) {
+/* does root k need (through loads of other kernels) the output of a member?
+ * A kernel needs whatever any root of its group loads. */
+static bool needs_member(tc_sched_ctx *c, tc_node *k, const tc_ptrvec *members) {
     tc_ptrvec stack = {0}, seen = {0};
     bool found = false;
     tc_ptrvec_push(&stack, k);
     while (stack.n && !found) {
         tc_node *x = stack.items[--stack.n];
-        const tc_ptrvec *loads = root_loads(tc_binfo_of(x));
-        for (int i = 0; i < loads->n && !found; i++) {
-            tc_node *l = loads->items[i];
-            if (l->op == TC_OP_BUFFER || contains(&seen, l)) continue;
-            if (contains(members, l)) found = true;
-            tc_ptrvec_push(&seen, l);
-            tc_ptrvec_push(&stack, l);
+        tc_binfo *g = tc_group_find(tc_binfo_of(x));
+        for (int b = 0; b < c->bases.n && !found; b++) { /* x's whole kernel */
+            tc_node *y = c->bases.items[b];
+            tc_binfo *yi = tc_binfo_of(y);
+            if (!yi->realize || y->op == TC_OP_BUFFER || tc_group_find(yi) != g) continue;
+            const tc_ptrvec *loads = root_loads(yi);
+            for (int i = 0; i < loads->n && !found; i++) {
+                tc_node *l = loads->items[i];
+                if (l->op == TC_OP_BUFFER || contains(&seen, l)) continue;
+                if (contains(members, l)) found = true;
+                tc_ptrvec_push(&seen, l);
+                tc_ptrvec_push(&stack, l);
+            }
         }
     }
     tc_ptrvec_free(&stack);
@@ -258,7 +265,7 @@ static bool members_conflict(tc_sched_ctx *c, const tc_ptrvec *members, const tc
             tc_node *l = loads->items[k];
             if (contains(members, l) && !tc_binfo_of(l)->inlinable && !contains(inline_ok, l)) return true;
             if (is_member_target(members, l, m)) return true;
-            if (l->op != TC_OP_BUFFER && !contains(members, l) && needs_member(l, members)) return true;
+            if (l->op != TC_OP_BUFFER && !contains(members, l) && needs_member(c, l, members)) return true;
         }
     }
     for (int i = 0; i < c->bases.n; i++) { /* outside readers of an assign target */
@@ -268,7 +275,7 @@ static bool members_conflict(tc_sched_ctx *c, const tc_ptrvec *members, const tc
         bool reads_target = false;
         for (int j = 0; j < loads->n && !reads_target; j++)
             reads_target = is_member_target(members, loads->items[j], NULL);
-        if (reads_target && needs_member(k, members)) return true;
+        if (reads_target && needs_member(c, k, members)) return true;
     }
     return false;
 }
@@ -489,6 +496,52 @@ static void merge_elementwise(tc_sched_ctx *c) {
     tc_ptrvec_free(&tiny);
 }
 
+/* A kernel that needs an assign's new value (it runs after the assign) and
+ * also computes something from the target's old value would have to run
+ * before it too: (x*0.5) + x after x := x*0.5. The parts of its own
+ * computation that read the old value are realized into buffers of their
+ * own first, so the schedule has an order. Returns false when it changed
+ * something. */
+static bool split_old_readers(tc_sched_ctx *c) {
+    bool unchanged = true;
+    for (int i = 0; i < c->bases.n; i++) {
+        tc_node *a = c->bases.items[i];
+        if (a->op != TC_OP_ASSIGN || !tc_binfo_of(a)->realize) continue;
+        tc_node *target = tc_node_base(a->srcs[1]);
+        tc_ptrvec just_a = {0};
+        tc_ptrvec_push(&just_a, a);
+        for (int k = 0; k < c->bases.n; k++) {
+            tc_node *kn = c->bases.items[k];
+            tc_binfo *ki = tc_binfo_of(kn);
+            if (kn == a || !ki->realize || kn->op == TC_OP_COPY || tc_group_find(ki) == tc_group_find(tc_binfo_of(a)))
+                continue;
+            const tc_ptrvec *loads = root_loads(ki);
+            if (!contains(loads, target) || !(contains(loads, a) || needs_member(c, kn, &just_a))) continue;
+            /* realize the nodes of kn's kernel that read the target */
+            tc_ptrvec stack = {0}, seen = {0};
+            tc_ptrvec_push(&stack, kn);
+            while (stack.n) {
+                tc_node *x = stack.items[--stack.n];
+                if (contains(&seen, x)) continue;
+                tc_ptrvec_push(&seen, x);
+                for (int j = 0; j < x->n_srcs; j++) {
+                    tc_node *sb = tc_node_base(x->srcs[j]);
+                    if (sb == target && x != kn && !tc_binfo_of(x)->realize) {
+                        tc_binfo_of(x)->realize = tc_binfo_of(x)->keep_stored = true;
+                        unchanged = false;
+                    } else if (sb->op != TC_OP_BUFFER && sb->op != TC_OP_CONST && !tc_binfo_of(sb)->realize) {
+                        tc_ptrvec_push(&stack, sb);
+                    }
+                }
+            }
+            tc_ptrvec_free(&stack);
+            tc_ptrvec_free(&seen);
+        }
+        tc_ptrvec_free(&just_a);
+    }
+    return unchanged;
+}
+
 /* one grouping pass; false when it realized something (run another pass) */
 static bool group_pass(tc_sched_ctx *c) {
     reset_groups(c);
@@ -517,7 +570,7 @@ static bool group_pass(tc_sched_ctx *c) {
         }
     }
     if (stable) merge_elementwise(c);
-    return stable && protect_assign_targets(c);
+    return stable && protect_assign_targets(c) && split_old_readers(c);
 }
 
 tc_status tc_group_reduces(tc_sched_ctx *c) {
