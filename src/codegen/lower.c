@@ -165,7 +165,8 @@ static int open_group_stage(lower_ctx *c) {
         if (!((c->it->reduce_axes >> a) & 1)) continue;
         int64_t n = c->it->full_shape[a];
         tc_uop *q = ix(c, TC_OP_IDIV, r, ic(c, inner));
-        c->idx[a] = n == 1 ? ic(c, 0) : ix(c, TC_OP_MOD, q, ic(c, n));
+        /* the outermost axis needs no % n where r < N (the gate below) */
+        c->idx[a] = n == 1 ? ic(c, 0) : a == first ? q : ix(c, TC_OP_MOD, q, ic(c, n));
         inner *= n;
     }
     tc_uop *in = ix(c, TC_OP_CMPLT, r, ic(c, c->red_n));
