@@ -65,7 +65,23 @@ typedef struct {
     int mark_all, mark_one;    /* grouped analysis: marks for "read by all lanes / lane 0" */
     int gate;                  /* grouped: serial of the open lane-0 block, 0 = none */
     int n_gates;               /* grouped: lane-0 blocks opened so far */
+    int n_up;                  /* upcast (CPU): kept axes computed UP at a time */
+    int up_axis[2];            /* upcast: those axes */
+    int64_t up_amt[2];         /* upcast: how many at a time */
+    tc_uop *up_base[2];        /* upcast: loop index * amount */
+    int n_reps;                /* upcast: copies of the loop body (product of amounts) */
+    int rep;                   /* upcast: the copy being lowered */
+    struct rmemo *rbuckets[1024]; /* upcast: (AST node, copy) -> UOp */
 } lower_ctx;
+
+/* a lowered value of one copy of an upcast kernel's body */
+typedef struct rmemo {
+    struct rmemo *next; /* chain */
+    const tc_ast *a;    /* key: the AST node ... */
+    int rep;            /* ... in this copy */
+    tc_uop *u;          /* its UOp */
+    int epoch;          /* the stage that computed it */
+} rmemo;
 
 static int epoch_counter; /* stage numbers are unique across lowerings (under the API lock) */
 
@@ -267,6 +283,109 @@ static tc_uop *group_value(lower_ctx *c, tc_ast *a) {
     return r->value;
 }
 
+/* ---- upcast (CPU): UP outputs of a kept axis per loop iteration ----
+ * The loop over an upcast axis steps by its amount; the body is lowered once
+ * per copy with the index base + copy, each copy with accumulators of its
+ * own, so a reduce runs several independent chains (a float sum is a chain
+ * of dependent adds otherwise) and loads that do not depend on the axis are
+ * shared between copies (hash-consing). */
+
+static rmemo *rmemo_find(lower_ctx *c, const tc_ast *a) {
+    size_t h = ((uintptr_t)a >> 4 ^ (size_t)c->rep * 31) % 1024;
+    for (rmemo *e = c->rbuckets[h]; e; e = e->next)
+        if (e->a == a && e->rep == c->rep) return e;
+    return NULL;
+}
+
+static void rmemo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epoch) {
+    size_t h = ((uintptr_t)a >> 4 ^ (size_t)rep * 31) % 1024;
+    rmemo *e = NULL;
+    for (e = c->rbuckets[h]; e && !(e->a == a && e->rep == rep); e = e->next) {
+    }
+    if (!e) {
+        if (!(e = tc_arena_alloc(&c->ub.k->arena, sizeof *e))) {
+            c->ub.failed = true;
+            return;
+        }
+        *e = (rmemo){c->rbuckets[h], a, rep, NULL, 0};
+        c->rbuckets[h] = e;
+    }
+    e->u = u;
+    e->epoch = epoch;
+}
+
+/* makes copy r current: each upcast axis' index is its base plus r's digit */
+static void set_copy(lower_ctx *c, int r) {
+    c->rep = r;
+    for (int i = c->n_up - 1; i >= 0; i--) {
+        int64_t off = r % c->up_amt[i];
+        r /= (int)c->up_amt[i];
+        c->ub.index_mode = true;
+        c->idx[c->up_axis[i]] = ix(c, TC_OP_ADD, c->up_base[i], ic(c, off));
+        c->ub.index_mode = false;
+    }
+}
+
+/* does some load under a reduce read the same element for every index of
+ * axis ax (so computing several at once reuses it)? */
+static bool reused_along(const tc_ast *a, int ax, bool under_reduce, int mark) {
+    if (((tc_ast *)a)->mark == mark) return false;
+    ((tc_ast *)a)->mark = mark;
+    if (a->op == TC_OP_LOAD && under_reduce) {
+        const tc_view *v = &a->st->views[a->st->n_views - 1];
+        return a->st->n_views == 1 && ax < v->ndim && v->shape[ax] > 1 && v->strides[ax] == 0;
+    }
+    bool red = under_reduce || tc_op_is_reduce(a->op);
+    for (int i = 0; i < a->n_srcs; i++)
+        if (reused_along(a->srcs[i], ax, red, mark)) return true;
+    return false;
+}
+
+/* picks up to two kept axes to upcast: in reduce kernels only (elementwise
+ * loops the C compiler vectorizes itself), axes along which an input is
+ * reused first, innermost first, by 4 (or 3 or 2) */
+static void choose_upcast(lower_ctx *c) {
+    const tc_sched_item *it = c->it;
+    if (c->tg->has_local || !it->reduce_axes || tc_flag_get(TC_FLAG_NOOPT)) return;
+    for (int pass = 0; pass < 2 && c->n_up < 2; pass++) {
+        for (int a = it->ndim - 1; a >= 0 && c->n_up < 2; a--) {
+            int64_t n = it->full_shape[a], amt = n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1;
+            if ((it->reduce_axes >> a) & 1 || amt == 1) continue;
+            if (c->n_up && c->up_axis[0] == a) continue;
+            bool reuse = reused_along(it->ast, a, false, ++epoch_counter);
+            if (pass == 0 && !reuse) continue;
+            c->up_axis[c->n_up] = a;
+            c->up_amt[c->n_up++] = amt;
+        }
+    }
+    c->n_reps = 1;
+    for (int i = 0; i < c->n_up; i++) c->n_reps *= (int)c->up_amt[i];
+}
+
+static bool is_upcast(const lower_ctx *c, int a) {
+    for (int i = 0; i < c->n_up; i++)
+        if (c->up_axis[i] == a) return true;
+    return false;
+}
+
+/* every copy's accumulator of reduce a, in one stage */
+static tc_uop *lower_reduce_copies(lower_ctx *c, tc_ast *a) {
+    int me = c->rep;
+    tc_uop *accs[16], *mine = NULL;
+    for (int r = 0; r < c->n_reps; r++) accs[r] = tc_ub_acc(&c->ub, reduce_init(c, a->op, a->dtype));
+    int opened = open_stage(c);
+    for (int r = 0; r < c->n_reps; r++) {
+        set_copy(c, r);
+        tc_uop *x = lower(c, a->srcs[0]);
+        if (accs[r] && x) tc_ub_acc_update(&c->ub, acc_op(a), accs[r], x);
+    }
+    close_stage(c, opened);
+    for (int r = 0; r < c->n_reps; r++) rmemo_put(c, a, r, accs[r], c->epoch);
+    set_copy(c, me);
+    mine = accs[me];
+    return mine;
+}
+
 static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
     if (c->is_grouped) return group_value(c, a);
     if (c->ub.depth != c->outer_depth) {
@@ -275,6 +394,7 @@ static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
         return NULL;
     }
     prelower_reduces(c, a->srcs[0]); /* earlier stages: reduces this one reads */
+    if (c->n_reps > 1) return lower_reduce_copies(c, a);
     tc_uop *acc = tc_ub_acc(&c->ub, reduce_init(c, a->op, a->dtype));
     int opened = open_stage(c);
     tc_uop *x = lower(c, a->srcs[0]);
@@ -297,8 +417,10 @@ static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
 static tc_uop *lower(lower_ctx *c, tc_ast *a) {
     if (c->is_grouped && tc_op_is_reduce(a->op)) return lower_reduce(c, a);
     tc_uop *m = a->lowered;
-    if (m && a->lowered_epoch >= c->base_epoch &&
-        (a->lowered_epoch == c->epoch || m->depth <= c->outer_depth))
+    int m_epoch = a->lowered_epoch;
+    rmemo *e = c->n_reps > 1 ? rmemo_find(c, a) : NULL;
+    if (c->n_reps > 1) m = e ? e->u : NULL, m_epoch = e ? e->epoch : 0;
+    if (m && m_epoch >= c->base_epoch && (m_epoch == c->epoch || m->depth <= c->outer_depth))
         return m;
     tc_uop *r = NULL, *s[3] = {NULL, NULL, NULL};
     switch (tc_ops[a->op].kind) {
@@ -317,8 +439,12 @@ static tc_uop *lower(lower_ctx *c, tc_ast *a) {
         break;
     }
     if (!r) c->ub.failed = true;
-    a->lowered = r;
-    a->lowered_epoch = c->epoch;
+    if (c->n_reps > 1) {
+        rmemo_put(c, a, c->rep, r, c->epoch);
+    } else {
+        a->lowered = r;
+        a->lowered_epoch = c->epoch;
+    }
     return r;
 }
 
@@ -344,7 +470,7 @@ static bool store_is_full(const lower_ctx *c, const tc_ast *st) {
 /* the stores of one space: every value first, then every store, so a kernel
  * that reads a buffer it also writes (an assign) reads the old values */
 static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
-    tc_uop *vals[sink->n_srcs];
+    tc_uop *vals[sink->n_srcs * c->n_reps];
     int opened = 0, n = 0;
     for (int i = 0; i < sink->n_srcs; i++) n += store_is_full(c, sink->srcs[i]) == full;
     if (!n) return;
@@ -354,19 +480,26 @@ static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
         c->gate = ++c->n_gates;
         c->epoch = ++epoch_counter;
     }
-    for (int i = 0; i < sink->n_srcs; i++) {
-        tc_ast *st = sink->srcs[i];
-        vals[i] = store_is_full(c, st) == full ? lower(c, st->srcs[0]) : NULL;
+    for (int r = 0; r < c->n_reps; r++) {
+        set_copy(c, r);
+        for (int i = 0; i < sink->n_srcs; i++) {
+            tc_ast *st = sink->srcs[i];
+            vals[r * sink->n_srcs + i] = store_is_full(c, st) == full ? lower(c, st->srcs[0]) : NULL;
+        }
     }
-    for (int i = 0; i < sink->n_srcs && !c->ub.failed; i++) {
-        tc_ast *st = sink->srcs[i];
-        tc_uop *idx, *valid;
-        if (store_is_full(c, st) != full) continue;
-        if (vals[i] && st_to_uops(c, st->st, &idx, &valid) == TC_OK)
-            tc_ub_store(&c->ub, c->globals[st->buf], idx, tc_ub_cast(&c->ub, vals[i], st->dtype, false));
-        else
-            c->ub.failed = true;
+    for (int r = 0; r < c->n_reps; r++) {
+        set_copy(c, r);
+        for (int i = 0; i < sink->n_srcs && !c->ub.failed; i++) {
+            tc_ast *st = sink->srcs[i];
+            tc_uop *idx, *valid, *v = vals[r * sink->n_srcs + i];
+            if (store_is_full(c, st) != full) continue;
+            if (v && st_to_uops(c, st->st, &idx, &valid) == TC_OK)
+                tc_ub_store(&c->ub, c->globals[st->buf], idx, tc_ub_cast(&c->ub, v, st->dtype, false));
+            else
+                c->ub.failed = true;
+        }
     }
+    set_copy(c, 0);
     if (full) close_stage(c, opened);
     if (c->is_grouped && !full) {
         while (opened--) tc_ub_end_if(&c->ub);
@@ -535,14 +668,25 @@ static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
 static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
+    c->n_reps = 1;
+    choose_upcast(c);
     bool is_empty = false;
     for (int a = 0; a < it->ndim; a++) {
         if ((it->reduce_axes >> a) & 1) continue;
         is_empty |= it->full_shape[a] == 0;
         if (c->tg->has_local) continue;
         if (it->full_shape[a] == 1) c->idx[a] = tc_ub_iconst(&c->ub, c->idt, 0);
-        else c->idx[a] = tc_ub_range(&c->ub, a, c->idt, it->full_shape[a]);
+        else if (!is_upcast(c, a)) c->idx[a] = tc_ub_range(&c->ub, a, c->idt, it->full_shape[a]);
+        for (int i = 0; i < c->n_up; i++) { /* an upcast axis steps by its amount */
+            if (c->up_axis[i] != a) continue;
+            int64_t steps = it->full_shape[a] / c->up_amt[i];
+            tc_uop *r = steps > 1 ? tc_ub_range(&c->ub, a, c->idt, steps) : ic(c, 0);
+            c->ub.index_mode = true;
+            c->up_base[i] = ix(c, TC_OP_MUL, r, ic(c, c->up_amt[i]));
+            c->ub.index_mode = false;
+        }
     }
+    if (c->n_up) set_copy(c, 0);
     tc_status st = TC_OK;
     if (c->tg->has_local && is_empty) k->global_size[0] = 0; /* nothing to launch */
     else if (c->tg->has_local) st = lower_grid(c, k);
