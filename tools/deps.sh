@@ -18,6 +18,11 @@ TC_PACKAGES=(
     python3-pip
     python3-venv
     dataset-fashion-mnist # IDX files for the MNIST-format examples and tests
+    ocl-icd-opencl-dev    # the OpenCL device (ICD loader) ...
+    opencl-headers
+    pocl-opencl-icd       # ... and a real OpenCL CPU device for its tests
+    clinfo
+    graphviz              # tools/render_schedule.sh (TC_SAVE_SCHEDULE)
 )
 
 # prints the packages of TC_PACKAGES that dpkg does not have installed
