@@ -423,11 +423,55 @@ static void test_composite(void **state) {
     run_family(FAM_COMPOSITE);
 }
 
+/* a value that reads a buffer's old contents, used together with a pending tc_assign
+ * to that buffer (soak seeds composite 1547371, 5665251, 6140391): x := x * 0.5, then
+ * (x_old * 0.5) + x failed with "cycle in the schedule"; the API promises that readers
+ * of the old value are scheduled first */
+static void reg_assign_old_reader(gen *g) {
+    const float x[3] = {1, -2, 3};
+    int d = given(g, tc_from_data(x, TC_FLOAT32, 1, (int64_t[]){3}, NULL), -2, 3,
+                  "data(float32, {1, -2, 3})");
+    int h = d < 0 ? d : v_scalar(g, 0.5, TC_FLOAT32);
+    int v = h < 0 ? h : push(g, B(tc_mul, R(g, d), R(g, h)), -1, 1.5, 0, true, "v0 * v1");
+    if (v < 0) return;
+    if (tc_assign(g->pool[d].t, g->pool[v].t) != TC_OK) {
+        push(g, NULL, 0, 0, 0, false, "tc_assign(v0, v2)");
+        return;
+    }
+    say(g, "  v0 := assign(v0, v2)\n");
+    int y = push(g, B(tc_add, R(g, v), R(g, d)), -2, 3, 0, true, "v2 + v0");
+    if (y >= 0) check(g, &y, 1, "regression: a reader of the old value beside its assign");
+}
+
+/* three outputs in one realize, no assign anywhere (soak seed half 685113):
+ * {h * c, -h[0:1] + x, h} with h = cast(x, float16) failed with "cycle in the
+ * schedule: a kernel reads a buffer that an assign overwrites" */
+static void reg_multi_output_cycle(gen *g) {
+    const float x[4] = {1, -2, 3, 0.5f}, c = 0.7f;
+    int a = given(g, tc_from_data(x, TC_FLOAT32, 1, (int64_t[]){4}, NULL), -2, 3,
+                  "data(float32, {1, -2, 3, 0.5})");
+    int b = a < 0 ? a
+                  : given(g, tc_from_data(&c, TC_FLOAT32, 1, (int64_t[]){1}, NULL), 0.7, 0.7,
+                          "data(float32, {0.7})");
+    int h = b < 0 ? b : v_cast(g, a, TC_FLOAT16);
+    int hc = h < 0 ? h : v_cast(g, b, TC_FLOAT16);
+    int p = hc < 0 ? hc : v_binary(g, h, hc, BI_MUL);
+    tc_tensor *first = h < 0 ? NULL : tc_shrink(g->pool[h].t, (int64_t[]){0, 1});
+    int q = p < 0 ? p
+                  : push(g, B(tc_add, U(tc_neg, first), R(g, a)), -4, 5, 0.01, false,
+                         "-shrink(v2, (0,1)) + v0");
+    if (q < 0) return;
+    g->pool[q].has_half = true;
+    int targets[3] = {p, q, h};
+    check(g, targets, 3, "regression: three outputs in one realize, no assign");
+}
+
 static void test_regressions(void **state) {
     (void)state;
     if (getenv("TC_DIFF_SEED") || getenv("TC_DIFF_FAMILY")) skip();
-    static void (*const cases[])(gen *) = {reg_uint8_wrap, reg_idiv_negative_const,
-                                           reg_empty_view_of_reduce, reg_half_rounding};
+    static void (*const cases[])(gen *) = {reg_uint8_wrap,           reg_idiv_negative_const,
+                                           reg_empty_view_of_reduce, reg_half_rounding,
+                                           reg_assign_old_reader,    reg_multi_output_cycle};
     int failures = 0, n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++) {
         gen *g = gen_new(FAM_MIXED, 0);
