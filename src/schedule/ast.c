@@ -298,6 +298,7 @@ static tc_status order_items(tc_sched_ctx *c) {
         for (int i = 0; i < n && pick < 0; i++)
             if (!done[i] && indeg[i] == 0) pick = i;
         if (pick < 0) {
+            c->is_cycle = true;
             st = tc_error_set(TC_ERR_INVALID, "tc_realize: cycle in the schedule: a kernel "
                                               "reads a buffer that an assign overwrites");
             break;

@@ -463,7 +463,7 @@ static bool mergeable_root(const tc_node *n) {
 }
 
 static void merge_elementwise(tc_sched_ctx *c) {
-    if (tc_flag_get(TC_FLAG_NOFUSE) != 0) return;
+    if (tc_flag_get(TC_FLAG_NOFUSE) != 0 || c->no_merge) return;
     tc_ptrvec readers = {0}; /* pairs (input, root reading it at the identity) */
     for (int i = c->bases.n - 1; i >= 0; i--) {
         tc_node *b = c->bases.items[i];

@@ -165,10 +165,23 @@ static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     return st;
 }
 
+static tc_schedule *create(tc_node *const *nodes, int n, bool no_merge, bool *is_cycle);
+
+/* A schedule. When the elementwise merges leave no valid order (a cycle the
+ * merge checks missed: seen only with several assigns in one realize), the
+ * graph is scheduled again without them, which is always orderable when the
+ * graph is. */
 tc_schedule *tc_schedule_create(tc_node *const *nodes, int n) {
+    bool is_cycle = false;
+    tc_schedule *s = create(nodes, n, false, &is_cycle);
+    if (!s && is_cycle) s = create(nodes, n, true, &is_cycle);
+    return s;
+}
+
+static tc_schedule *create(tc_node *const *nodes, int n, bool no_merge, bool *is_cycle) {
     tc_schedule *s = tc_calloc(1, sizeof *s);
     if (!s) return NULL;
-    tc_sched_ctx c = {.s = s};
+    tc_sched_ctx c = {.s = s, .no_merge = no_merge};
     tc_status st = schedule_run(&c, nodes, n);
     for (int i = 0; i < c.bases.n; i++) {
         tc_node *b = c.bases.items[i];
@@ -177,6 +190,7 @@ tc_schedule *tc_schedule_create(tc_node *const *nodes, int n) {
         b->scratch = NULL;
     }
     tc_ptrvec_free(&c.bases);
+    *is_cycle = c.is_cycle;
     if (st == TC_OK) {
         tc_ptrvec_free(&c.items);
         return s;

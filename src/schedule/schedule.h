@@ -95,6 +95,8 @@ typedef struct {
     tc_schedule *s;   /* the schedule being built */
     tc_ptrvec bases;  /* every unrealized base reached, in discovery order */
     tc_ptrvec items;  /* tc_sched_item pointers (arena) in creation order */
+    bool no_merge;    /* no elementwise multi-output merging (the fallback) */
+    bool is_cycle;    /* ordering found a cycle */
 } tc_sched_ctx;
 
 static inline tc_binfo *tc_binfo_of(const tc_node *n) {

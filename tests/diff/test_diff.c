@@ -261,6 +261,15 @@ static void run_case(gen *g) {
     check(g, targets, nt, nt > 1 ? "final (several outputs in one realize)" : "final");
 }
 
+/* FAM_MIXED also runs the unoptimised and unfused paths: flags set on top of the
+ * environment's (noopt, nofuse), which run_family restores after the family */
+static void mixed_flags(gen *g, int i, int64_t noopt, int64_t nofuse) {
+    bool is_noopt = noopt > 0 || i % 3 == 1, is_nofuse = nofuse > 0 || i % 3 == 2;
+    assert_int_equal(tc_set_flag("TC_NOOPT", is_noopt), TC_OK);
+    assert_int_equal(tc_set_flag("TC_NOFUSE", is_nofuse), TC_OK);
+    say(g, "  (TC_NOOPT=%d TC_NOFUSE=%d)\n", is_noopt, is_nofuse);
+}
+
 static void run_family(family fam) {
     const char *only = getenv("TC_DIFF_SEED"), *fam_only = getenv("TC_DIFF_FAMILY");
     if (fam_only && strcmp(fam_only, fam_names[fam]) != 0) skip();
@@ -268,16 +277,13 @@ static void run_family(family fam) {
     int failures = 0, cases = 0, kmin = 1 << 30, kmax = 0, realizes = 0;
     int64_t kernels = 0;
     int scale = getenv("TC_DIFF_SCALE") ? atoi(getenv("TC_DIFF_SCALE")) : 1;
+    int64_t noopt = tc_get_flag("TC_NOOPT"), nofuse = tc_get_flag("TC_NOFUSE");
     for (int i = 0; i < fam_cases[fam] * (scale > 1 ? scale : 1); i++) {
         uint64_t seed = (uint64_t)fam * 100003u + (uint64_t)i * 7919u + 17u;
         if (only && strtoull(only, NULL, 0) != seed) continue;
         gen *g = gen_new(fam, seed);
         assert_non_null(g);
-        if (fam == FAM_MIXED) { /* the unoptimised and unfused paths too */
-            assert_int_equal(tc_set_flag("TC_NOOPT", i % 3 == 1), TC_OK);
-            assert_int_equal(tc_set_flag("TC_NOFUSE", i % 3 == 2), TC_OK);
-            say(g, "  (TC_NOOPT=%d TC_NOFUSE=%d)\n", i % 3 == 1, i % 3 == 2);
-        }
+        if (fam == FAM_MIXED) mixed_flags(g, i, noopt, nofuse);
         run_case(g);
         cases++;
         failures += g->failed;
@@ -297,8 +303,8 @@ static void run_family(family fam) {
             failures++;
         }
     }
-    tc_set_flag("TC_NOOPT", 0);
-    tc_set_flag("TC_NOFUSE", 0);
+    tc_set_flag("TC_NOOPT", noopt);
+    tc_set_flag("TC_NOFUSE", nofuse);
     printf("diff %s: %d cases, %lld kernels (%d..%d per case), %d midway realizes, %d failed\n",
            fam_names[fam], cases, (long long)kernels, cases ? kmin : 0, kmax, realizes, failures);
     fflush(stdout);
@@ -466,12 +472,51 @@ static void reg_multi_output_cycle(gen *g) {
     check(g, targets, 3, "regression: three outputs in one realize, no assign");
 }
 
+/* pushes pool[x] * pool[d] for the assign regression */
+static int scaled(gen *g, int x, int d, const char *what) {
+    return push(g, B(tc_mul, R(g, x), R(g, d)), -8, 8, 0, true, "%s", what);
+}
+
+/* three assigns in one realize, two beside readers of the old value, one reading
+ * another's new value (soak seed composite 2980710): x := x*0.5 beside x*0.5 - x*0.5,
+ * a := a*b, y := y*|a| beside -(y*|a|) failed with "cycle in the schedule" */
+static void reg_three_assigns(gen *g) {
+    const float d[5] = {-1.1f, -0.7f, 0.2f, 0.9f, 1.4f};
+    int64_t s5[1] = {5};
+    int x = given(g, tc_from_data(d, TC_FLOAT32, 1, s5, NULL), -1.1, 1.4, "x: data(5)");
+    int a = x < 0 ? x : given(g, tc_from_data(d, TC_FLOAT32, 1, s5, NULL), -1.1, 1.4, "a");
+    int b = a < 0 ? a : given(g, tc_from_data(d, TC_FLOAT32, 1, s5, NULL), -1.1, 1.4, "b");
+    int y = b < 0 ? b : given(g, tc_from_data(d, TC_FLOAT32, 1, s5, NULL), -1.1, 1.4, "y");
+    int h = y < 0 ? y : v_scalar(g, 0.5, TC_FLOAT32);
+    int xv = h < 0 ? h : scaled(g, x, h, "v0 * 0.5");
+    int r1 = xv < 0 ? xv : push(g, B(tc_sub, R(g, xv), R(g, xv)), 0, 0, 0, true, "v5 - v5");
+    int av = r1 < 0 ? r1 : scaled(g, a, b, "v1 * v2");
+    if (av < 0) return;
+    if (tc_assign(g->pool[x].t, g->pool[xv].t) != TC_OK ||
+        tc_assign(g->pool[a].t, g->pool[av].t) != TC_OK) {
+        push(g, NULL, 0, 0, 0, false, "tc_assign");
+        return;
+    }
+    say(g, "  v0 := assign(v0, v5); v1 := assign(v1, v7)\n");
+    int ya = push(g, U(tc_abs, R(g, a)), 0, 8, 0, true, "abs(v1)");
+    int yv = ya < 0 ? ya : scaled(g, y, ya, "v3 * v8");
+    if (yv < 0) return;
+    if (tc_assign(g->pool[y].t, g->pool[yv].t) != TC_OK) {
+        push(g, NULL, 0, 0, 0, false, "tc_assign");
+        return;
+    }
+    say(g, "  v3 := assign(v3, v9)\n");
+    int r2 = push(g, U(tc_neg, R(g, yv)), -8, 8, 0, true, "-v9");
+    int targets[4] = {r2, y, r1, x};
+    if (r2 >= 0) check(g, targets, 4, "regression: three assigns in one realize");
+}
+
 static void test_regressions(void **state) {
     (void)state;
     if (getenv("TC_DIFF_SEED") || getenv("TC_DIFF_FAMILY")) skip();
-    static void (*const cases[])(gen *) = {reg_uint8_wrap,           reg_idiv_negative_const,
-                                           reg_empty_view_of_reduce, reg_half_rounding,
-                                           reg_assign_old_reader,    reg_multi_output_cycle};
+    static void (*const cases[])(gen *) = {
+        reg_uint8_wrap,        reg_idiv_negative_const, reg_empty_view_of_reduce, reg_half_rounding,
+        reg_assign_old_reader, reg_multi_output_cycle,  reg_three_assigns};
     int failures = 0, n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++) {
         gen *g = gen_new(FAM_MIXED, 0);
