@@ -95,6 +95,8 @@ typedef struct {
     int64_t est_mem;       /* bytes of all its buffers */
     int64_t global_size[3]; /* work-groups per dimension (1,1,1 without has_local) */
     int64_t local_size[3];  /* lanes per work-group (1,1,1 without has_local) */
+    int64_t cpu_range;      /* CPU: > 0: the last argument holds {start, end} of the
+                               outermost loop, whose cpu_range steps threads share */
 } tc_kernel_uops;
 
 /* lowers a schedule item's AST; NULL with an error set on failure */
@@ -146,6 +148,8 @@ tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value);
 tc_uop *tc_ub_acc(tc_ub *ub, tc_uop *init);            /* at the current depth */
 tc_uop *tc_ub_acc_update(tc_ub *ub, tc_op op, tc_uop *acc, tc_uop *x); /* acc = acc op x */
 tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n); /* opens a loop */
+/* opens a loop over [start, end), a part of [0, n) known only at run time */
+tc_uop *tc_ub_range_in(tc_ub *ub, int axis, tc_dtype dt, tc_uop *start, tc_uop *end, int64_t n);
 void tc_ub_end_range(tc_ub *ub);                       /* closes the innermost loop or block */
 /* GPU UOps (has_local targets; gpu.c). Loads and stores of a DEFINE_LOCAL
  * go through tc_ub_load/tc_ub_store like global ones (no valid mask). */

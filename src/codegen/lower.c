@@ -665,6 +665,28 @@ static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
         k->est_mem += tc_node_numel(it->bufs[i]) * (int64_t)tc_dtypes[it->bufs[i]->dtype].size;
 }
 
+/* The outermost loop of a CPU kernel with enough work is shared by threads:
+ * its bounds come from one more kernel argument, {start, end}, that the
+ * runtime fills per thread (tc_launch_dims.cpu_range). */
+enum { THREAD_MIN_WORK = 32768 }; /* loop iterations (all loops) worth a thread split */
+
+static tc_uop *outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
+    const tc_sched_item *it = c->it;
+    int64_t work = 1;
+    for (int d = 0; d < it->ndim; d++) work *= it->full_shape[d];
+    bool split = c->ub.depth == 0 && n >= 2 && work >= THREAD_MIN_WORK && !c->tg->has_local &&
+                 !tc_flag_get(TC_FLAG_NOOPT);
+    if (!split) return tc_ub_range(&c->ub, a, c->idt, n);
+    tc_uop *bounds = tc_ub_global(&c->ub, it->n_bufs, TC_INT64);
+    tc_uop *start = tc_ub_cast(&c->ub, tc_ub_load(&c->ub, bounds, ic(c, 0), NULL), c->idt, false);
+    tc_uop *end = tc_ub_cast(&c->ub, tc_ub_load(&c->ub, bounds, ic(c, 1), NULL), c->idt, false);
+    k->n_bufs = it->n_bufs + 1;
+    k->buf_dtypes[it->n_bufs] = TC_INT64;
+    k->buf_written[it->n_bufs] = false;
+    k->cpu_range = n;
+    return tc_ub_range_in(&c->ub, a, c->idt, start, end, n);
+}
+
 static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
@@ -676,11 +698,11 @@ static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
         is_empty |= it->full_shape[a] == 0;
         if (c->tg->has_local) continue;
         if (it->full_shape[a] == 1) c->idx[a] = tc_ub_iconst(&c->ub, c->idt, 0);
-        else if (!is_upcast(c, a)) c->idx[a] = tc_ub_range(&c->ub, a, c->idt, it->full_shape[a]);
+        else if (!is_upcast(c, a)) c->idx[a] = outer_range(c, k, a, it->full_shape[a]);
         for (int i = 0; i < c->n_up; i++) { /* an upcast axis steps by its amount */
             if (c->up_axis[i] != a) continue;
             int64_t steps = it->full_shape[a] / c->up_amt[i];
-            tc_uop *r = steps > 1 ? tc_ub_range(&c->ub, a, c->idt, steps) : ic(c, 0);
+            tc_uop *r = steps > 1 ? outer_range(c, k, a, steps) : ic(c, 0);
             c->ub.index_mode = true;
             c->up_base[i] = ix(c, TC_OP_MUL, r, ic(c, c->up_amt[i]));
             c->ub.index_mode = false;

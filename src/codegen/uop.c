@@ -627,7 +627,11 @@ static bool open_scope(tc_ub *ub, tc_uop *u) {
 }
 
 tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n) {
-    tc_uop *s[2] = {tc_ub_iconst(ub, dt, 0), tc_ub_iconst(ub, dt, n)};
+    return tc_ub_range_in(ub, axis, dt, tc_ub_iconst(ub, dt, 0), tc_ub_iconst(ub, dt, n), n);
+}
+
+tc_uop *tc_ub_range_in(tc_ub *ub, int axis, tc_dtype dt, tc_uop *start, tc_uop *end, int64_t n) {
+    tc_uop *s[2] = {start, end};
     tc_uop *u = new_uop(ub, TC_UOP_RANGE, dt, 2, s);
     if (!u || !open_scope(ub, u)) {
         ub->failed = true;

@@ -73,7 +73,7 @@ static tc_status run_kernel(const tc_sched_item *it, tc_buffer **bufs, int index
     tc_program *prog = src ? dev->compile(dev, src, k->name) : NULL;
     if (src && !prog) st = tc_error_code();
     if (prog) {
-        tc_launch_dims dims;
+        tc_launch_dims dims = {.cpu_range = k->cpu_range};
         memcpy(dims.global, k->global_size, sizeof dims.global);
         memcpy(dims.local, k->local_size, sizeof dims.local);
         st = tc_engine_launch(dev, prog, bufs, it->n_bufs, &dims, k->est_ops, k->est_mem, k->name, index);

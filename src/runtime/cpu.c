@@ -25,6 +25,7 @@
 #include <spawn.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -418,15 +419,72 @@ static tc_status prepare_cif(tc_program *p, int n) {
 /* calls fn(bufs[0], ..., bufs[n_bufs-1]); dims are unused (the loops are in
  * the code). The argument array lives on this call's stack (or heap, past
  * ARGS_ON_STACK), so launches of a prepared program share no mutable state. */
+/* ---- threads: a kernel whose outermost loop is split (dims->cpu_range)
+ * takes {start, end} as one more argument; each thread runs a slice of the
+ * loop's steps. Threads are started per launch (only kernels with enough work
+ * are split, see codegen) and joined before it returns. */
+
+static int cpu_threads(void) {
+    const char *e = getenv("TC_THREADS");
+    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+typedef struct {
+    tc_program *p;    /* the kernel */
+    void **bufs;      /* buffer pointers (shared, read-only) */
+    int n_bufs;       /* how many */
+    int64_t range[2]; /* this part's [start, end) of the outermost loop */
+    void *range_ptr;  /* &range: the value of the extra argument */
+} part;
+
+static void run_part(part *pt) {
+    void *values[ARGS_ON_STACK + 1];
+    for (int i = 0; i < pt->n_bufs; i++) values[i] = &pt->bufs[i];
+    pt->range_ptr = pt->range;
+    values[pt->n_bufs] = &pt->range_ptr;
+    ffi_call(&pt->p->cif, FFI_FN(pt->p->fn), NULL, values);
+}
+
+static void *part_main(void *arg) {
+    run_part(arg);
+    return NULL;
+}
+
+static tc_status launch_split(tc_program *p, void **bufs, int n_bufs, int64_t steps) {
+    if (n_bufs > ARGS_ON_STACK)
+        return tc_error_set(TC_ERR_RUNTIME, "CPU launch of '%s': %d buffers (at most %d)",
+                            p->fn_name, n_bufs, ARGS_ON_STACK);
+    int n = cpu_threads();
+    if (n > steps) n = (int)steps;
+    part parts[64];
+    pthread_t tids[64];
+    bool started[64] = {false};
+    int64_t chunk = n > 0 ? (steps + n - 1) / n : 0;
+    for (int t = 0; t < n; t++) {
+        int64_t lo = t * chunk, hi = lo + chunk < steps ? lo + chunk : steps;
+        parts[t] = (part){p, bufs, n_bufs, {lo, hi}, NULL};
+    }
+    for (int t = 1; t < n; t++) started[t] = pthread_create(&tids[t], NULL, part_main, &parts[t]) == 0;
+    if (n > 0) run_part(&parts[0]);
+    for (int t = 1; t < n; t++) {
+        if (started[t]) pthread_join(tids[t], NULL);
+        else run_part(&parts[t]); /* no thread to be had: run it here */
+    }
+    return TC_OK;
+}
+
 static tc_status cpu_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
                             const tc_launch_dims *dims) {
     (void)d;
-    (void)dims;
+    int64_t split = dims ? dims->cpu_range : 0;
     if (!p) return tc_error_set(TC_ERR_INVALID, "CPU launch: program is NULL");
     if (n_bufs < 0 || (n_bufs > 0 && !bufs))
         return tc_error_set(TC_ERR_INVALID, "CPU launch of '%s': bad arguments (%d buffers at %p)",
                             p->fn_name, n_bufs, (void *)bufs);
-    if (p->n_args != n_bufs && prepare_cif(p, n_bufs) != TC_OK) return tc_error_code();
+    int n_args = n_bufs + (split > 0);
+    if (p->n_args != n_args && prepare_cif(p, n_args) != TC_OK) return tc_error_code();
+    if (split > 0) return launch_split(p, bufs, n_bufs, split);
     void *stack[ARGS_ON_STACK];
     void **values = n_bufs <= ARGS_ON_STACK ? stack : tc_malloc((size_t)n_bufs * sizeof *values);
     if (!values) return TC_ERR_MEMORY;

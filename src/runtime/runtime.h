@@ -24,6 +24,9 @@ typedef struct {
     int64_t global[3]; /* work-groups per dimension (CPU: ignored, loops are in the code);
                           a 0 launches nothing */
     int64_t local[3];  /* lanes per work-group (CPU: ignored) */
+    int64_t cpu_range; /* CPU: > 0: the kernel takes one more argument, a pointer to
+                          {start, end}: its outermost loop's steps [0, cpu_range) are
+                          split across threads (TC_THREADS, default: the cores) */
 } tc_launch_dims;
 
 struct tc_dev {

@@ -273,7 +273,7 @@ static void run16(tc_program *p, const float *a, const float *b, float *res) {
     assert_int_equal(tc_buffer_copyin(ba, 0, a, 64), TC_OK);
     assert_int_equal(tc_buffer_copyin(bb, 0, b, 64), TC_OK);
     void *args[3] = {bo->ptr, ba->ptr, bb->ptr};
-    tc_launch_dims dims = {{1, 1, 1}, {1, 1, 1}};
+    tc_launch_dims dims = {{1, 1, 1}, {1, 1, 1}, 0};
     assert_int_equal(d->launch(d, p, args, 3, &dims), TC_OK);
     assert_int_equal(d->synchronize(d), TC_OK);
     assert_int_equal(tc_buffer_copyout(bo, 0, res, 64), TC_OK);

@@ -161,7 +161,7 @@ static void test_copies_and_launch(void **state) {
     if (!p) fprintf(stderr, "%s\n", tc_last_error());
     assert_non_null(p);
     void *args[2] = {out->ptr, in->ptr};
-    tc_launch_dims dims = {{N / 64, 1, 1}, {64, 1, 1}};
+    tc_launch_dims dims = {{N / 64, 1, 1}, {64, 1, 1}, 0};
     assert_int_equal(d->launch(d, p, args, 2, &dims), TC_OK);
     assert_int_equal(d->synchronize(d), TC_OK);
     assert_int_equal(tc_buffer_copyout(out, 0, got, sizeof got), TC_OK);

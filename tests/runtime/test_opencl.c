@@ -155,7 +155,7 @@ static void run_twice(tc_dev *d, tc_program *p, int64_t groups, int64_t lanes) {
     assert_true(out && in);
     assert_int_equal(tc_buffer_copyin(in, 0, a, sizeof(float) * (size_t)n), TC_OK);
     void *args[2] = {out->ptr, in->ptr};
-    tc_launch_dims dims = {{groups, 1, 1}, {lanes, 1, 1}};
+    tc_launch_dims dims = {{groups, 1, 1}, {lanes, 1, 1}, 0};
     assert_int_equal(d->launch(d, p, args, 2, &dims), TC_OK);
     assert_int_equal(d->synchronize(d), TC_OK);
     assert_int_equal(tc_buffer_copyout(out, 0, got, sizeof(float) * (size_t)n), TC_OK);
@@ -177,14 +177,14 @@ static void test_compile_and_launch(void **state) {
     run_twice(d, p, 4, 16); /* 64 work-items in groups of 16 */
     run_twice(d, p, 256, 1);
     /* an empty grid runs nothing and is fine */
-    tc_launch_dims none = {{0, 1, 1}, {1, 1, 1}};
+    tc_launch_dims none = {{0, 1, 1}, {1, 1, 1}, 0};
     void *args[2] = {NULL, NULL};
     assert_int_equal(d->launch(d, p, args, 2, &none), TC_OK);
     /* a work-group larger than the device allows: the driver's error, named */
     tc_buffer *b = tc_buffer_new(d->id, 4 * 4096 * 8);
     assert_non_null(b);
     void *big[2] = {b->ptr, b->ptr};
-    tc_launch_dims huge = {{1, 1, 1}, {d->target.lanes_max * 2, 1, 1}};
+    tc_launch_dims huge = {{1, 1, 1}, {d->target.lanes_max * 2, 1, 1}, 0};
     assert_int_equal(d->launch(d, p, big, 2, &huge), TC_ERR_RUNTIME);
     assert_tc_error(TC_ERR_RUNTIME, "OPENCL launch of 'twice'");
     tc_buffer_release(b);
@@ -207,7 +207,7 @@ static void test_binary_cache(void **state) {
     assert_int_equal(tc_opencl_build_count(), builds + 1); /* loaded, not built */
     tc_buffer *b = tc_buffer_new(d->id, 8 * sizeof(int));
     void *args[1] = {b->ptr};
-    tc_launch_dims dims = {{2, 1, 1}, {4, 1, 1}};
+    tc_launch_dims dims = {{2, 1, 1}, {4, 1, 1}, 0};
     assert_int_equal(d->launch(d, p, args, 1, &dims), TC_OK);
     int got[8];
     assert_int_equal(tc_buffer_copyout(b, 0, got, sizeof got), TC_OK);
