@@ -130,12 +130,37 @@ static void test_save_schedule(void **state) {
     tc_shutdown();
 }
 
+/* a kernel with enough work splits its outermost loop across threads: the
+ * same numbers with 1, 2 and 3 threads (an uneven split) as the reference */
+static void test_threads(void **state) {
+    (void)state;
+    const int64_t shape[2] = {301, 257};
+    float want[301];
+    for (int t = 1; t <= 3; t++) {
+        char n[8];
+        snprintf(n, sizeof n, "%d", t);
+        setenv("TC_THREADS", n, 1);
+        tc_tensor *x = tc_test_randn(2, shape, 5, -1, 1), *e = tc_exp(x);
+        int ax = 1;
+        tc_tensor *s = tc_sum(e, 1, &ax, false);
+        if (t == 1) tc_check_schedule(s, 1, 1e-5, 1e-5, "row sums, 1 thread");
+        float *got = tc_test_read(s);
+        if (t == 1) memcpy(want, got, sizeof want);
+        assert_true(tc_allclose_f32(got, want, 301, 0, 0, "row sums, more threads"));
+        free(got);
+        tc_release(x), tc_release(e), tc_release(s);
+    }
+    unsetenv("TC_THREADS");
+    tc_shutdown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_run_compiles_nothing),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_debug_output),
         cmocka_unit_test(test_save_schedule),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
