@@ -251,12 +251,32 @@ static bool needs_member(tc_sched_ctx *c, tc_node *k, const tc_ptrvec *members) 
     return found;
 }
 
+/* A member reads buffer t, so the kernel must run before every assign to t
+ * outside it; it cannot if it needs (through any kernels) such an assign's
+ * own kernel: a cycle. */
+static bool needs_outside_assign_of(tc_sched_ctx *c, const tc_ptrvec *members, tc_node *t) {
+    bool found = false;
+    for (int i = 0; i < c->bases.n && !found; i++) {
+        tc_node *a = c->bases.items[i];
+        if (a->op != TC_OP_ASSIGN || contains(members, a) || tc_node_base(a->srcs[1]) != t) continue;
+        tc_ptrvec group = {0}, reps = {0};
+        tc_ptrvec_push(&reps, tc_group_find(tc_binfo_of(a)));
+        members_of(c, &reps, &group);
+        for (int m = 0; m < members->n && !found; m++) found = needs_member(c, members->items[m], &group);
+        tc_ptrvec_free(&group);
+        tc_ptrvec_free(&reps);
+    }
+    return found;
+}
+
 /* Would one kernel computing all of members be wrong or impossible to order?
  * - a member reads another member it cannot recompute (not in `inline_ok`);
  * - a member reads the target of another member's ASSIGN (old value needed);
  * - a member needs another member through a kernel outside the group, or a
  *   kernel outside must run before the group (it reads an assign target of a
- *   member) yet needs a member's output: both are cycles. */
+ *   member) yet needs a member's output, or the group must run before an
+ *   outside assign (it reads its target) yet needs that assign's kernel: all
+ *   three are cycles. */
 static bool members_conflict(tc_sched_ctx *c, const tc_ptrvec *members, const tc_ptrvec *inline_ok) {
     for (int i = 0; i < members->n; i++) {
         tc_node *m = members->items[i];
@@ -266,6 +286,7 @@ static bool members_conflict(tc_sched_ctx *c, const tc_ptrvec *members, const tc
             if (contains(members, l) && !tc_binfo_of(l)->inlinable && !contains(inline_ok, l)) return true;
             if (is_member_target(members, l, m)) return true;
             if (l->op != TC_OP_BUFFER && !contains(members, l) && needs_member(c, l, members)) return true;
+            if (l->op == TC_OP_BUFFER && needs_outside_assign_of(c, members, l)) return true;
         }
     }
     for (int i = 0; i < c->bases.n; i++) { /* outside readers of an assign target */
