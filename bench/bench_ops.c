@@ -1,0 +1,296 @@
+/* bench_ops.c - libtinyc's side of the ops rows of bench/run.sh's table, and
+ * the STREAM-style peer of the elementwise and sum rows (bench/stream.c,
+ * built with the CPU runtime's compiler flags), measured interleaved.
+ *
+ * Every op runs as a one-op step replayed through tc_jit, so a figure is the
+ * kernels' own time (the same buffers each call, no scheduling or
+ * compiling); the first two runs (compile, capture) are not timed. Each
+ * figure is the median of several runs (fewer for slow ones).
+ *
+ *   matmul N     (N,N)@(N,N) float32, N = 512, 1024, 2048: GFLOPS = 2N^3/t
+ *   triad        d = a*b + c over 16M floats: GB/s = 16 bytes/element / t
+ *   sum          sum of 16M floats: GB/s = 4 bytes/element / t
+ *   softmax, layernorm, std over the rows of (4096,1024), softmax of
+ *                (64,1024): ms
+ *
+ * Usage: bench_ops [--dump DIR] [--threads T] [--quick]
+ *   --dump DIR   writes each case's inputs and our outputs as raw float32
+ *                (DIR/<case>.<name>.f32) for bench/peers.py to check
+ *                against numpy/PyTorch on the same data
+ *   --threads T  the STREAM peer's threads (default: TC_THREADS, else the
+ *                cores, as the CPU runtime does)
+ *   --quick      fewer runs (a smoke test)
+ * Prints "ours <case> <value>" for our figures, "peer <case> <value>
+ * <check>" for the STREAM peer (check: max abs difference from us, or the
+ * relative difference of the sums, then "(ok)" or "(FAIL)") and "info
+ * <text>" lines. Exit status 1
+ * when a check fails or libtinyc reports an error. */
+#include "stream.h"
+#include "tinyc.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { MAX_RUNS = 50 };
+
+static const char *dump_dir; /* --dump, or NULL */
+static bool quick;           /* --quick */
+static int failures;         /* failed checks and errors */
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* runs for a case whose single run took `once` seconds: about `budget`
+ * seconds in all, at least 3 (5 unless quick), at most MAX_RUNS */
+static int runs_for(double once, double budget) {
+    int lo = quick ? 3 : 5, hi = quick ? 5 : MAX_RUNS;
+    int n = once > 0 ? (int)(budget / once) : hi;
+    if (once > 1.0) lo = 3; /* the 2048 matmul while it is slow */
+    return n < lo ? lo : n > hi ? hi : n;
+}
+
+static void error(const char *what) {
+    fprintf(stderr, "bench_ops: %s: %s\n", what, tc_last_error());
+    failures++;
+}
+
+/* x[i] = scale*sin(0.37*i + phase) + offset: deterministic, not periodic in
+ * a way a cache or a branch predictor could exploit */
+static float *fill(int64_t n, double scale, double phase, double offset) {
+    float *x = malloc(sizeof *x * (size_t)n);
+    if (!x) return NULL;
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(scale * sin(0.37 * (double)i + phase) + offset);
+    return x;
+}
+
+static void dump(const char *name, const char *part, const float *x, int64_t n) {
+    if (!dump_dir) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.%s.f32", dump_dir, name, part);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(x, sizeof *x, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "bench_ops: cannot write %s\n", path);
+        failures++;
+    }
+    if (f) fclose(f);
+}
+
+/* ---- the one-op steps ------------------------------------------------------ */
+
+typedef enum { OP_MATMUL, OP_TRIAD, OP_SUM, OP_SOFTMAX, OP_LAYERNORM, OP_STD } op_kind;
+
+static tc_status op_step(void *user, tc_tensor *const *in, int n_in, tc_tensor **out, int n_out) {
+    (void)n_in, (void)n_out;
+    op_kind op = *(const op_kind *)user;
+    tc_tensor *y = NULL, *t = NULL;
+    int ax = -1;
+    switch (op) {
+    case OP_MATMUL: y = tc_matmul(in[0], in[1]); break;
+    case OP_TRIAD:
+        t = tc_mul(in[0], in[1]);
+        y = t ? tc_add(t, in[2]) : NULL;
+        break;
+    case OP_SUM: y = tc_sum(in[0], 0, NULL, false); break;
+    case OP_SOFTMAX: y = tc_softmax(in[0], -1); break;
+    case OP_LAYERNORM: y = tc_layernorm(in[0], -1, 1e-5); break;
+    case OP_STD: y = tc_std(in[0], 1, &ax, false, 1); break;
+    }
+    tc_release(t);
+    out[0] = y;
+    return y ? TC_OK : tc_last_status();
+}
+
+/* one replay of j on in, waiting for the result; copies it to host when
+ * `result` is given. Returns the seconds, or -1 on error. */
+static double replay(tc_jit *j, tc_tensor **in, int n_in, float *result, size_t nbytes) {
+    tc_tensor *y = NULL;
+    double t0 = now();
+    tc_status s = tc_jit_run(j, in, n_in, &y, 1);
+    double dt = now() - t0;
+    if (s == TC_OK && result) s = tc_to_host(y, result, nbytes);
+    tc_release(y);
+    return s == TC_OK ? dt : -1;
+}
+
+/* a prepared step: the jit after its compile and capture runs, our result
+ * of the first replay in `result`, and the time of one replay */
+typedef struct {
+    op_kind op;
+    tc_jit *jit;
+    tc_tensor *in[3];
+    int n_in;
+    double once;
+} step;
+
+static int prepare(step *s, float *result, size_t nbytes) {
+    s->jit = tc_jit_new(op_step, &s->op);
+    if (!s->jit) return error("tc_jit_new"), -1;
+    for (int i = 0; i < 2; i++) /* compile, capture */
+        if (replay(s->jit, s->in, s->n_in, NULL, 0) < 0) return error("a warm-up run"), -1;
+    s->once = replay(s->jit, s->in, s->n_in, result, nbytes);
+    if (s->once < 0) return error("the first replay"), -1;
+    return 0;
+}
+
+static void finish(step *s) {
+    tc_jit_free(s->jit);
+    for (int i = 0; i < s->n_in; i++) tc_release(s->in[i]);
+}
+
+/* median seconds of runs replays */
+static double time_step(step *s, int runs) {
+    double t[MAX_RUNS];
+    for (int r = 0; r < runs; r++)
+        if ((t[r] = replay(s->jit, s->in, s->n_in, NULL, 0)) < 0) return error("a replay"), -1;
+    return median(t, runs);
+}
+
+static bool any_failed(const double *t, int runs) {
+    for (int r = 0; r < runs; r++)
+        if (t[r] < 0) return true;
+    return false;
+}
+
+static tc_tensor *upload(const float *x, int ndim, const int64_t *shape) {
+    tc_tensor *t = tc_from_data(x, TC_FLOAT32, ndim, shape, NULL);
+    if (!t) error("tc_from_data");
+    return t;
+}
+
+/* ---- cases ----------------------------------------------------------------- */
+
+static void bench_matmul(int64_t n) {
+    char name[32];
+    snprintf(name, sizeof name, "matmul%lld", (long long)n);
+    int64_t shape[2] = {n, n};
+    float *a = fill(n * n, 1.0, 0.0, 0.0), *b = fill(n * n, 1.0, 1.3, 0.0), *c = malloc(sizeof *c * (size_t)(n * n));
+    step s = {.op = OP_MATMUL, .n_in = 2};
+    if (a && b && c && (s.in[0] = upload(a, 2, shape)) && (s.in[1] = upload(b, 2, shape)) &&
+        prepare(&s, c, sizeof *c * (size_t)(n * n)) == 0) {
+        double t = time_step(&s, runs_for(s.once, quick ? 1.0 : 4.0));
+        if (t > 0) printf("ours %s %.3f\n", name, 2.0 * (double)n * (double)n * (double)n / t * 1e-9);
+        dump(name, "a", a, n * n), dump(name, "b", b, n * n), dump(name, "out", c, n * n);
+    }
+    finish(&s);
+    free(a), free(b), free(c);
+    fflush(stdout);
+}
+
+/* triad and sum: ours and the STREAM loop alternate, run by run */
+static void bench_stream(int64_t n, int threads) {
+    int64_t shape[1] = {n};
+    float *a = fill(n, 1.0, 0.0, 0.0), *b = fill(n, 1.0, 1.3, 0.0), *c = fill(n, 1.0, 2.1, 0.0);
+    float *d = malloc(sizeof *d * (size_t)n), *ours = malloc(sizeof *ours * (size_t)n);
+    float *pos = fill(n, 0.5, 0.7, 1.0); /* for the sum: no cancellation, so relative error means something */
+    step tr = {.op = OP_TRIAD, .n_in = 3}, su = {.op = OP_SUM, .n_in = 1};
+    if (!a || !b || !c || !d || !ours || !pos) {
+        fprintf(stderr, "bench_ops: out of memory\n");
+        failures++;
+    } else if ((tr.in[0] = upload(a, 1, shape)) && (tr.in[1] = upload(b, 1, shape)) &&
+               (tr.in[2] = upload(c, 1, shape)) && prepare(&tr, ours, sizeof *ours * (size_t)n) == 0) {
+        stream_triad(d, a, b, c, n, threads);
+        double err = 0;
+        for (int64_t i = 0; i < n; i++) err = fmax(err, fabs((double)ours[i] - (double)d[i]));
+        int runs = runs_for(tr.once, quick ? 0.5 : 2.0);
+        double t_ours[MAX_RUNS], t_peer[MAX_RUNS];
+        for (int r = 0; r < runs; r++) {
+            t_ours[r] = replay(tr.jit, tr.in, 3, NULL, 0);
+            double t0 = now();
+            stream_triad(d, a, b, c, n, threads);
+            t_peer[r] = now() - t0;
+        }
+        double bytes = 16.0 * (double)n;
+        if (any_failed(t_ours, runs)) error("a triad replay");
+        printf("ours triad %.3f\n", bytes / median(t_ours, runs) * 1e-9);
+        bool ok = err <= 1e-5;
+        printf("peer triad %.3f maxabs=%.2g(%s)\n", bytes / median(t_peer, runs) * 1e-9, err, ok ? "ok" : "FAIL");
+        if (!ok) fprintf(stderr, "bench_ops: triad differs from the C loop by %g\n", err), failures++;
+    }
+    fflush(stdout);
+    if (pos && (su.in[0] = upload(pos, 1, shape))) {
+        float s_ours = 0;
+        if (prepare(&su, &s_ours, sizeof s_ours) == 0) {
+            double ref = 0;
+            for (int64_t i = 0; i < n; i++) ref += pos[i];
+            double s_peer = stream_sum(pos, n, threads);
+            int runs = runs_for(su.once, quick ? 0.5 : 2.0);
+            double t_ours[MAX_RUNS], t_peer[MAX_RUNS];
+            volatile double sink = 0;
+            for (int r = 0; r < runs; r++) {
+                t_ours[r] = replay(su.jit, su.in, 1, NULL, 0);
+                double t0 = now();
+                sink += stream_sum(pos, n, threads);
+                t_peer[r] = now() - t0;
+            }
+            if (any_failed(t_ours, runs)) error("a sum replay");
+            double rel = fabs((double)s_ours - s_peer) / fabs(s_peer);
+            printf("ours sum %.3f\n", 4.0 * (double)n / median(t_ours, runs) * 1e-9);
+            bool ok = rel <= 1e-4;
+            printf("peer sum %.3f relerr=%.2g(%s)\n", 4.0 * (double)n / median(t_peer, runs) * 1e-9, rel,
+                   ok ? "ok" : "FAIL");
+            printf("info sum: ours %.9g, C loop %.9g, double %.9g\n", (double)s_ours, s_peer, ref);
+            if (!ok) fprintf(stderr, "bench_ops: the sums differ by %g (relative)\n", rel), failures++;
+        }
+    }
+    finish(&tr), finish(&su);
+    free(a), free(b), free(c), free(d), free(ours), free(pos);
+    fflush(stdout);
+}
+
+/* a row op over (rows, cols): ms of ours; inputs and outputs dumped */
+static void bench_rows(const char *name, op_kind op, int64_t rows, int64_t cols) {
+    int64_t shape[2] = {rows, cols}, out_n = op == OP_STD ? rows : rows * cols;
+    float *x = fill(rows * cols, 3.0, 0.0, 0.0), *y = malloc(sizeof *y * (size_t)out_n);
+    step s = {.op = op, .n_in = 1};
+    if (x && y && (s.in[0] = upload(x, 2, shape)) && prepare(&s, y, sizeof *y * (size_t)out_n) == 0) {
+        double t = time_step(&s, runs_for(s.once, quick ? 0.3 : 1.5));
+        if (t > 0) printf("ours %s %.4f\n", name, t * 1e3);
+        dump(name, "x", x, rows * cols), dump(name, "out", y, out_n);
+    }
+    finish(&s);
+    free(x), free(y);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    const char *env = getenv("TC_THREADS");
+    int threads = env && *env ? atoi(env) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_dir = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) quick = true;
+        else {
+            fprintf(stderr, "usage: bench_ops [--dump DIR] [--threads T] [--quick]\n");
+            return 2;
+        }
+    }
+    if (threads < 1) threads = 1;
+    printf("info STREAM peer: %d threads, flags: %s\n", threads, stream_flags);
+    bench_matmul(512);
+    bench_matmul(1024);
+    bench_matmul(2048);
+    bench_stream(16 << 20, threads);
+    bench_rows("softmax", OP_SOFTMAX, 4096, 1024);
+    bench_rows("softmax64", OP_SOFTMAX, 64, 1024);
+    bench_rows("layernorm", OP_LAYERNORM, 4096, 1024);
+    bench_rows("std", OP_STD, 4096, 1024);
+    tc_shutdown();
+    return failures ? 1 : 0;
+}
