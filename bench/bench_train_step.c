@@ -10,12 +10,25 @@
  * warm-up steps (compile, capture) are not timed.
  *
  * Usage: bench_train_step [--model conv|mlp|both] [--batch B] [--steps N] [--jit 0|1]
+ *                         [--dump DIR] [--compile 1]
  * Prints one line per model: "model batch ms_per_step kernels_per_step".
- * bench/train_step.sh runs it next to PyTorch (bench/train_step_torch.py). */
+ * --dump DIR writes, per model, the initial parameters (DIR/<model>.init.
+ * safetensors, tc_nn_save), the batch (DIR/<model>.x.u8, DIR/<model>.y.i32)
+ * and the loss of every step, warm-up included (DIR/<model>.loss.txt), so
+ * bench/train_step_torch.py --load DIR can run the same steps and compare.
+ * --compile 1 times steps run eagerly (no jit) instead: the first one
+ * (schedule, lower, render, compile or load from TC_CACHEDIR, run) and the
+ * next two, each minus its kernels' time (TC_DEBUG=2 timing; the per-kernel
+ * lines go to /dev/null); prints "model batch first_step_s first_overhead_s
+ * step_overhead_ms kernels_per_step" (the overheads are wall minus kernels).
+ * bench/run.sh and bench/train_step.sh run it next to PyTorch
+ * (bench/train_step_torch.py). */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <tinyc.h>
 
@@ -116,19 +129,49 @@ static tc_status step(void *user, tc_tensor *const *in, int n_in, tc_tensor **ou
     return s;
 }
 
+static const char *dump_dir; /* --dump DIR, or NULL */
+
+/* DIR/<model>.<suffix>, opened for writing; NULL (and a message) on failure */
+static FILE *dump_open(bool is_conv, const char *suffix) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.%s", dump_dir, is_conv ? "conv" : "mlp", suffix);
+    FILE *f = fopen(path, "wb");
+    if (!f) fprintf(stderr, "bench_train_step: cannot write %s\n", path);
+    return f;
+}
+
+static int dump_bytes(bool is_conv, const char *suffix, const void *p, size_t n) {
+    FILE *f = dump_open(is_conv, suffix);
+    bool ok = f && fwrite(p, 1, n, f) == n;
+    if (f) ok = fclose(f) == 0 && ok;
+    return ok ? 0 : 1;
+}
+
 /* a fixed batch: pixels and labels from an LCG */
-static int make_batch(int batch, tc_tensor **x, tc_tensor **y) {
+static int make_batch(bool is_conv, int batch, tc_tensor **x, tc_tensor **y) {
     uint8_t *px = malloc((size_t)batch * 784);
     int32_t *lb = malloc(sizeof *lb * (size_t)batch);
+    if (!px || !lb) return free(px), free(lb), fprintf(stderr, "bench_train_step: out of memory\n"), 1;
     uint64_t s = 12345;
     for (int i = 0; i < batch * 784; i++)
         px[i] = (uint8_t)((s = s * 6364136223846793005ULL + 1) >> 56);
     for (int i = 0; i < batch; i++)
         lb[i] = (int32_t)((s = s * 6364136223846793005ULL + 1) >> 60) % 10;
+    int rc = 0;
+    if (dump_dir)
+        rc = dump_bytes(is_conv, "x.u8", px, (size_t)batch * 784) |
+             dump_bytes(is_conv, "y.i32", lb, sizeof *lb * (size_t)batch);
     *x = tc_from_data(px, TC_UINT8, 4, (int64_t[]){batch, 1, 28, 28}, NULL);
     *y = tc_from_data(lb, TC_INT32, 1, (int64_t[]){batch}, NULL);
     free(px), free(lb);
-    return *x && *y ? 0 : fail("tc_from_data");
+    return rc ? rc : *x && *y ? 0 : fail("tc_from_data");
+}
+
+/* the initial parameters, for the PyTorch side to start from */
+static int dump_model(model *m) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.init.safetensors", dump_dir, m->is_conv ? "conv" : "mlp");
+    return tc_nn_save(path, m->layers, m->n_layers) == TC_OK ? 0 : fail("tc_nn_save");
 }
 
 /* times `steps` steps after two warm-up steps; prints the result line */
@@ -136,8 +179,11 @@ static int bench(bool is_conv, int batch, int steps, bool use_jit) {
     model m;
     tc_tensor *x = NULL, *y = NULL;
     tc_jit *jit = NULL;
+    FILE *losses = NULL;
     int rc = build(&m, is_conv);
-    if (rc == 0) rc = make_batch(batch, &x, &y);
+    if (rc == 0) rc = make_batch(is_conv, batch, &x, &y);
+    if (rc == 0 && dump_dir && (rc = dump_model(&m)) == 0 && !(losses = dump_open(is_conv, "loss.txt")))
+        rc = 1;
     if (rc == 0 && use_jit && !(jit = tc_jit_new(step, &m))) rc = fail("tc_jit_new");
     double t0 = 0;
     int64_t k0 = 0;
@@ -153,6 +199,7 @@ static int bench(bool is_conv, int batch, int steps, bool use_jit) {
         tc_status s = jit ? tc_jit_run(jit, in, 2, &loss, 1) : step(&m, in, 2, &loss, 1);
         if (s == TC_OK) s = tc_to_host(loss, &lv, sizeof lv); /* waits for the step */
         if (s != TC_OK) rc = fail("the training step");
+        else if (losses) fprintf(losses, "%.9g\n", (double)lv);
         tc_release(loss);
     }
     if (rc == 0) {
@@ -162,7 +209,60 @@ static int bench(bool is_conv, int batch, int steps, bool use_jit) {
                1e3 * (now() - t0) / steps, (long long)((c.kernel_count - k0) / steps));
         fflush(stdout);
     }
+    if (losses && fclose(losses) != 0) rc = 1;
     tc_jit_free(jit);
+    tc_release(x), tc_release(y);
+    free_model(&m);
+    return rc;
+}
+
+/* one eager step timed: wall seconds and its kernels' seconds (TC_DEBUG=2
+ * timing, its per-kernel lines sent to /dev/null) */
+static int timed_eager_step(model *m, tc_tensor *x, tc_tensor *y, double *wall, double *kernels,
+                            int64_t *count) {
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), null = open("/dev/null", O_WRONLY);
+    if (saved >= 0 && null >= 0) dup2(null, STDERR_FILENO);
+    if (null >= 0) close(null);
+    tc_set_flag("TC_DEBUG", 2);
+    tc_counters c0, c1;
+    tc_get_counters(&c0);
+    tc_tensor *in[2] = {x, y}, *loss = NULL;
+    float lv;
+    double t0 = now();
+    tc_status s = step(m, in, 2, &loss, 1);
+    if (s == TC_OK) s = tc_to_host(loss, &lv, sizeof lv);
+    *wall = now() - t0;
+    tc_get_counters(&c1);
+    tc_set_flag("TC_DEBUG", 0);
+    tc_release(loss);
+    fflush(stderr);
+    if (saved >= 0) dup2(saved, STDERR_FILENO), close(saved);
+    *kernels = c1.time_sum_s - c0.time_sum_s;
+    *count = c1.kernel_count - c0.kernel_count;
+    return s == TC_OK ? 0 : fail("an eager training step");
+}
+
+/* --compile 1: what an eager step costs beyond its kernels, first and later */
+static int compile_cost(bool is_conv, int batch) {
+    model m;
+    tc_tensor *x = NULL, *y = NULL;
+    int rc = build(&m, is_conv);
+    if (rc == 0) rc = make_batch(is_conv, batch, &x, &y);
+    double wall0 = 0, k0 = 0, over[2] = {0};
+    int64_t count = 0;
+    if (rc == 0) rc = timed_eager_step(&m, x, y, &wall0, &k0, &count);
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        double wall, k;
+        rc = timed_eager_step(&m, x, y, &wall, &k, &count);
+        over[i] = wall - k;
+    }
+    if (rc == 0) {
+        double later = over[0] < over[1] ? over[0] : over[1];
+        printf("%-4s %5d %10.3f %10.3f %10.2f %6lld\n", is_conv ? "conv" : "mlp", batch, wall0,
+               wall0 - k0, later * 1e3, (long long)count);
+        fflush(stdout);
+    }
     tc_release(x), tc_release(y);
     free_model(&m);
     return rc;
@@ -171,26 +271,31 @@ static int bench(bool is_conv, int batch, int steps, bool use_jit) {
 int main(int argc, char **argv) {
     const char *which = "both";
     int batch = -1, steps = -1;
-    bool use_jit = true;
+    bool use_jit = true, compile = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) which = argv[i + 1];
         else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--jit")) use_jit = atoi(argv[i + 1]) != 0;
+        else if (!strcmp(argv[i], "--dump")) dump_dir = argv[i + 1];
+        else if (!strcmp(argv[i], "--compile")) compile = atoi(argv[i + 1]) != 0;
         else argc = -1;
     }
     if (argc < 0 || argc % 2 == 0 ||
         (strcmp(which, "conv") && strcmp(which, "mlp") && strcmp(which, "both"))) {
         fprintf(stderr, "usage: bench_train_step [--model conv|mlp|both] [--batch B] "
-                        "[--steps N] [--jit 0|1]\n");
+                        "[--steps N] [--jit 0|1] [--dump DIR] [--compile 1]\n");
         return 2;
     }
-    printf("model batch ms_per_step kernels_per_step\n");
+    if (compile) printf("model batch first_step_s first_overhead_s step_overhead_ms kernels_per_step\n");
+    else printf("model batch ms_per_step kernels_per_step\n");
     int rc = 0;
     if (strcmp(which, "mlp"))
-        rc = bench(true, batch > 0 ? batch : 512, steps > 0 ? steps : 3, use_jit);
+        rc = compile ? compile_cost(true, batch > 0 ? batch : 512)
+                     : bench(true, batch > 0 ? batch : 512, steps > 0 ? steps : 3, use_jit);
     if (rc == 0 && strcmp(which, "conv"))
-        rc = bench(false, batch > 0 ? batch : 128, steps > 0 ? steps : 50, use_jit);
+        rc = compile ? compile_cost(false, batch > 0 ? batch : 128)
+                     : bench(false, batch > 0 ? batch : 128, steps > 0 ? steps : 50, use_jit);
     tc_shutdown();
     return rc;
 }

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-threads=${TC_BENCH_THREADS:-1}
+threads=${TC_BENCH_THREADS:-$(nproc)}
+export TC_THREADS=$threads  # the same thread count on both sides
 "$build/bench/bench_fusion" 10 | tee /tmp/tc_bench_fusion.txt
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 "$PY" - "$threads" <<'PY'

@@ -2,13 +2,14 @@
 # train_step.sh - ms per training step of examples/mnist.c's models (conv:
 # beautiful_mnist's convnet at batch 512, mlp: 784-128-10 at batch 128) and
 # the kernels per step, next to PyTorch CPU with the same number of threads
-# (TC_BENCH_THREADS, default 1: libtinyc's CPU kernels run on one thread).
+# (TC_BENCH_THREADS, default: the cores; sets TC_THREADS too).
 # usage: bash bench/train_step.sh [build-dir] [extra bench_train_step args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
-threads=${TC_BENCH_THREADS:-1}
+threads=${TC_BENCH_THREADS:-$(nproc)}
+export TC_THREADS=$threads  # the same thread count on both sides
 "$build/bench/bench_train_step" "$@" | tee /tmp/tc_bench_train_step.txt
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 if ! "$PY" -c "import torch" 2>/dev/null; then

@@ -4,7 +4,12 @@
     train_step_torch.py bench [--model conv|mlp|both] [--batch B] [--steps N] [--threads T]
         ms per training step (zero_grad, forward, cross-entropy, backward,
         Adam step) on a fixed random batch, after two warm-up steps; prints
-        "model batch ms_per_step" lines like bench_train_step.
+        "model batch ms_per_step" lines like bench_train_step. With --load DIR
+        (written by bench_train_step --dump DIR) it starts from libtinyc's
+        initial parameters and batch instead, and adds two columns: the
+        relative difference between its loss and libtinyc's at the first step
+        (the forward pass) and the largest one over steps 2-5 (backward and
+        Adam feed into those).
     train_step_torch.py train --model conv|mlp [--steps N] [--batch B] [--seed S]
                               [--lr X] [--data DIR] [--threads T]
         the same training run as examples/mnist.c (raw 0..255 pixels, batches
@@ -14,6 +19,7 @@ The models: conv = tinygrad's beautiful_mnist convnet, mlp = 784-128-10.
 """
 import argparse
 import gzip
+import json
 import os
 import time
 
@@ -40,8 +46,45 @@ def step(model, opt, x, y):
     return loss
 
 
+def read_safetensors(path):
+    """{name: float32 array} of a safetensors file (tc_nn_save writes F32 only)"""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = int.from_bytes(data[:8], "little")
+    out = {}
+    for name, e in json.loads(data[8:8 + n]).items():
+        if name == "__metadata__":
+            continue
+        assert e["dtype"] == "F32", (name, e["dtype"])
+        b, end = e["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + b:8 + n + end], "<f4").reshape(e["shape"])
+    return out
+
+
+def load_from(model, kind, d):
+    """libtinyc's initial tensors ("<layer>.<name>", layers in the order of
+    the modules that have parameters) and its batch"""
+    tensors = read_safetensors(os.path.join(d, kind + ".init.safetensors"))
+    layers = [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear, nn.BatchNorm2d))]
+    state = {}
+    for key, arr in tensors.items():
+        i, name = key.split(".", 1)
+        state[(int(i), name)] = torch.from_numpy(arr.copy())
+    with torch.no_grad():
+        for i, m in enumerate(layers):
+            for name in ("weight", "bias", "running_mean", "running_var"):
+                if (i, name) in state:
+                    getattr(m, name).copy_(state.pop((i, name)))
+    assert not state, "unused tensors: %s" % sorted(state)
+    x = np.fromfile(os.path.join(d, kind + ".x.u8"), np.uint8)
+    y = np.fromfile(os.path.join(d, kind + ".y.i32"), np.int32)
+    losses = np.loadtxt(os.path.join(d, kind + ".loss.txt"), ndmin=1)
+    return (torch.from_numpy(x.astype(np.float32)).reshape(len(y), 1, 28, 28),
+            torch.from_numpy(y.astype(np.int64)), losses)
+
+
 def bench(args):
-    print("model batch ms_per_step")
+    print("model batch ms_per_step" + (" loss1_relerr loss2to5_relerr" if args.load else ""))
     for kind in (["conv", "mlp"] if args.model == "both" else [args.model]):
         batch = args.batch or (512 if kind == "conv" else 128)
         steps = args.steps or (3 if kind == "conv" else 50)
@@ -50,12 +93,26 @@ def bench(args):
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         x = torch.randint(0, 256, (batch, 1, 28, 28)).float()
         y = torch.randint(0, 10, (batch,))
+        ref = None
+        if args.load:
+            x, y, ref = load_from(model, kind, args.load)
+        losses = []
         for _ in range(2):
-            step(model, opt, x, y)
+            losses.append(step(model, opt, x, y).item())
         t0 = time.perf_counter()
         for _ in range(steps):
-            step(model, opt, x, y).item()
-        print("%-4s %5d %10.2f" % (kind, batch, 1e3 * (time.perf_counter() - t0) / steps))
+            losses.append(step(model, opt, x, y).item())
+        ms = 1e3 * (time.perf_counter() - t0) / steps
+        if ref is None:
+            print("%-4s %5d %10.2f" % (kind, batch, ms))
+        else:
+            # the first step's loss is the forward pass alone; the next ones
+            # add backward and Adam, whose first updates (+-lr wherever a
+            # gradient is not 0) turn rounding differences in tiny gradients
+            # into real ones: torch's own float32 and float64 runs of the
+            # convnet differ by 2e-3 at step 3 and 8e-3 at step 4
+            rel = [abs(a - b) / max(abs(b), 1e-6) for a, b in zip(ref, losses)][:5]
+            print("%-4s %5d %10.2f %10.3g %10.3g" % (kind, batch, ms, rel[0], max(rel[1:] or [0])))
 
 
 def idx(path):
@@ -118,6 +175,7 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--load", default="", help="bench: start from bench_train_step --dump DIR")
     args, _ = p.parse_known_args()  # bench_train_step options like --jit are ignored
     torch.set_num_threads(args.threads)
     bench(args) if args.mode == "bench" else train(args)
