@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# run.sh - issue #7's table of ratios: libtinyc next to numpy (OpenBLAS), a
+# plain C STREAM loop and PyTorch CPU, each pair measured in this run with the
+# same thread count on both sides, every result checked against its peer.
+#
+# usage: bash bench/run.sh [--threads N | --one-thread] [--quick] [--out FILE]
+#                          [--no-install] [build-dir]
+#   --threads N   threads on both sides (TC_THREADS, OPENBLAS_NUM_THREADS,
+#                 torch.set_num_threads); default: all cores
+#   --one-thread  the same as --threads 1
+#   --quick       fewer runs per figure (a smoke test, noisier)
+#   --out FILE    also write the table to FILE (Markdown)
+#   --no-install  do not apt-get missing peers (their columns stay empty)
+#   build-dir     default: build (configured as Release if it does not exist)
+# What it runs (all in bench/): bench_ops + peers.py (matmul, a*b+c, sum,
+# softmax, layernorm, std), bench_train_step + train_step_torch.py (MNIST
+# convnet and MLP steps, same initial weights and batch on both sides),
+# bench_train_step --compile 1 with a fresh and then a warm TC_CACHEDIR
+# (compile and scheduling time of a convnet step), bench_jit (replay
+# overhead); table.py prints the table. Exit status 1 if a check failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+threads=$(nproc)
+quick=()
+out=""
+install=1
+build=build
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --threads) threads=$2; shift 2 ;;
+    --one-thread) threads=1; shift ;;
+    --quick) quick=(--quick); shift ;;
+    --out) out=$2; shift 2 ;;
+    --no-install) install=0; shift ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) build=$1; shift ;;
+    esac
+done
+case "$threads" in '' | *[!0-9]* | 0) echo "run.sh: --threads needs a positive number" >&2; exit 2 ;; esac
+export TC_THREADS=$threads OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
+
+# ---- peers: numpy with OpenBLAS (not the reference BLAS), PyTorch ----
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+missing=()
+"$PY" -c "import numpy" 2>/dev/null || missing+=(python3-numpy)
+"$PY" -c "import torch" 2>/dev/null || missing+=(python3-torch)
+dpkg -s libopenblas0-pthread >/dev/null 2>&1 || missing+=(libopenblas0-pthread)
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$install" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "run.sh: installing ${missing[*]}" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
+            { apt-get update >&2 && apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
+    else
+        echo "run.sh: missing ${missing[*]} (apt-get install them as root); their columns stay empty" >&2
+    fi
+fi
+
+# ---- build ----
+if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >&2
+fi
+if ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$build/CMakeCache.txt"; then
+    echo "run.sh: warning: $build is not a Release build; figures will be low" >&2
+fi
+cmake --build "$build" -j "$(nproc)" --target bench_ops bench_train_step bench_jit >&2
+bin=$build/bench
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tc_bench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+status=0
+have() { "$PY" -c "import $1" 2>/dev/null; }
+step() { echo "run.sh: $*" >&2; }
+
+step "ops: libtinyc and the STREAM loop ($threads threads)"
+mkdir -p "$tmp/ops"
+"$bin/bench_ops" --dump "$tmp/ops" --threads "$threads" "${quick[@]}" > "$tmp/ops.txt" || status=1
+if have numpy; then
+    step "ops: numpy/PyTorch on the same inputs"
+    "$PY" bench/peers.py "$tmp/ops" "$threads" "${quick[@]}" > "$tmp/peers.txt" || status=1
+fi
+
+step "training steps: libtinyc"
+mkdir -p "$tmp/train"
+steps=()
+[ ${#quick[@]} -gt 0 ] && steps=(--steps 2)
+"$bin/bench_train_step" --dump "$tmp/train" "${steps[@]}" > "$tmp/train_ours.txt" || status=1
+if have torch; then
+    step "training steps: PyTorch from the same weights and batch"
+    "$PY" bench/train_step_torch.py bench --threads "$threads" --load "$tmp/train" "${steps[@]}" \
+        > "$tmp/train_torch.txt" || status=1
+fi
+
+step "compile: a convnet step with a fresh, then a warm TC_CACHEDIR"
+TC_CACHEDIR=$tmp/cache "$bin/bench_train_step" --model conv --compile 1 > "$tmp/compile_cold.txt" || status=1
+TC_CACHEDIR=$tmp/cache "$bin/bench_train_step" --model conv --compile 1 > "$tmp/compile_warm.txt" || status=1
+
+step "JIT replay overhead"
+"$bin/bench_jit" 200 > "$tmp/jit.txt" || status=1
+
+"$PY" bench/table.py "$tmp" "$threads" "$out" || status=1
+if [ "$status" != 0 ] || grep -q 'FAIL' "$tmp"/*.txt; then
+    echo "run.sh: a benchmark failed or a result differs from its peer (see above)" >&2
+    exit 1
+fi

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""table.py - bench/run.sh's table: reads the result files run.sh wrote in
+DIR and prints one Markdown table of ratios (to stdout, and to OUT if given).
+
+    table.py DIR THREADS [OUT]
+
+ratio = our speed / the peer's speed, whatever the unit: above 1 we are
+faster (GFLOPS and GB/s: ours/peer; ms: peer/ours). Targets are issue #7's.
+The check column is the difference between our result and the peer's on the
+same inputs (a fast wrong kernel must not look good); a failed one marks the
+row WRONG and makes the exit status 1.
+"""
+import os
+import platform
+import re
+import sys
+
+DIR, THREADS = sys.argv[1], int(sys.argv[2])
+OUT = sys.argv[3] if len(sys.argv) > 3 else ""
+
+
+def lines(name):
+    path = os.path.join(DIR, name)
+    return open(path).read().splitlines() if os.path.exists(path) else []
+
+
+def tagged(*names):
+    """{(tag, case): [fields]} and the info lines of bench_ops/peers.py files"""
+    out, info = {}, []
+    for name in names:
+        for line in lines(name):
+            f = line.split()
+            if len(f) >= 3 and f[0] in ("ours", "peer"):
+                out[(f[0], f[1])] = f[2:]
+            elif f and f[0] == "info":
+                info.append(line[5:])
+    return out, info
+
+
+def columns(name):
+    """rows of a bench_train_step-style file (a header line, then rows),
+    keyed by the first field"""
+    rows = [l.split() for l in lines(name)[1:] if l.strip()]
+    return {r[0]: r for r in rows}
+
+
+ops, info = tagged("ops.txt", "peers.txt")
+rows = []  # (benchmark, ours, peer, unit, ratio, target, met, check, peer_name)
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    return "%.3g" % v if abs(v) < 100 else "%.0f" % v
+
+
+def add(name, ours, peer, unit, higher_better, target, check, peer_name):
+    ratio = None
+    if ours is not None and peer is not None and ours > 0 and peer > 0:
+        ratio = ours / peer if higher_better else peer / ours
+    met = "-"
+    if target is not None:
+        met = "n/a" if ratio is None else ("yes" if ratio >= target else "no")
+    if "FAIL" in check:
+        met = "WRONG"
+    tgt = "-" if target is None else (">= %.1fx" % target if target != 1.0 else "> 1x")
+    rows.append((name, fmt(ours), fmt(peer), unit, "-" if ratio is None else "%.2fx" % ratio,
+                 tgt, met, check, peer_name))
+
+
+def val(tag, case):
+    f = ops.get((tag, case))
+    return float(f[0]) if f else None
+
+
+def chk(case):
+    f = ops.get(("peer", case))
+    return f[1] if f and len(f) > 1 else "-"
+
+
+for n in (512, 1024, 2048):
+    c = "matmul%d" % n
+    add("matmul %dx%d f32" % (n, n), val("ours", c), val("peer", c), "GFLOPS", True,
+        0.8 if n == 1024 else None, chk(c), "numpy (OpenBLAS)")
+add("a*b+c, 16M f32", val("ours", "triad"), val("peer", "triad"), "GB/s", True, 0.9,
+    chk("triad"), "C STREAM loop")
+add("sum, 16M f32", val("ours", "sum"), val("peer", "sum"), "GB/s", True, 0.9, chk("sum"),
+    "C STREAM loop")
+for case, label in (("softmax", "softmax 4096x1024"), ("softmax64", "softmax 64x1024"),
+                    ("layernorm", "layernorm 4096x1024"), ("std", "std 4096x1024")):
+    add(label, val("ours", case), val("peer", case), "ms", False, 1.0, chk(case), "PyTorch CPU")
+
+ours_t, torch_t = columns("train_ours.txt"), columns("train_torch.txt")
+for model, label in (("conv", "MNIST convnet step"), ("mlp", "MLP 784-128-10 Adam step")):
+    o, t = ours_t.get(model), torch_t.get(model)
+    check = "-"
+    if t and len(t) > 4:  # step 1: forward only; steps 2-5: a loose bound (see train_step_torch.py)
+        d1, d2 = float(t[3]), float(t[4])
+        check = "loss relerr step 1 %.2g, 2-5 %.2g(%s)" % (
+            d1, d2, "ok" if d1 <= 1e-4 and d2 <= 5e-2 else "FAIL")
+    batch = o[1] if o else (t[1] if t else "?")
+    kernels = ", %s kernels" % o[3] if o else ""
+    add("%s (batch %s%s)" % (label, batch, kernels), float(o[2]) if o else None,
+        float(t[2]) if t else None, "ms", False, 1.0, check, "PyTorch CPU")
+
+cold, warm = columns("compile_cold.txt").get("conv"), columns("compile_warm.txt").get("conv")
+if cold:
+    rows.append(("conv step compile, cold TC_CACHEDIR (%s kernels)" % cold[5], fmt(float(cold[3])),
+                 "-", "s", "-", "-", "-", "first eager step minus its kernels", "-"))
+if warm:
+    rows.append(("conv step start, warm TC_CACHEDIR (new process)", fmt(float(warm[3]) * 1e3), "-",
+                 "ms", "-", "-", "-", "first eager step minus its kernels", "-"))
+    rows.append(("conv step schedule+lower+render (eager)", fmt(float(warm[4])), "-", "ms", "-",
+                 "milliseconds", "-", "later eager step minus its kernels", "-"))
+
+jit = " ".join(lines("jit.txt"))
+m = re.search(r"step of (\d+) kernels: jit replay .*?\(([\d.]+) us/kernel\), eager .*?\(([\d.]+) us/kernel\)",
+              jit)
+if m:
+    replay, eager = float(m.group(2)), float(m.group(3))
+    add("JIT replay overhead per kernel (%s-kernel chain)" % m.group(1), replay, eager, "us", False,
+        None, "-", "eager realize")
+
+head = ("benchmark", "libtinyc", "peer", "unit", "ratio", "target", "met", "check", "peer is")
+out = ["libtinyc benchmarks: %d thread(s) on both sides, %s, %d cores (%s)"
+       % (THREADS, platform.machine(), os.cpu_count(), platform.node()), ""]
+out += ["- " + i for i in info]
+out += ["", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+out += ["| " + " | ".join(r) + " |" for r in rows]
+out += ["", "ratio = our speed / peer speed (>1: libtinyc faster); medians after warm-up;"
+        " libtinyc ops are one-op tc_jit replays (kernel time, no scheduling)."]
+text = "\n".join(out)
+print(text)
+if OUT:
+    with open(OUT, "w") as f:
+        f.write(text + "\n")
+sys.exit(1 if any(r[6] == "WRONG" for r in rows) else 0)
