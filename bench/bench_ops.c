@@ -13,7 +13,10 @@
  *   softmax, layernorm, std over the rows of (4096,1024), softmax of
  *                (64,1024): ms
  *
- * Usage: bench_ops [--dump DIR] [--threads T] [--quick]
+ * Usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick]
+ *   --only CASE  one case: matmul512, matmul1024, matmul2048, stream (triad
+ *                and sum), softmax, softmax64, layernorm or std (default: all;
+ *                bench/run.sh runs them one by one, each next to its peer)
  *   --dump DIR   writes each case's inputs and our outputs as raw float32
  *                (DIR/<case>.<name>.f32) for bench/peers.py to check
  *                against numpy/PyTorch on the same data
@@ -272,25 +275,39 @@ static void bench_rows(const char *name, op_kind op, int64_t rows, int64_t cols)
 int main(int argc, char **argv) {
     const char *env = getenv("TC_THREADS");
     int threads = env && *env ? atoi(env) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_dir = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = true;
         else {
-            fprintf(stderr, "usage: bench_ops [--dump DIR] [--threads T] [--quick]\n");
+            fprintf(stderr, "usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick]\n");
             return 2;
         }
     }
     if (threads < 1) threads = 1;
-    printf("info STREAM peer: %d threads, flags: %s\n", threads, stream_flags);
-    bench_matmul(512);
-    bench_matmul(1024);
-    bench_matmul(2048);
-    bench_stream(16 << 20, threads);
-    bench_rows("softmax", OP_SOFTMAX, 4096, 1024);
-    bench_rows("softmax64", OP_SOFTMAX, 64, 1024);
-    bench_rows("layernorm", OP_LAYERNORM, 4096, 1024);
-    bench_rows("std", OP_STD, 4096, 1024);
+    static const char *const names[] = {"matmul512", "matmul1024", "matmul2048", "stream",
+                                        "softmax",   "softmax64",  "layernorm",  "std"};
+    int n_names = (int)(sizeof names / sizeof names[0]), found = 0;
+    for (int c = 0; c < n_names; c++) {
+        if (only && strcmp(only, names[c])) continue;
+        found++;
+        switch (c) {
+        case 0: bench_matmul(512); break;
+        case 1: bench_matmul(1024); break;
+        case 2: bench_matmul(2048); break;
+        case 3:
+            printf("info STREAM peer: %d thread(s), flags: %s\n", threads, stream_flags);
+            bench_stream(16 << 20, threads);
+            break;
+        case 4: bench_rows("softmax", OP_SOFTMAX, 4096, 1024); break;
+        case 5: bench_rows("softmax64", OP_SOFTMAX, 64, 1024); break;
+        case 6: bench_rows("layernorm", OP_LAYERNORM, 4096, 1024); break;
+        default: bench_rows("std", OP_STD, 4096, 1024); break;
+        }
+    }
+    if (!found) fprintf(stderr, "bench_ops: no case named %s\n", only), failures++;
     tc_shutdown();
     return failures ? 1 : 0;
 }

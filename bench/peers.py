@@ -2,14 +2,16 @@
 """peers.py - the numpy (OpenBLAS) and PyTorch CPU side of bench_ops' rows,
 on the very inputs bench_ops used, checked against its outputs.
 
-    peers.py DIR THREADS [--quick]
+    peers.py DIR THREADS [--quick] [--serve]
 
 DIR holds bench_ops --dump's files (<case>.<part>.f32, raw float32). Prints
 "peer <case> <value> <check>" lines (GFLOPS for matmul, ms for the row ops;
 check = the max abs difference from libtinyc's result, relative to the
 largest peer value for matmul, then "(ok)" or "(FAIL)") and "info" lines; exit status 1 when a check
 fails. numpy gets THREADS through OPENBLAS_NUM_THREADS (set here, before
-numpy loads), PyTorch through torch.set_num_threads.
+numpy loads), PyTorch through torch.set_num_threads. --serve: read case
+names (matmul512, ..., softmax, softmax64, layernorm, std) from stdin, one a
+line, and answer each with its lines and a line "end".
 """
 import os
 import sys
@@ -93,23 +95,56 @@ def rows(torch, case, fn, shape, out_shape):
     print("peer %s %.4f maxabs=%.2g(%s)" % (case, t * 1e3, err, ok), flush=True)
 
 
-def main():
-    print("info numpy %s, BLAS: %s, %d threads" % (np.__version__, blas_library(), THREADS))
-    for n in (512, 1024, 2048):
-        matmul(n)
-    try:
-        import torch
-    except ImportError:
-        print("info PyTorch not installed: no peer for the row ops")
+_torch = None
+
+
+def torch_module():
+    """PyTorch, imported (and its threads set) on first use; None if absent"""
+    global _torch
+    if _torch is None:
+        try:
+            import torch
+        except ImportError:
+            print("info PyTorch not installed: no peer for the row ops")
+            _torch = False
+            return None
+        torch.set_num_threads(THREADS)
+        print("info torch %s, %d thread(s)" % (torch.__version__, torch.get_num_threads()))
+        _torch = torch
+    return _torch or None
+
+
+def run_case(case):
+    if case.startswith("matmul"):
+        return matmul(int(case[6:]))
+    torch = torch_module()
+    if torch is None:
         return
-    torch.set_num_threads(THREADS)
-    print("info torch %s, %d threads" % (torch.__version__, torch.get_num_threads()))
     ln = torch.nn.functional.layer_norm
-    with torch.no_grad():
-        rows(torch, "softmax", lambda x: torch.softmax(x, -1), (4096, 1024), (4096, 1024))
-        rows(torch, "softmax64", lambda x: torch.softmax(x, -1), (64, 1024), (64, 1024))
-        rows(torch, "layernorm", lambda x: ln(x, (1024,), eps=1e-5), (4096, 1024), (4096, 1024))
-        rows(torch, "std", lambda x: x.std(-1), (4096, 1024), (4096,))
+    cases = {
+        "softmax": (lambda x: torch.softmax(x, -1), (4096, 1024), (4096, 1024)),
+        "softmax64": (lambda x: torch.softmax(x, -1), (64, 1024), (64, 1024)),
+        "layernorm": (lambda x: ln(x, (1024,), eps=1e-5), (4096, 1024), (4096, 1024)),
+        "std": (lambda x: x.std(-1), (4096, 1024), (4096,)),
+    }
+    if case in cases:
+        with torch.no_grad():
+            rows(torch, case, *cases[case])
+
+
+def main():
+    print("info numpy %s, BLAS: %s, %d thread(s)" % (np.__version__, blas_library(), THREADS),
+          flush=True)
+    if "--serve" in sys.argv[3:]:
+        # one case name per input line, answered by its lines and "end", so
+        # bench/run.sh can run each case right after libtinyc's side of it
+        for line in sys.stdin:
+            if line.strip():
+                run_case(line.strip())
+            print("end", flush=True)
+        return
+    for case in ("matmul512", "matmul1024", "matmul2048", "softmax", "softmax64", "layernorm", "std"):
+        run_case(case)
 
 
 main()

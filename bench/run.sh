@@ -72,27 +72,58 @@ bin=$build/bench
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tc_bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 status=0
+{
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' (+ local changes)')"
+    echo "load-before $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$tmp/meta.txt"
 have() { "$PY" -c "import $1" 2>/dev/null; }
 step() { echo "run.sh: $*" >&2; }
 
-step "ops: libtinyc and the STREAM loop ($threads threads)"
+# each case: libtinyc's side, then at once the peer's (a coprocess that keeps
+# numpy and torch loaded), so both see the same load on a shared machine
+step "ops: libtinyc, the STREAM loop, numpy and PyTorch ($threads threads)"
 mkdir -p "$tmp/ops"
-"$bin/bench_ops" --dump "$tmp/ops" --threads "$threads" "${quick[@]}" > "$tmp/ops.txt" || status=1
+: > "$tmp/ops.txt"
+: > "$tmp/peers.txt"
+peers=0
 if have numpy; then
-    step "ops: numpy/PyTorch on the same inputs"
-    "$PY" bench/peers.py "$tmp/ops" "$threads" "${quick[@]}" > "$tmp/peers.txt" || status=1
+    coproc PEERS { "$PY" bench/peers.py "$tmp/ops" "$threads" --serve "${quick[@]}"; }
+    peers_pid=$PEERS_PID
+    read -r line <&"${PEERS[0]}" && echo "$line" >> "$tmp/peers.txt" && peers=1
+fi
+for c in matmul512 matmul1024 matmul2048 stream softmax softmax64 layernorm std; do
+    "$bin/bench_ops" --only "$c" --dump "$tmp/ops" --threads "$threads" "${quick[@]}" \
+        >> "$tmp/ops.txt" || status=1
+    if [ "$peers" = 1 ] && ! kill -0 "$peers_pid" 2>/dev/null; then
+        echo "run.sh: peers.py ended early" >&2
+        peers=0 status=1
+    fi
+    if [ "$peers" = 1 ] && [ "$c" != stream ]; then
+        echo "$c" >&"${PEERS[1]}"
+        while read -r line <&"${PEERS[0]}" && [ "$line" != end ]; do
+            echo "$line" >> "$tmp/peers.txt"
+        done
+    fi
+done
+if [ "$peers" = 1 ]; then
+    eval "exec ${PEERS[1]}>&-"
+    wait "$peers_pid" || status=1
 fi
 
-step "training steps: libtinyc"
-mkdir -p "$tmp/train"
 steps=()
 [ ${#quick[@]} -gt 0 ] && steps=(--steps 2)
-"$bin/bench_train_step" --dump "$tmp/train" "${steps[@]}" > "$tmp/train_ours.txt" || status=1
-if have torch; then
-    step "training steps: PyTorch from the same weights and batch"
-    "$PY" bench/train_step_torch.py bench --threads "$threads" --load "$tmp/train" "${steps[@]}" \
-        > "$tmp/train_torch.txt" || status=1
-fi
+mkdir -p "$tmp/train"
+: > "$tmp/train_ours.txt"
+: > "$tmp/train_torch.txt"
+for model in conv mlp; do
+    step "training step ($model): libtinyc, then PyTorch from the same weights and batch"
+    "$bin/bench_train_step" --model "$model" --dump "$tmp/train" "${steps[@]}" >> "$tmp/train_ours.txt" ||
+        status=1
+    if have torch; then
+        "$PY" bench/train_step_torch.py bench --model "$model" --threads "$threads" --load "$tmp/train" \
+            "${steps[@]}" >> "$tmp/train_torch.txt" || status=1
+    fi
+done
 
 step "compile: a convnet step with a fresh, then a warm TC_CACHEDIR"
 TC_CACHEDIR=$tmp/cache "$bin/bench_train_step" --model conv --compile 1 > "$tmp/compile_cold.txt" || status=1
@@ -101,6 +132,7 @@ TC_CACHEDIR=$tmp/cache "$bin/bench_train_step" --model conv --compile 1 > "$tmp/
 step "JIT replay overhead"
 "$bin/bench_jit" 200 > "$tmp/jit.txt" || status=1
 
+echo "load-after $(cut -d' ' -f1-3 /proc/loadavg)" >> "$tmp/meta.txt"
 "$PY" bench/table.py "$tmp" "$threads" "$out" || status=1
 if [ "$status" != 0 ] || grep -q 'FAIL' "$tmp"/*.txt; then
     echo "run.sh: a benchmark failed or a result differs from its peer (see above)" >&2

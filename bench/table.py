@@ -38,9 +38,9 @@ def tagged(*names):
 
 
 def columns(name):
-    """rows of a bench_train_step-style file (a header line, then rows),
-    keyed by the first field"""
-    rows = [l.split() for l in lines(name)[1:] if l.strip()]
+    """rows of a bench_train_step-style file (header lines start with
+    "model"), keyed by the first field"""
+    rows = [l.split() for l in lines(name) if l.strip() and not l.startswith("model")]
     return {r[0]: r for r in rows}
 
 
@@ -124,11 +124,25 @@ if m:
 head = ("benchmark", "libtinyc", "peer", "unit", "ratio", "target", "met", "check", "peer is")
 out = ["libtinyc benchmarks: %d thread(s) on both sides, %s, %d cores (%s)"
        % (THREADS, platform.machine(), os.cpu_count(), platform.node()), ""]
+meta = dict(l.split(" ", 1) for l in lines("meta.txt") if " " in l)
+if meta:
+    out.append("- libtinyc %s; load average (1, 5, 15 min) before %s, after %s (above 0 before"
+               " the run: other processes share the cores, ratios are noisier)"
+               % (meta.get("commit", "?"), meta.get("load-before", "?"), meta.get("load-after", "?")))
+    try:
+        busy = float(meta.get("load-before", "0").split()[0]) >= 0.5 * (os.cpu_count() or 1)
+    except ValueError:
+        busy = False
+    if busy:
+        out.append("- WARNING: the machine was busy before the run; with more than one thread,"
+                   " PyTorch's OpenMP barriers suffer most (its small ops can get 10-50x slower);"
+                   " --one-thread gives steadier ratios")
 out += ["- " + i for i in info]
 out += ["", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
 out += ["| " + " | ".join(r) + " |" for r in rows]
 out += ["", "ratio = our speed / peer speed (>1: libtinyc faster); medians after warm-up;"
-        " libtinyc ops are one-op tc_jit replays (kernel time, no scheduling)."]
+        " libtinyc ops are one-op tc_jit replays (kernel time, no scheduling, outputs reused);"
+        " numpy writes into out=, PyTorch allocates its outputs as a user's call does."]
 text = "\n".join(out)
 print(text)
 if OUT:
