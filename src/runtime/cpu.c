@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <ffi.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -416,39 +417,182 @@ static tc_status prepare_cif(tc_program *p, int n) {
     return TC_OK;
 }
 
-/* calls fn(bufs[0], ..., bufs[n_bufs-1]); dims are unused (the loops are in
- * the code). The argument array lives on this call's stack (or heap, past
- * ARGS_ON_STACK), so launches of a prepared program share no mutable state. */
 /* ---- threads: a kernel whose outermost loop is split (dims->cpu_range)
- * takes {start, end} as one more argument; each thread runs a slice of the
- * loop's steps. Threads are started per launch (only kernels with enough work
- * are split, see codegen) and joined before it returns. */
+ * takes {start, end} as one more argument. The steps are cut into parts
+ * (TC_THREADS of them, read per launch, default the cores) that the calling
+ * thread and the workers of a process-wide pool take one at a time, so any
+ * thread count gives the same slices and so the same numbers.
+ * The pool: cores-1 workers (TC_THREADS at creation overrides), started on
+ * the first split launch, stopped and joined by tc_shutdown (cpu_close) or,
+ * failing that, when the library is unloaded or the process exits. One
+ * launch at a time owns the pool; a launch that finds it busy (tc_realize
+ * from several threads) runs its parts on its own thread, so the process
+ * never runs more kernel threads than cores + callers. A forked child does
+ * not use its parent's pool (its workers do not exist there). */
+
+#define MAX_THREADS 64
+#define SPIN_ROUNDS 4000 /* polls (a few microseconds) before a thread sleeps */
+
+typedef struct {
+    tc_program *p;   /* the kernel */
+    void **bufs;     /* buffer pointers (shared, read-only) */
+    int n_bufs;      /* how many */
+    int64_t steps;   /* the outermost loop's steps */
+    int n_parts;     /* slices of the steps */
+    int64_t chunk;   /* steps per slice (the last may be shorter) */
+    atomic_int next; /* the next slice to take */
+} split_job;
+
+/* A job is published by storing `state` = generation << 32 | seats: a worker
+ * that sees a new generation takes a seat (compare-and-swap) and then runs
+ * slices of `job`; with no seat left it waits for the next generation. The
+ * launcher takes the seats nobody took once every slice is gone, and waits
+ * until `pending` (the workers seated) drops to 0. Waiting is a short spin,
+ * then a sleep on a condition variable (`sleepers` says who sleeps). */
+typedef struct {
+    _Atomic uint64_t state;      /* generation << 32 | seats left */
+    atomic_int pending;          /* seated workers still running the job */
+    atomic_bool stop;            /* workers exit */
+    atomic_bool busy;            /* a launch owns the pool */
+    split_job *job;              /* the current job (written before state) */
+    pthread_mutex_t mu;          /* guards the sleeps */
+    pthread_cond_t wake;         /* workers: a new generation or stop */
+    pthread_cond_t done;         /* the launcher: pending reached 0 */
+    int sleepers;                /* workers asleep on wake (under mu) */
+    pthread_t tids[MAX_THREADS]; /* workers */
+    int n_workers;               /* started */
+    pid_t pid;                   /* the process that started the workers */
+} thread_pool;
+
+static thread_pool *pool; /* NULL until the first split launch */
+static pthread_mutex_t pool_init_mu = PTHREAD_MUTEX_INITIALIZER; /* guards pool and its creation */
 
 static int cpu_threads(void) {
     const char *e = getenv("TC_THREADS");
     long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 
-typedef struct {
-    tc_program *p;    /* the kernel */
-    void **bufs;      /* buffer pointers (shared, read-only) */
-    int n_bufs;       /* how many */
-    int64_t range[2]; /* this part's [start, end) of the outermost loop */
-    void *range_ptr;  /* &range: the value of the extra argument */
-} part;
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
-static void run_part(part *pt) {
+/* takes slices until none is left */
+static void run_parts(split_job *j) {
     void *values[ARGS_ON_STACK + 1];
-    for (int i = 0; i < pt->n_bufs; i++) values[i] = &pt->bufs[i];
-    pt->range_ptr = pt->range;
-    values[pt->n_bufs] = &pt->range_ptr;
-    ffi_call(&pt->p->cif, FFI_FN(pt->p->fn), NULL, values);
+    int64_t range[2];
+    void *range_ptr = range;
+    for (int i = 0; i < j->n_bufs; i++) values[i] = &j->bufs[i];
+    values[j->n_bufs] = &range_ptr;
+    for (;;) {
+        int k = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (k >= j->n_parts) return;
+        range[0] = k * j->chunk;
+        range[1] = range[0] + j->chunk < j->steps ? range[0] + j->chunk : j->steps;
+        ffi_call(&j->p->cif, FFI_FN(j->p->fn), NULL, values);
+    }
 }
 
-static void *part_main(void *arg) {
-    run_part(arg);
-    return NULL;
+/* the next state whose generation is not seen (spinning, then sleeping);
+ * 0 when the pool stops */
+static uint64_t next_generation(thread_pool *tp, uint32_t seen) {
+    for (int i = 0; i < SPIN_ROUNDS; i++) {
+        uint64_t s = atomic_load_explicit(&tp->state, memory_order_acquire);
+        if (atomic_load_explicit(&tp->stop, memory_order_relaxed)) return 0;
+        if ((uint32_t)(s >> 32) != seen) return s;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&tp->mu);
+    tp->sleepers++;
+    uint64_t s = 0;
+    while (!atomic_load(&tp->stop) && (uint32_t)((s = atomic_load(&tp->state)) >> 32) == seen)
+        pthread_cond_wait(&tp->wake, &tp->mu);
+    tp->sleepers--;
+    pthread_mutex_unlock(&tp->mu);
+    return atomic_load(&tp->stop) ? 0 : s;
+}
+
+static void *worker_main(void *arg) {
+    thread_pool *tp = arg;
+    uint32_t seen = 0;
+    for (;;) {
+        uint64_t s = next_generation(tp, seen);
+        if (!s) return NULL;
+        seen = (uint32_t)(s >> 32);
+        bool is_seated = false;
+        while ((uint32_t)s != 0 && (uint32_t)(s >> 32) == seen &&
+               !(is_seated = atomic_compare_exchange_weak(&tp->state, &s, s - 1))) {
+        }
+        if (!is_seated) continue; /* enough workers on this job */
+        run_parts(tp->job);
+        if (atomic_fetch_sub(&tp->pending, 1) == 1) {
+            pthread_mutex_lock(&tp->mu);
+            pthread_cond_signal(&tp->done);
+            pthread_mutex_unlock(&tp->mu);
+        }
+    }
+}
+
+/* stops and joins the workers and frees the pool; the caller owns it */
+static void pool_destroy(thread_pool *tp) {
+    pthread_mutex_lock(&tp->mu);
+    atomic_store(&tp->stop, true);
+    pthread_cond_broadcast(&tp->wake);
+    pthread_mutex_unlock(&tp->mu);
+    for (int i = 0; i < tp->n_workers; i++) pthread_join(tp->tids[i], NULL);
+    pthread_mutex_destroy(&tp->mu);
+    pthread_cond_destroy(&tp->wake);
+    pthread_cond_destroy(&tp->done);
+    tc_free(tp);
+}
+
+/* the pool, started on first use; NULL when it has no workers to offer
+ * (one thread wanted, no memory, or a forked child) */
+static thread_pool *pool_get(void) {
+    pthread_mutex_lock(&pool_init_mu);
+    thread_pool *tp = pool;
+    if (!tp) {
+        int n = cpu_threads() - 1;
+        tp = n > 0 ? tc_calloc(1, sizeof *tp) : NULL;
+        if (tp) {
+            pthread_mutex_init(&tp->mu, NULL);
+            pthread_cond_init(&tp->wake, NULL);
+            pthread_cond_init(&tp->done, NULL);
+            atomic_init(&tp->state, (uint64_t)1 << 32); /* generation 1, no seats */
+            atomic_init(&tp->pending, 0);
+            atomic_init(&tp->stop, false);
+            atomic_init(&tp->busy, false);
+            tp->pid = getpid();
+            for (int i = 0; i < n; i++) {
+                if (pthread_create(&tp->tids[tp->n_workers], NULL, worker_main, tp) != 0) break;
+                tp->n_workers++;
+            }
+            pool = tp;
+        }
+    }
+    pthread_mutex_unlock(&pool_init_mu);
+    return tp && tp->n_workers > 0 && tp->pid == getpid() ? tp : NULL;
+}
+
+/* tc_shutdown (cpu_close) and library unload: joins the workers */
+static void pool_shutdown(void) {
+    pthread_mutex_lock(&pool_init_mu);
+    thread_pool *tp = pool;
+    /* a child of fork has no workers to join; a pool still in use (exit
+     * from another thread mid-launch) is left to the process's end */
+    if (tp && tp->pid == getpid() && !atomic_load(&tp->busy)) {
+        pool = NULL;
+        pool_destroy(tp);
+    }
+    pthread_mutex_unlock(&pool_init_mu);
+}
+
+__attribute__((destructor)) static void pool_unload(void) {
+    pool_shutdown();
 }
 
 static tc_status launch_split(tc_program *p, void **bufs, int n_bufs, int64_t steps) {
@@ -457,23 +601,46 @@ static tc_status launch_split(tc_program *p, void **bufs, int n_bufs, int64_t st
                             p->fn_name, n_bufs, ARGS_ON_STACK);
     int n = cpu_threads();
     if (n > steps) n = (int)steps;
-    part parts[64];
-    pthread_t tids[64];
-    bool started[64] = {false};
-    int64_t chunk = n > 0 ? (steps + n - 1) / n : 0;
-    for (int t = 0; t < n; t++) {
-        int64_t lo = t * chunk, hi = lo + chunk < steps ? lo + chunk : steps;
-        parts[t] = (part){p, bufs, n_bufs, {lo, hi}, NULL};
+    split_job j = {.p = p, .bufs = bufs, .n_bufs = n_bufs, .steps = steps, .n_parts = n};
+    j.chunk = n > 0 ? (steps + n - 1) / n : 0;
+    atomic_init(&j.next, 0);
+    thread_pool *tp = n > 1 ? pool_get() : NULL;
+    bool expected = false;
+    if (!tp || !atomic_compare_exchange_strong(&tp->busy, &expected, true)) {
+        run_parts(&j); /* one thread wanted, or the pool is busy: this thread alone */
+        return TC_OK;
     }
-    for (int t = 1; t < n; t++) started[t] = pthread_create(&tids[t], NULL, part_main, &parts[t]) == 0;
-    if (n > 0) run_part(&parts[0]);
-    for (int t = 1; t < n; t++) {
-        if (started[t]) pthread_join(tids[t], NULL);
-        else run_part(&parts[t]); /* no thread to be had: run it here */
+    uint32_t seats = (uint32_t)(n - 1 < tp->n_workers ? n - 1 : tp->n_workers);
+    tp->job = &j;
+    atomic_store(&tp->pending, (int)seats);
+    uint64_t s = atomic_load(&tp->state);
+    pthread_mutex_lock(&tp->mu); /* a worker going to sleep checks state under mu */
+    uint64_t gen = (uint32_t)((s >> 32) + 1) ? (s >> 32) + 1 : 1; /* never 0: 0 means stop */
+    atomic_store_explicit(&tp->state, gen << 32 | seats, memory_order_release);
+    if (tp->sleepers) pthread_cond_broadcast(&tp->wake);
+    pthread_mutex_unlock(&tp->mu);
+    run_parts(&j);
+    /* every slice is taken: the seats nobody took are closed */
+    s = atomic_load(&tp->state);
+    while ((uint32_t)s &&
+           !atomic_compare_exchange_weak(&tp->state, &s, s & ~(uint64_t)UINT32_MAX)) {
     }
+    if ((uint32_t)s) atomic_fetch_sub(&tp->pending, (int)(uint32_t)s);
+    for (int i = 0; i < SPIN_ROUNDS && atomic_load(&tp->pending) > 0; i++) cpu_relax();
+    if (atomic_load(&tp->pending) > 0) {
+        pthread_mutex_lock(&tp->mu);
+        while (atomic_load(&tp->pending) > 0) pthread_cond_wait(&tp->done, &tp->mu);
+        pthread_mutex_unlock(&tp->mu);
+    }
+    tp->job = NULL;
+    atomic_store(&tp->busy, false);
     return TC_OK;
 }
 
+/* calls fn(bufs[0], ..., bufs[n_bufs-1]); of dims only cpu_range counts (the
+ * loops are in the code). The argument array lives on this call's stack (or
+ * heap, past ARGS_ON_STACK), so launches of a prepared program share no
+ * mutable state. */
 static tc_status cpu_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
                             const tc_launch_dims *dims) {
     (void)d;
@@ -500,6 +667,7 @@ static tc_status cpu_synchronize(tc_dev *d) {
 }
 
 static void cpu_close(tc_dev *d) {
+    pool_shutdown();
     cpu_ctx *ctx = d->ctx;
     for (int i = 0; i < ctx->programs.n; i++) program_free(ctx->programs.items[i]);
     tc_ptrvec_free(&ctx->programs);
@@ -532,4 +700,11 @@ tc_dev *tc_cpu_device_create(int id) {
 
 int64_t tc_cpu_compile_count(void) {
     return compile_count;
+}
+
+int tc_cpu_pool_workers(void) {
+    pthread_mutex_lock(&pool_init_mu);
+    int n = pool && pool->pid == getpid() ? pool->n_workers : 0;
+    pthread_mutex_unlock(&pool_init_mu);
+    return n;
 }

@@ -72,6 +72,11 @@ void tc_runtime_shutdown(void); /* closes every device; buffers must be released
  * it with dlopen, calls kernels through libffi */
 tc_dev *tc_cpu_device_create(int id);
 int64_t tc_cpu_compile_count(void); /* compiler invocations in this process */
+/* split launches (tc_launch_dims.cpu_range) run on a process-wide pool of
+ * cores-1 workers (TC_THREADS when it starts overrides) plus the caller,
+ * started by the first split launch and joined by tc_runtime_shutdown;
+ * workers running now (0: none) */
+int tc_cpu_pool_workers(void);
 
 /* ---- the program cache of OpenCL and CUDA (cache.c) -----------------------
  * <tc_cachedir()>/<key><ext>, published atomically. load gives the file's

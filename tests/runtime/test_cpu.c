@@ -8,6 +8,7 @@
 #include "tc_test.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,6 +493,137 @@ static void test_processes_race(void **state) {
     assert_int_equal(tc_cpu_compile_count(), before);
 }
 
+/* ---- the thread pool ------------------------------------------------------------ */
+
+/* out[i] = sum_k a[i*8+k]*(k+1) + i for i in [r[0], r[1]): small integers, so
+ * exact in float whatever the order */
+static const char *split_src =
+    "#include <stdint.h>\n"
+    "void sp(float *restrict out, const float *restrict a, const int64_t *r) {\n"
+    "    for (int64_t i = r[0]; i < r[1]; i++) {\n"
+    "        float s = 0.0f;\n"
+    "        for (int k = 0; k < 8; k++) s += a[i * 8 + k] * (float)(k + 1);\n"
+    "        out[i] = s + (float)i;\n"
+    "    }\n"
+    "}\n";
+
+enum { SPLIT_N = 1000 };
+
+/* launches sp over `steps` rows into a fresh out; true when every row is right
+ * and the rows past steps are untouched */
+static bool run_split(tc_dev *d, tc_program *p, const float *a, int64_t steps) {
+    float out[SPLIT_N + 1];
+    for (int i = 0; i <= SPLIT_N; i++) out[i] = -1.0f;
+    void *args[2] = {out, (void *)a};
+    tc_launch_dims dims = {.cpu_range = steps};
+    if (d->launch(d, p, args, 2, &dims) != TC_OK) return false;
+    for (int64_t i = 0; i <= SPLIT_N; i++) {
+        float want = -1.0f;
+        if (i < steps) {
+            want = (float)i;
+            for (int k = 0; k < 8; k++) want += a[i * 8 + k] * (float)(k + 1);
+        }
+        if (out[i] != want) return false;
+    }
+    return true;
+}
+
+static float split_a[SPLIT_N * 8];
+
+static tc_program *split_program(tc_dev *d) {
+    for (int i = 0; i < SPLIT_N * 8; i++) split_a[i] = (float)(i % 13 - 6);
+    tc_program *p = d->compile(d, split_src, "sp");
+    assert_non_null(p);
+    return p;
+}
+
+/* every thread count and range gives the same rows; the pool has cores-1
+ * workers (TC_THREADS at its start overrides) and tc_runtime_shutdown joins
+ * them, a later launch starts it again */
+static void test_split_threads(void **state) {
+    (void)state;
+    tc_runtime_shutdown();
+    tc_dev *d = tc_device_get(cpu());
+    tc_program *p = split_program(d);
+    assert_int_equal(tc_cpu_pool_workers(), 0); /* started lazily */
+    setenv("TC_THREADS", "3", 1);
+    assert_true(run_split(d, p, split_a, SPLIT_N));
+    assert_int_equal(tc_cpu_pool_workers(), 2);
+    const char *counts[] = {"1", "2", "3", "5", "64", "1000"};
+    const int64_t steps[] = {1, 2, 7, 999, SPLIT_N};
+    for (int c = 0; c < 6; c++) {
+        setenv("TC_THREADS", counts[c], 1);
+        for (int s = 0; s < 5; s++) assert_true(run_split(d, p, split_a, steps[s]));
+    }
+    assert_int_equal(tc_cpu_pool_workers(), 2); /* sized once */
+    tc_runtime_shutdown();
+    assert_int_equal(tc_cpu_pool_workers(), 0);
+    unsetenv("TC_THREADS");
+    d = tc_device_get(cpu());
+    p = split_program(d);
+    assert_true(run_split(d, p, split_a, SPLIT_N));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    assert_int_equal(tc_cpu_pool_workers(), cores > 64 ? 63 : cores - 1);
+}
+
+typedef struct {
+    tc_dev *d;
+    tc_program *p;
+    int rounds;
+    bool ok;
+} split_caller;
+
+static void *split_caller_main(void *arg) {
+    split_caller *c = arg;
+    c->ok = true;
+    for (int i = 0; i < c->rounds && c->ok; i++) c->ok = run_split(c->d, c->p, split_a, SPLIT_N - i);
+    return NULL;
+}
+
+/* launches from several threads at once: each gets its rows right (a launch
+ * that finds the pool busy runs on its own thread) */
+static void test_split_from_threads(void **state) {
+    (void)state;
+    setenv("TC_THREADS", "4", 1);
+    tc_dev *d = tc_device_get(cpu());
+    tc_program *p = split_program(d);
+    assert_true(run_split(d, p, split_a, SPLIT_N)); /* prepares the call interface */
+    split_caller callers[4];
+    pthread_t tids[4];
+    for (int t = 0; t < 4; t++) {
+        callers[t] = (split_caller){d, p, 200, false};
+        assert_int_equal(pthread_create(&tids[t], NULL, split_caller_main, &callers[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        assert_int_equal(pthread_join(tids[t], NULL), 0);
+        assert_true(callers[t].ok);
+    }
+    unsetenv("TC_THREADS");
+}
+
+/* a forked child does not wait for its parent's workers (they do not exist
+ * there): its split launches run on its own thread */
+static void test_split_after_fork(void **state) {
+    (void)state;
+    setenv("TC_THREADS", "2", 1);
+    tc_dev *d = tc_device_get(cpu());
+    tc_program *p = split_program(d);
+    assert_true(run_split(d, p, split_a, SPLIT_N)); /* the pool is running */
+    assert_true(tc_cpu_pool_workers() > 0);
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        alarm(30); /* a hang fails instead of blocking the suite */
+        bool ok = run_split(d, p, split_a, SPLIT_N) && run_split(d, p, split_a, 5);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(kid, &status, 0), kid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_true(run_split(d, p, split_a, SPLIT_N)); /* the parent's pool still works */
+    unsetenv("TC_THREADS");
+}
+
 int main(void) {
     /* clang-format off: one test a line */
     const struct CMUnitTest tests[] = {
@@ -514,6 +646,9 @@ int main(void) {
         cmocka_unit_test(test_compile_out_of_memory),
         cmocka_unit_test(test_launch_arg_counts),
         cmocka_unit_test(test_processes_race),
+        cmocka_unit_test(test_split_threads),
+        cmocka_unit_test(test_split_from_threads),
+        cmocka_unit_test(test_split_after_fork),
     };
     /* clang-format on */
     return cmocka_run_group_tests(tests, setup, teardown);
