@@ -176,6 +176,16 @@ typedef struct {
     int64_t global_ops;   /* estimated arithmetic ops executed */
     int64_t global_mem;   /* bytes moved by kernels */
     double time_sum_s;    /* kernel time, when timing is on (TC_DEBUG>=2) */
+    /* where a realize's time goes, in seconds, always measured (TC_DEBUG>=1
+     * prints them per realize) */
+    double schedule_s;     /* building schedules (graph -> kernels) */
+    double lower_s;        /* codegen + render of kernels */
+    double compile_s;      /* device compile: cache lookups, loads, compiler runs */
+    double launch_s;       /* launch calls (CPU: the kernels' run time; GPUs queue) */
+    int64_t compile_count; /* kernels built from source (no cache had them) */
+    /* device memory (all devices) */
+    int64_t mem_used; /* bytes in live buffers now (not changed by a reset) */
+    int64_t mem_peak; /* the most mem_used reached since start or the last reset */
 } tc_counters;
 TC_API void tc_get_counters(tc_counters *out);
 TC_API void tc_reset_counters(void);

@@ -92,7 +92,11 @@ JIT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c
 class Counters(ctypes.Structure):
     """tc_counters"""
     _fields_ = [("kernel_count", ctypes.c_int64), ("global_ops", ctypes.c_int64),
-                ("global_mem", ctypes.c_int64), ("time_sum_s", ctypes.c_double)]
+                ("global_mem", ctypes.c_int64), ("time_sum_s", ctypes.c_double),
+                ("schedule_s", ctypes.c_double), ("lower_s", ctypes.c_double),
+                ("compile_s", ctypes.c_double), ("launch_s", ctypes.c_double),
+                ("compile_count", ctypes.c_int64), ("mem_used", ctypes.c_int64),
+                ("mem_peak", ctypes.c_int64)]
 
 
 _UNARY = ("neg exp log exp2 log2 sqrt sin cos relu sigmoid tanh recip abs square "

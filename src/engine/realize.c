@@ -15,10 +15,17 @@ static tc_counters counters; /* since start or the last reset */
 
 void tc_engine_get_counters(tc_counters *out) {
     *out = counters;
+    tc_runtime_mem(&out->mem_used, &out->mem_peak);
 }
 
 void tc_engine_reset_counters(void) {
     memset(&counters, 0, sizeof counters);
+    tc_runtime_mem_reset_peak();
+}
+
+/* programs built from source so far, by every device that counts them */
+static int64_t builds(void) {
+    return tc_cpu_compile_count() + tc_opencl_build_count();
 }
 
 void tc_engine_shutdown(void) {
@@ -42,6 +49,7 @@ tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs
     double dt = tc_time_now() - t0;
     if (p != ptrs) tc_free(p);
     if (st != TC_OK) return st;
+    counters.launch_s += dt;
     counters.kernel_count++;
     counters.global_ops += est_ops;
     counters.global_mem += est_mem;
@@ -64,13 +72,19 @@ static tc_status run_kernel(const tc_sched_item *it, tc_buffer **bufs, int index
     tc_dev *dev = tc_device_get(bufs[0]->device);
     if (!dev) return tc_error_code();
     if (debug >= 3) tc_ast_dump(stderr, it->ast);
+    double t0 = tc_time_now();
     tc_kernel_uops *k = tc_codegen(it, &dev->target);
     if (!k) return tc_error_code();
     if (debug >= 5) tc_uops_dump(stderr, k);
     char *src = tc_render(dev->dialect, k);
+    double t1 = tc_time_now();
+    counters.lower_s += t1 - t0;
     tc_status st = src ? TC_OK : tc_error_code();
     if (src && debug >= 4) fprintf(stderr, "%s", src);
+    int64_t built = builds();
     tc_program *prog = src ? dev->compile(dev, src, k->name) : NULL;
+    counters.compile_s += tc_time_now() - t1;
+    counters.compile_count += builds() - built;
     if (src && !prog) st = tc_error_code();
     if (prog) {
         tc_launch_dims dims = {.cpu_range = k->cpu_range};
@@ -140,21 +154,34 @@ static void save_schedule(const tc_schedule *s) {
 
 tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
     (void)api;
+    tc_counters c0 = counters;
     double t0 = tc_time_now();
     tc_schedule *s = tc_schedule_create(nodes, n);
+    counters.schedule_s += tc_time_now() - t0;
     if (!s) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
     save_schedule(s);
     tc_status st = TC_OK;
     for (int i = 0; i < s->n_items && st == TC_OK; i++) st = run_item(&s->items[i], i);
-    if (st == TC_OK && tc_flag_get(TC_FLAG_DEBUG) >= 1 && s->n_items)
-        fprintf(stderr, "realize: %d kernels, %d items in %.3f ms\n", tc_schedule_n_kernels(s),
-                s->n_items, (tc_time_now() - t0) * 1e3);
+    if (st == TC_OK && tc_flag_get(TC_FLAG_DEBUG) >= 1 && s->n_items) {
+        int64_t used, peak;
+        tc_runtime_mem(&used, &peak);
+        fprintf(stderr,
+                "realize: %d kernels, %d items in %.3f ms (schedule %.3f, lower %.3f, compile "
+                "%.3f for %lld built, launch %.3f ms; memory %.1f MB, peak %.1f MB)\n",
+                tc_schedule_n_kernels(s), s->n_items, (tc_time_now() - t0) * 1e3,
+                (counters.schedule_s - c0.schedule_s) * 1e3, (counters.lower_s - c0.lower_s) * 1e3,
+                (counters.compile_s - c0.compile_s) * 1e3,
+                (long long)(counters.compile_count - c0.compile_count),
+                (counters.launch_s - c0.launch_s) * 1e3, (double)used / 1e6, (double)peak / 1e6);
+    }
     tc_schedule_free(s);
     return st;
 }
 
 int tc_engine_kernel_count(tc_node *const *nodes, int n) {
+    double t0 = tc_time_now();
     tc_schedule *s = tc_schedule_create(nodes, n);
+    counters.schedule_s += tc_time_now() - t0;
     if (!s) return -1;
     int k = tc_schedule_n_kernels(s);
     tc_schedule_free(s);

@@ -190,12 +190,25 @@ void tc_runtime_shutdown(void) {
 
 /* ---- buffers -------------------------------------------------------------- */
 
+/* bytes in live buffers (all devices) and the most since the last reset */
+static int64_t mem_used, mem_peak;
+
+void tc_runtime_mem(int64_t *used, int64_t *peak) {
+    *used = mem_used;
+    *peak = mem_peak;
+}
+
+void tc_runtime_mem_reset_peak(void) {
+    mem_peak = mem_used;
+}
+
 /* the release hook of every runtime buffer. A buffer that outlives its
  * device (tc_runtime_shutdown while tensors live, which the API forbids)
  * cannot give its memory back: only the struct is freed. */
 static void buffer_release(tc_buffer *b) {
     tc_dev *d = b->device >= 0 && b->device < MAX_DEVICES ? devices[b->device] : NULL;
     if (d) d->free(d, b->ptr);
+    mem_used -= (int64_t)b->nbytes;
     tc_free(b);
 }
 
@@ -213,6 +226,8 @@ tc_buffer *tc_buffer_new(int device, size_t nbytes) {
     b->device = device;
     b->nbytes = nbytes;
     b->release = buffer_release;
+    mem_used += (int64_t)nbytes;
+    if (mem_used > mem_peak) mem_peak = mem_used;
     return b;
 }
 

@@ -65,6 +65,10 @@ tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbyte
 tc_status tc_buffer_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
 void tc_runtime_shutdown(void); /* closes every device; buffers must be released first */
+/* bytes of live buffers on all devices now, and the most since start or the
+ * last tc_runtime_mem_reset_peak (which sets it to the bytes used now) */
+void tc_runtime_mem(int64_t *used, int64_t *peak);
+void tc_runtime_mem_reset_peak(void);
 
 /* ---- CPU device (cpu.c) -------------------------------------------------- */
 /* compiles C source with the system compiler (TC_CC or cc) into a shared

@@ -72,6 +72,42 @@ static void test_counters(void **state) {
     tc_shutdown();
 }
 
+/* where the time goes: schedule, lower, compile (and how many kernels were
+ * built from source), launch; memory in live buffers and its peak */
+static void test_time_and_memory_counters(void **state) {
+    (void)state;
+    tc_reset_counters();
+    tc_counters c;
+    tc_get_counters(&c);
+    int64_t base = c.mem_used;
+    assert_true(c.mem_peak == base && c.schedule_s == 0 && c.compile_count == 0);
+    /* a source no earlier test built: (a-b)*(a+b) */
+    tc_tensor *a = tc_test_randn(2, S, 7, -1, 1), *b = tc_test_randn(2, S, 8, -1, 1);
+    tc_tensor *d = tc_sub(a, b), *e = tc_add(a, b), *f = tc_mul(d, e);
+    assert_int_equal(tc_realize(&f, 1), TC_OK);
+    tc_get_counters(&c);
+    assert_int_equal(c.compile_count, 1);
+    assert_true(c.schedule_s > 0 && c.lower_s > 0 && c.compile_s > 0 && c.launch_s > 0);
+    /* a, b and f are live: 3 buffers of 16*8 floats */
+    assert_int_equal(c.mem_used - base, 3 * 16 * 8 * 4);
+    assert_true(c.mem_peak >= c.mem_used);
+    tc_release(d), tc_release(e), tc_release(f);
+    /* the same kernel again: found in memory, nothing built */
+    d = tc_sub(a, b), e = tc_add(a, b), f = tc_mul(d, e);
+    assert_int_equal(tc_realize(&f, 1), TC_OK);
+    tc_get_counters(&c);
+    assert_int_equal(c.compile_count, 1);
+    int64_t peak = c.mem_peak;
+    tc_release(a), tc_release(b), tc_release(d), tc_release(e), tc_release(f);
+    tc_get_counters(&c);
+    assert_int_equal(c.mem_used, base); /* every buffer given back */
+    assert_int_equal(c.mem_peak, peak);
+    tc_reset_counters();
+    tc_get_counters(&c);
+    assert_true(c.mem_peak == base && c.compile_s == 0);
+    tc_shutdown();
+}
+
 /* TC_DEBUG=4 prints each kernel's source, TC_DEBUG=1 a summary line */
 static void test_debug_output(void **state) {
     (void)state;
@@ -158,6 +194,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_run_compiles_nothing),
         cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_time_and_memory_counters),
         cmocka_unit_test(test_debug_output),
         cmocka_unit_test(test_save_schedule),
         cmocka_unit_test(test_threads),
