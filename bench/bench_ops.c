@@ -74,10 +74,17 @@ static void error(const char *what) {
     failures++;
 }
 
+/* n floats aligned to 64 bytes as the CPU runtime's buffers are (a vector
+ * load of a misaligned array straddles two cache lines); free() them */
+static float *floats(int64_t n) {
+    size_t bytes = (sizeof(float) * (size_t)n + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
 /* x[i] = scale*sin(0.37*i + phase) + offset: deterministic, not periodic in
  * a way a cache or a branch predictor could exploit */
 static float *fill(int64_t n, double scale, double phase, double offset) {
-    float *x = malloc(sizeof *x * (size_t)n);
+    float *x = floats(n);
     if (!x) return NULL;
     for (int64_t i = 0; i < n; i++) x[i] = (float)(scale * sin(0.37 * (double)i + phase) + offset);
     return x;
@@ -183,7 +190,7 @@ static void bench_matmul(int64_t n) {
     char name[32];
     snprintf(name, sizeof name, "matmul%lld", (long long)n);
     int64_t shape[2] = {n, n};
-    float *a = fill(n * n, 1.0, 0.0, 0.0), *b = fill(n * n, 1.0, 1.3, 0.0), *c = malloc(sizeof *c * (size_t)(n * n));
+    float *a = fill(n * n, 1.0, 0.0, 0.0), *b = fill(n * n, 1.0, 1.3, 0.0), *c = floats(n * n);
     step s = {.op = OP_MATMUL, .n_in = 2};
     if (a && b && c && (s.in[0] = upload(a, 2, shape)) && (s.in[1] = upload(b, 2, shape)) &&
         prepare(&s, c, sizeof *c * (size_t)(n * n)) == 0) {
@@ -200,7 +207,7 @@ static void bench_matmul(int64_t n) {
 static void bench_stream(int64_t n, int threads) {
     int64_t shape[1] = {n};
     float *a = fill(n, 1.0, 0.0, 0.0), *b = fill(n, 1.0, 1.3, 0.0), *c = fill(n, 1.0, 2.1, 0.0);
-    float *d = malloc(sizeof *d * (size_t)n), *ours = malloc(sizeof *ours * (size_t)n);
+    float *d = floats(n), *ours = floats(n);
     float *pos = fill(n, 0.5, 0.7, 1.0); /* for the sum: no cancellation, so relative error means something */
     step tr = {.op = OP_TRIAD, .n_in = 3}, su = {.op = OP_SUM, .n_in = 1};
     if (!a || !b || !c || !d || !ours || !pos) {
@@ -260,7 +267,7 @@ static void bench_stream(int64_t n, int threads) {
 /* a row op over (rows, cols): ms of ours; inputs and outputs dumped */
 static void bench_rows(const char *name, op_kind op, int64_t rows, int64_t cols) {
     int64_t shape[2] = {rows, cols}, out_n = op == OP_STD ? rows : rows * cols;
-    float *x = fill(rows * cols, 3.0, 0.0, 0.0), *y = malloc(sizeof *y * (size_t)out_n);
+    float *x = fill(rows * cols, 3.0, 0.0, 0.0), *y = floats(out_n);
     step s = {.op = op, .n_in = 1};
     if (x && y && (s.in[0] = upload(x, 2, shape)) && prepare(&s, y, sizeof *y * (size_t)out_n) == 0) {
         double t = time_step(&s, runs_for(s.once, quick ? 0.3 : 1.5));
