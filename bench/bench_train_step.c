@@ -11,24 +11,25 @@
  *
  * Usage: bench_train_step [--model conv|mlp|both] [--batch B] [--steps N] [--jit 0|1]
  *                         [--dump DIR] [--compile 1]
- * Prints one line per model: "model batch ms_per_step kernels_per_step".
+ * Prints one line per model: "model batch ms_per_step kernels_per_step peak_mb".
  * --dump DIR writes, per model, the initial parameters (DIR/<model>.init.
  * safetensors, tc_nn_save), the batch (DIR/<model>.x.u8, DIR/<model>.y.i32)
  * and the loss of every step, warm-up included (DIR/<model>.loss.txt), so
  * bench/train_step_torch.py --load DIR can run the same steps and compare.
- * --compile 1 times steps run eagerly (no jit) instead: the first one
- * (schedule, lower, render, compile or load from TC_CACHEDIR, run) and the
- * next two, each minus its kernels' time (TC_DEBUG=2 timing; the per-kernel
- * lines go to /dev/null); prints "model batch first_step_s first_overhead_s
- * step_overhead_ms kernels_per_step" (the overheads are wall minus kernels).
+ * The last column is the peak device memory during the timed steps (MB).
+ * --compile 1 runs steps eagerly (no jit) instead and says where the time of
+ * the first one (schedule, lower+render, compile or load from TC_CACHEDIR,
+ * launch) and of a later one goes, from tc_counters: one line per model,
+ * "model batch=B kernels=K first_wall_ms=.. first_schedule_ms=..
+ * first_lower_ms=.. first_compile_ms=.. first_launch_ms=.. first_other_ms=..
+ * first_built=N later_..." (other: wall minus the rest, i.e. building the
+ * graph; built: kernels compiled from source).
  * bench/run.sh and bench/train_step.sh run it next to PyTorch
  * (bench/train_step_torch.py). */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <tinyc.h>
 
@@ -190,6 +191,7 @@ static int bench(bool is_conv, int batch, int steps, bool use_jit) {
     for (int i = 0; i < steps + 2 && rc == 0; i++) {
         if (i == 2) {
             tc_counters c;
+            tc_reset_counters(); /* the peak from here on */
             tc_get_counters(&c);
             k0 = c.kernel_count;
             t0 = now();
@@ -205,8 +207,9 @@ static int bench(bool is_conv, int batch, int steps, bool use_jit) {
     if (rc == 0) {
         tc_counters c;
         tc_get_counters(&c);
-        printf("%-4s %5d %10.2f %6lld\n", is_conv ? "conv" : "mlp", batch,
-               1e3 * (now() - t0) / steps, (long long)((c.kernel_count - k0) / steps));
+        printf("%-4s %5d %10.2f %6lld %8.1f\n", is_conv ? "conv" : "mlp", batch,
+               1e3 * (now() - t0) / steps, (long long)((c.kernel_count - k0) / steps),
+               (double)c.mem_peak / (1 << 20));
         fflush(stdout);
     }
     if (losses && fclose(losses) != 0) rc = 1;
@@ -216,15 +219,8 @@ static int bench(bool is_conv, int batch, int steps, bool use_jit) {
     return rc;
 }
 
-/* one eager step timed: wall seconds and its kernels' seconds (TC_DEBUG=2
- * timing, its per-kernel lines sent to /dev/null) */
-static int timed_eager_step(model *m, tc_tensor *x, tc_tensor *y, double *wall, double *kernels,
-                            int64_t *count) {
-    fflush(stderr);
-    int saved = dup(STDERR_FILENO), null = open("/dev/null", O_WRONLY);
-    if (saved >= 0 && null >= 0) dup2(null, STDERR_FILENO);
-    if (null >= 0) close(null);
-    tc_set_flag("TC_DEBUG", 2);
+/* one eager step: wall seconds and the counters' difference across it */
+static int eager_step(model *m, tc_tensor *x, tc_tensor *y, double *wall, tc_counters *d) {
     tc_counters c0, c1;
     tc_get_counters(&c0);
     tc_tensor *in[2] = {x, y}, *loss = NULL;
@@ -234,33 +230,51 @@ static int timed_eager_step(model *m, tc_tensor *x, tc_tensor *y, double *wall, 
     if (s == TC_OK) s = tc_to_host(loss, &lv, sizeof lv);
     *wall = now() - t0;
     tc_get_counters(&c1);
-    tc_set_flag("TC_DEBUG", 0);
     tc_release(loss);
-    fflush(stderr);
-    if (saved >= 0) dup2(saved, STDERR_FILENO), close(saved);
-    *kernels = c1.time_sum_s - c0.time_sum_s;
-    *count = c1.kernel_count - c0.kernel_count;
+    *d = (tc_counters){
+        .kernel_count = c1.kernel_count - c0.kernel_count,
+        .schedule_s = c1.schedule_s - c0.schedule_s,
+        .lower_s = c1.lower_s - c0.lower_s,
+        .compile_s = c1.compile_s - c0.compile_s,
+        .launch_s = c1.launch_s - c0.launch_s,
+        .compile_count = c1.compile_count - c0.compile_count,
+    };
     return s == TC_OK ? 0 : fail("an eager training step");
 }
 
-/* --compile 1: what an eager step costs beyond its kernels, first and later */
+/* "<prefix>_wall_ms=.. <prefix>_schedule_ms=.. ..." for one eager step;
+ * other = wall minus the four (building the graph: forward, autograd,
+ * optimizer; host copies) */
+static void print_step(const char *prefix, double wall, const tc_counters *d) {
+    double other = wall - d->schedule_s - d->lower_s - d->compile_s - d->launch_s;
+    printf(" %s_wall_ms=%.3f %s_schedule_ms=%.3f %s_lower_ms=%.3f %s_compile_ms=%.3f %s_launch_ms=%.3f"
+           " %s_other_ms=%.3f %s_built=%lld",
+           prefix, wall * 1e3, prefix, d->schedule_s * 1e3, prefix, d->lower_s * 1e3, prefix,
+           d->compile_s * 1e3, prefix, d->launch_s * 1e3, prefix, other * 1e3, prefix,
+           (long long)d->compile_count);
+}
+
+/* --compile 1: where an eager step's time goes, first (compiles or loads
+ * from TC_CACHEDIR) and later (the best of two) */
 static int compile_cost(bool is_conv, int batch) {
     model m;
     tc_tensor *x = NULL, *y = NULL;
     int rc = build(&m, is_conv);
     if (rc == 0) rc = make_batch(is_conv, batch, &x, &y);
-    double wall0 = 0, k0 = 0, over[2] = {0};
-    int64_t count = 0;
-    if (rc == 0) rc = timed_eager_step(&m, x, y, &wall0, &k0, &count);
+    double first_wall = 0, later_wall = 1e30;
+    tc_counters first = {0}, later = {0};
+    if (rc == 0) rc = eager_step(&m, x, y, &first_wall, &first);
     for (int i = 0; i < 2 && rc == 0; i++) {
-        double wall, k;
-        rc = timed_eager_step(&m, x, y, &wall, &k, &count);
-        over[i] = wall - k;
+        double wall;
+        tc_counters d;
+        rc = eager_step(&m, x, y, &wall, &d);
+        if (rc == 0 && wall < later_wall) later_wall = wall, later = d;
     }
     if (rc == 0) {
-        double later = over[0] < over[1] ? over[0] : over[1];
-        printf("%-4s %5d %10.3f %10.3f %10.2f %6lld\n", is_conv ? "conv" : "mlp", batch, wall0,
-               wall0 - k0, later * 1e3, (long long)count);
+        printf("%s batch=%d kernels=%lld", is_conv ? "conv" : "mlp", batch, (long long)later.kernel_count);
+        print_step("first", first_wall, &first);
+        print_step("later", later_wall, &later);
+        printf("\n");
         fflush(stdout);
     }
     tc_release(x), tc_release(y);
@@ -287,8 +301,7 @@ int main(int argc, char **argv) {
                         "[--steps N] [--jit 0|1] [--dump DIR] [--compile 1]\n");
         return 2;
     }
-    if (compile) printf("model batch first_step_s first_overhead_s step_overhead_ms kernels_per_step\n");
-    else printf("model batch ms_per_step kernels_per_step\n");
+    if (!compile) printf("model batch ms_per_step kernels_per_step peak_mb\n");
     int rc = 0;
     if (strcmp(which, "mlp"))
         rc = compile ? compile_cost(true, batch > 0 ? batch : 512)

@@ -16,8 +16,9 @@
 # softmax, layernorm, std), bench_train_step + train_step_torch.py (MNIST
 # convnet and MLP steps, same initial weights and batch on both sides),
 # bench_train_step --compile 1 with a fresh and then a warm TC_CACHEDIR
-# (compile and scheduling time of a convnet step), bench_jit (replay
-# overhead); table.py prints the table. Exit status 1 if a check failed.
+# (compile, scheduling and lowering time of a convnet step, from
+# tc_counters), bench_jit (replay overhead); table.py prints the table.
+# Exit status 1 if a benchmark failed or a result differs from its peer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=(--quick); shift ;;
     --out) out=$2; shift 2 ;;
     --no-install) install=0; shift ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) build=$1; shift ;;
     esac

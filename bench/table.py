@@ -103,15 +103,39 @@ for model, label in (("conv", "MNIST convnet step"), ("mlp", "MLP 784-128-10 Ada
     add("%s (batch %s%s)" % (label, batch, kernels), float(o[2]) if o else None,
         float(t[2]) if t else None, "ms", False, 1.0, check, "PyTorch CPU")
 
-cold, warm = columns("compile_cold.txt").get("conv"), columns("compile_warm.txt").get("conv")
+def keyed(name, model):
+    """the key=value fields of model's line in a bench_train_step --compile file"""
+    for line in lines(name):
+        f = line.split()
+        if f and f[0] == model:
+            return {k: float(v) for k, v in (t.split("=", 1) for t in f[1:] if "=" in t)}
+    return {}
+
+
+def info_row(name, value, unit, target, note):
+    rows.append((name, fmt(value), "-", unit, "-", target, "-", note, "-"))
+
+
+cold, warm = keyed("compile_cold.txt", "conv"), keyed("compile_warm.txt", "conv")
 if cold:
-    rows.append(("conv step compile, cold TC_CACHEDIR (%s kernels)" % cold[5], fmt(float(cold[3])),
-                 "-", "s", "-", "-", "-", "first eager step minus its kernels", "-"))
+    info_row("conv step compile, fresh TC_CACHEDIR (%d kernels built)" % cold["first_built"],
+             cold["first_compile_ms"] * 1e-3, "s", "-",
+             "first eager step: schedule %.0f ms, lower+render %.0f ms"
+             % (cold["first_schedule_ms"], cold["first_lower_ms"]))
 if warm:
-    rows.append(("conv step start, warm TC_CACHEDIR (new process)", fmt(float(warm[3]) * 1e3), "-",
-                 "ms", "-", "-", "-", "first eager step minus its kernels", "-"))
-    rows.append(("conv step schedule+lower+render (eager)", fmt(float(warm[4])), "-", "ms", "-",
-                 "milliseconds", "-", "later eager step minus its kernels", "-"))
+    info_row("conv step compile, warm TC_CACHEDIR (new process, %d built)" % warm["first_built"],
+             warm["first_compile_ms"], "ms", "no compiler run",
+             "cache lookups and loads of %d kernels" % warm["kernels"])
+    info_row("conv step scheduling (eager, per step)", warm["later_schedule_ms"], "ms", "milliseconds",
+             "tc_counters.schedule_s")
+    info_row("conv step lowering+rendering (eager, per step)", warm["later_lower_ms"], "ms",
+             "milliseconds", "tc_counters.lower_s")
+    info_row("conv step graph building etc. (eager, per step)", warm["later_other_ms"], "ms", "-",
+             "wall - schedule - lower - compile - launch")
+for model, label in (("conv", "MNIST convnet"), ("mlp", "MLP")):
+    o = ours_t.get(model)
+    if o and len(o) > 4:
+        info_row("%s step peak memory (jit)" % label, float(o[4]), "MB", "-", "tc_counters.mem_peak")
 
 jit = " ".join(lines("jit.txt"))
 m = re.search(r"step of (\d+) kernels: jit replay .*?\(([\d.]+) us/kernel\), eager .*?\(([\d.]+) us/kernel\)",
