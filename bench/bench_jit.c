@@ -5,6 +5,7 @@
  * usage: build/bench/bench_jit [steps] */
 #include "tinyc.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -67,12 +68,28 @@ int main(int argc, char **argv) {
         acc += v[0];
     }
     double plain = (now() - t0) / steps;
+    /* the check: a replay's result next to the same math in plain C (the
+     * flip reverses the vector each time) */
+    float want[N], got[N], maxabs = -1; /* -1: no result */
+    for (int k = 0; k < N; k++) want[k] = data[k];
+    for (int c = 0; c < CHAIN; c++) {
+        float v[N];
+        for (int k = 0; k < N; k++) v[k] = want[N - 1 - k] * 0.5f + 1.0f;
+        for (int k = 0; k < N; k++) want[k] = v[k];
+    }
+    if (tc_jit_run(j, &x, 1, &out, 1) == TC_OK && tc_to_host(out, got, sizeof got) == TC_OK) {
+        maxabs = 0;
+        for (int k = 0; k < N; k++) maxabs = fmaxf(maxabs, fabsf(got[k] - want[k]));
+    }
+    tc_release(out);
     int kernels = tc_jit_kernel_count(j);
+    bool ok = maxabs >= 0 && maxabs <= 1e-5f;
     printf("step of %d kernels: jit replay %.3f ms (%.2f us/kernel), eager %.3f ms (%.2f us/kernel), "
-           "plain C %.4f ms\n",
-           kernels, jit * 1e3, jit * 1e6 / kernels, eager * 1e3, eager * 1e6 / kernels, plain * 1e3);
+           "plain C %.4f ms, check maxabs=%.2g(%s)\n",
+           kernels, jit * 1e3, jit * 1e6 / kernels, eager * 1e3, eager * 1e6 / kernels, plain * 1e3,
+           (double)maxabs, ok ? "ok" : "FAIL");
     tc_jit_free(j);
     tc_release(x);
     tc_shutdown();
-    return 0;
+    return ok ? 0 : 1;
 }

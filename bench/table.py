@@ -142,8 +142,9 @@ m = re.search(r"step of (\d+) kernels: jit replay .*?\(([\d.]+) us/kernel\), eag
               jit)
 if m:
     replay, eager = float(m.group(2)), float(m.group(3))
+    c = re.search(r"check (\S+)", jit)
     add("JIT replay overhead per kernel (%s-kernel chain)" % m.group(1), replay, eager, "us", False,
-        None, "-", "eager realize")
+        None, c.group(1) if c else "-", "eager realize")
 
 head = ("benchmark", "libtinyc", "peer", "unit", "ratio", "target", "met", "check", "peer is")
 out = ["libtinyc benchmarks: %d thread(s) on both sides, %s, %d cores (%s)"
