@@ -133,8 +133,11 @@ def run_case(case):
 
 
 def main():
-    print("info numpy %s, BLAS: %s, %d thread(s)" % (np.__version__, blas_library(), THREADS),
-          flush=True)
+    blas = blas_library()
+    print("info numpy %s, BLAS: %s, %d thread(s)" % (np.__version__, blas, THREADS), flush=True)
+    if "openblas" not in blas.lower():
+        print("info WARNING: numpy is not using OpenBLAS, so the matmul peer is slow (install"
+              " libopenblas0-pthread, or select it with update-alternatives)", flush=True)
     if "--serve" in sys.argv[3:]:
         # one case name per input line, answered by its lines and "end", so
         # bench/run.sh can run each case right after libtinyc's side of it
