@@ -80,7 +80,18 @@ typedef struct {
     int64_t local_max[3];  /* lanes per work-group dimension (has_local) */
     int64_t lanes_max;     /* lanes per work-group in all (has_local) */
     int64_t shared_max;    /* bytes of local memory per work-group (has_local) */
+    int simd_floats;       /* CPU: float32 lanes of a SIMD register (0: unknown, taken as 4) */
+    int simd_regs;         /* CPU: SIMD registers (0: unknown, taken as 16) */
 } tc_target;
+
+/* the CPU kernel optimizer's plan (opt.c): axis[i] is computed amt[i]
+ * indices at a time (a reduced axis: in amt[i] partial accumulators) */
+typedef struct {
+    int n;           /* entries; 0 = plain loops */
+    int axis[3];     /* loop-space axes */
+    int64_t amt[3];  /* indices at a time */
+} tc_kopt;
+void tc_opt_choose(const tc_sched_item *it, const tc_target *target, tc_kopt *plan);
 
 typedef struct {
     tc_arena arena;        /* every UOp and array below */

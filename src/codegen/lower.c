@@ -65,13 +65,15 @@ typedef struct {
     int mark_all, mark_one;    /* grouped analysis: marks for "read by all lanes / lane 0" */
     int gate;                  /* grouped: serial of the open lane-0 block, 0 = none */
     int n_gates;               /* grouped: lane-0 blocks opened so far */
-    int n_up;                  /* upcast (CPU): kept axes computed UP at a time */
-    int up_axis[2];            /* upcast: those axes */
-    int64_t up_amt[2];         /* upcast: how many at a time */
-    tc_uop *up_base[2];        /* upcast: loop index * amount */
+    int n_up;                  /* upcast (CPU, opt.c's plan): axes computed UP at a time */
+    int up_axis[3];            /* upcast: those axes (a reduced one last: the split) */
+    int64_t up_amt[3];         /* upcast: how many at a time */
+    bool up_clamp[3];          /* upcast: the amount does not divide the axis */
+    tc_uop *up_base[3];        /* upcast: loop index * amount (a split: inside its stage) */
     int n_reps;                /* upcast: copies of the loop body (product of amounts) */
+    int64_t split;             /* upcast: partial accumulators per reduce (1: no split) */
     int rep;                   /* upcast: the copy being lowered */
-    struct rmemo *rbuckets[1024]; /* upcast: (AST node, copy) -> UOp */
+    struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */
 } lower_ctx;
 
 /* a lowered value of one copy of an upcast kernel's body */
@@ -191,8 +193,10 @@ static int open_group_stage(lower_ctx *c) {
     return opened;
 }
 
-/* opens a loop over each R axis of the kernel (size-1 axes are index 0) */
-static int open_stage(lower_ctx *c) {
+/* opens a loop over each R axis of the kernel (size-1 axes are index 0); in
+ * a reduce stage (is_reduce) a split axis steps by its amount and each copy
+ * sets its index (set_copy) */
+static int open_stage(lower_ctx *c, bool is_reduce) {
     int opened = 0;
     c->epoch = ++epoch_counter;
     if (c->is_grouped) return open_group_stage(c);
@@ -202,8 +206,14 @@ static int open_stage(lower_ctx *c) {
             c->idx[a] = tc_ub_iconst(&c->ub, c->idt, 0);
             continue;
         }
-        c->idx[a] = tc_ub_range(&c->ub, a, c->idt, c->it->full_shape[a]);
+        bool is_split = is_reduce && c->split > 1 && c->up_axis[c->n_up - 1] == a;
+        int64_t n = c->it->full_shape[a] / (is_split ? c->split : 1);
+        c->idx[a] = tc_ub_range(&c->ub, a, c->idt, n);
         opened++;
+        if (!is_split) continue;
+        c->ub.index_mode = true;
+        c->up_base[c->n_up - 1] = ix(c, TC_OP_MUL, c->idx[a], ic(c, c->split));
+        c->ub.index_mode = false;
     }
     return opened;
 }
@@ -212,6 +222,7 @@ static void close_stage(lower_ctx *c, int opened) {
     while (opened--) tc_ub_end_range(&c->ub);
     for (int a = 0; a < c->it->ndim; a++)
         if ((c->it->reduce_axes >> a) & 1) c->idx[a] = NULL;
+    if (c->split > 1) c->up_base[c->n_up - 1] = NULL;
     c->epoch = ++epoch_counter;
 }
 
@@ -251,7 +262,7 @@ static void group_partials(lower_ctx *c, tc_ast *a) {
     r->is_done = true;
     prelower_reduces(c, a->srcs[0]);
     tc_uop *acc = tc_ub_acc(ub, reduce_init(c, a->op, a->dtype));
-    int opened = open_stage(c);
+    int opened = open_stage(c, true);
     tc_uop *x = lower(c, a->srcs[0]);
     if (acc && x) tc_ub_acc_update(ub, acc_op(a), acc, x);
     close_stage(c, opened);
@@ -291,14 +302,14 @@ static tc_uop *group_value(lower_ctx *c, tc_ast *a) {
  * shared between copies (hash-consing). */
 
 static rmemo *rmemo_find(lower_ctx *c, const tc_ast *a) {
-    size_t h = ((uintptr_t)a >> 4 ^ (size_t)c->rep * 31) % 1024;
+    size_t h = ((uintptr_t)a >> 4 ^ (size_t)c->rep * 31) % 4096;
     for (rmemo *e = c->rbuckets[h]; e; e = e->next)
         if (e->a == a && e->rep == c->rep) return e;
     return NULL;
 }
 
 static void rmemo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epoch) {
-    size_t h = ((uintptr_t)a >> 4 ^ (size_t)rep * 31) % 1024;
+    size_t h = ((uintptr_t)a >> 4 ^ (size_t)rep * 31) % 4096;
     rmemo *e = NULL;
     for (e = c->rbuckets[h]; e && !(e->a == a && e->rep == rep); e = e->next) {
     }
@@ -314,52 +325,57 @@ static void rmemo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epo
     e->epoch = epoch;
 }
 
-/* makes copy r current: each upcast axis' index is its base plus r's digit */
+/* makes copy r current: each upcast axis' index is its base plus r's digit
+ * (the last digit is the split's, set inside its stage only); a clamped axis
+ * past its end reads its last index (the store of that copy is gated off) */
 static void set_copy(lower_ctx *c, int r) {
     c->rep = r;
     for (int i = c->n_up - 1; i >= 0; i--) {
         int64_t off = r % c->up_amt[i];
         r /= (int)c->up_amt[i];
+        if (!c->up_base[i]) continue;
         c->ub.index_mode = true;
-        c->idx[c->up_axis[i]] = ix(c, TC_OP_ADD, c->up_base[i], ic(c, off));
+        tc_uop *at = ix(c, TC_OP_ADD, c->up_base[i], ic(c, off));
+        if (c->up_clamp[i] && off > 0) {
+            int64_t last = c->it->full_shape[c->up_axis[i]] - 1;
+            at = tc_ub_alu(&c->ub, TC_OP_WHERE, c->idt, 3, ix(c, TC_OP_CMPLT, at, ic(c, last + 1)), at,
+                           ic(c, last));
+        }
+        c->idx[c->up_axis[i]] = at;
         c->ub.index_mode = false;
     }
 }
 
-/* does some load under a reduce read the same element for every index of
- * axis ax (so computing several at once reuses it)? */
-static bool reused_along(const tc_ast *a, int ax, bool under_reduce, int mark) {
-    if (((tc_ast *)a)->mark == mark) return false;
-    ((tc_ast *)a)->mark = mark;
-    if (a->op == TC_OP_LOAD && under_reduce) {
-        const tc_view *v = &a->st->views[a->st->n_views - 1];
-        return a->st->n_views == 1 && ax < v->ndim && v->shape[ax] > 1 && v->strides[ax] == 0;
+/* copy r's stores are real: every clamped axis' index is inside it (NULL: no gate) */
+static tc_uop *copy_gate(lower_ctx *c, int r) {
+    tc_uop *gate = NULL;
+    for (int i = c->n_up - 1; i >= 0; i--) {
+        int64_t off = r % c->up_amt[i];
+        r /= (int)c->up_amt[i];
+        if (!c->up_clamp[i] || off == 0) continue;
+        c->ub.index_mode = true;
+        tc_uop *in = ix(c, TC_OP_CMPLT, ix(c, TC_OP_ADD, c->up_base[i], ic(c, off)),
+                        ic(c, c->it->full_shape[c->up_axis[i]]));
+        gate = gate ? tc_ub_alu(&c->ub, TC_OP_AND, TC_BOOL, 2, gate, in, NULL) : in;
+        c->ub.index_mode = false;
     }
-    bool red = under_reduce || tc_op_is_reduce(a->op);
-    for (int i = 0; i < a->n_srcs; i++)
-        if (reused_along(a->srcs[i], ax, red, mark)) return true;
-    return false;
+    return gate;
 }
 
-/* picks up to two kept axes to upcast: in reduce kernels only (elementwise
- * loops the C compiler vectorizes itself), axes along which an input is
- * reused first, innermost first, by 4 (or 3 or 2) */
+/* takes opt.c's plan: kept axes first, a split reduced axis last */
 static void choose_upcast(lower_ctx *c) {
-    const tc_sched_item *it = c->it;
-    if (c->tg->has_local || !it->reduce_axes || tc_flag_get(TC_FLAG_NOOPT)) return;
-    for (int pass = 0; pass < 2 && c->n_up < 2; pass++) {
-        for (int a = it->ndim - 1; a >= 0 && c->n_up < 2; a--) {
-            int64_t n = it->full_shape[a], amt = n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1;
-            if ((it->reduce_axes >> a) & 1 || amt == 1) continue;
-            if (c->n_up && c->up_axis[0] == a) continue;
-            bool reuse = reused_along(it->ast, a, false, ++epoch_counter);
-            if (pass == 0 && !reuse) continue;
-            c->up_axis[c->n_up] = a;
-            c->up_amt[c->n_up++] = amt;
-        }
-    }
+    tc_kopt p;
+    tc_opt_choose(c->it, c->tg, &p);
     c->n_reps = 1;
-    for (int i = 0; i < c->n_up; i++) c->n_reps *= (int)c->up_amt[i];
+    c->split = 1;
+    for (int i = 0; i < p.n; i++) {
+        int a = p.axis[i];
+        c->up_axis[c->n_up] = a;
+        c->up_amt[c->n_up] = p.amt[i];
+        c->up_clamp[c->n_up++] = c->it->full_shape[a] % p.amt[i] != 0;
+        c->n_reps *= (int)p.amt[i];
+        if ((c->it->reduce_axes >> a) & 1) c->split = p.amt[i];
+    }
 }
 
 static bool is_upcast(const lower_ctx *c, int a) {
@@ -368,22 +384,33 @@ static bool is_upcast(const lower_ctx *c, int a) {
     return false;
 }
 
-/* every copy's accumulator of reduce a, in one stage */
+/* every copy's accumulator of reduce a, in one stage; a split reduce's
+ * partial accumulators are combined pairwise after it, and the result is
+ * the value of every copy that differs only in the split digit */
 static tc_uop *lower_reduce_copies(lower_ctx *c, tc_ast *a) {
     int me = c->rep;
-    tc_uop *accs[16], *mine = NULL;
+    tc_uop **accs = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)c->n_reps);
+    if (!accs) {
+        c->ub.failed = true;
+        return NULL;
+    }
     for (int r = 0; r < c->n_reps; r++) accs[r] = tc_ub_acc(&c->ub, reduce_init(c, a->op, a->dtype));
-    int opened = open_stage(c);
+    int opened = open_stage(c, true);
     for (int r = 0; r < c->n_reps; r++) {
         set_copy(c, r);
         tc_uop *x = lower(c, a->srcs[0]);
         if (accs[r] && x) tc_ub_acc_update(&c->ub, acc_op(a), accs[r], x);
     }
     close_stage(c, opened);
-    for (int r = 0; r < c->n_reps; r++) rmemo_put(c, a, r, accs[r], c->epoch);
+    int s = (int)c->split;
+    for (int r0 = 0; r0 < c->n_reps; r0 += s) {
+        for (int w = 1; w < s; w *= 2)
+            for (int r = r0; r + w < r0 + s; r += 2 * w)
+                accs[r] = tc_ub_alu(&c->ub, acc_op(a), a->dtype, 2, accs[r], accs[r + w], NULL);
+        for (int r = r0; r < r0 + s; r++) rmemo_put(c, a, r, accs[r0], c->epoch);
+    }
     set_copy(c, me);
-    mine = accs[me];
-    return mine;
+    return accs[me - me % s];
 }
 
 static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
@@ -396,7 +423,7 @@ static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
     prelower_reduces(c, a->srcs[0]); /* earlier stages: reduces this one reads */
     if (c->n_reps > 1) return lower_reduce_copies(c, a);
     tc_uop *acc = tc_ub_acc(&c->ub, reduce_init(c, a->op, a->dtype));
-    int opened = open_stage(c);
+    int opened = open_stage(c, true);
     tc_uop *x = lower(c, a->srcs[0]);
     if (acc && x) tc_ub_acc_update(&c->ub, acc_op(a), acc, x);
     close_stage(c, opened);
@@ -470,25 +497,31 @@ static bool store_is_full(const lower_ctx *c, const tc_ast *st) {
 /* the stores of one space: every value first, then every store, so a kernel
  * that reads a buffer it also writes (an assign) reads the old values */
 static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
-    tc_uop *vals[sink->n_srcs * c->n_reps];
-    int opened = 0, n = 0;
+    int opened = 0, n = 0, step = (int)c->split; /* the split digit is 0 outside reduce stages */
     for (int i = 0; i < sink->n_srcs; i++) n += store_is_full(c, sink->srcs[i]) == full;
     if (!n) return;
-    if (full) opened = open_stage(c);
+    tc_uop **vals = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)(sink->n_srcs * c->n_reps));
+    if (!vals) {
+        c->ub.failed = true;
+        return;
+    }
+    if (full) opened = open_stage(c, false);
     if (c->is_grouped && !full) { /* the reduced-space stores run on lane 0 */
         opened = tc_ub_if(&c->ub, ix(c, TC_OP_CMPLT, c->lane, ic(c, 1)));
         c->gate = ++c->n_gates;
         c->epoch = ++epoch_counter;
     }
-    for (int r = 0; r < c->n_reps; r++) {
+    for (int r = 0; r < c->n_reps; r += step) {
         set_copy(c, r);
         for (int i = 0; i < sink->n_srcs; i++) {
             tc_ast *st = sink->srcs[i];
             vals[r * sink->n_srcs + i] = store_is_full(c, st) == full ? lower(c, st->srcs[0]) : NULL;
         }
     }
-    for (int r = 0; r < c->n_reps; r++) {
+    for (int r = 0; r < c->n_reps; r += step) {
         set_copy(c, r);
+        tc_uop *gate = copy_gate(c, r); /* a clamped copy past the end stores nothing */
+        bool gated = gate && tc_ub_if(&c->ub, gate);
         for (int i = 0; i < sink->n_srcs && !c->ub.failed; i++) {
             tc_ast *st = sink->srcs[i];
             tc_uop *idx, *valid, *v = vals[r * sink->n_srcs + i];
@@ -498,6 +531,7 @@ static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
             else
                 c->ub.failed = true;
         }
+        if (gated) tc_ub_end_if(&c->ub);
     }
     set_copy(c, 0);
     if (full) close_stage(c, opened);
@@ -653,7 +687,7 @@ static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
     for (int i = 0; i < k->n_uops; i++) {
         const tc_uop *u = k->uops[i];
         if (u->op == TC_UOP_RANGE && d + 1 < TC_UB_MAX_DEPTH + 2) {
-            mult[d + 1] = mult[d] * (u->srcs[1]->ivalue - u->srcs[0]->ivalue);
+            mult[d + 1] = mult[d] * (u->vmax - u->vmin + 1);
             d++;
         } else if (u->op == TC_UOP_ENDRANGE && d > 0) {
             d--;
@@ -701,7 +735,7 @@ static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
         else if (!is_upcast(c, a)) c->idx[a] = outer_range(c, k, a, it->full_shape[a]);
         for (int i = 0; i < c->n_up; i++) { /* an upcast axis steps by its amount */
             if (c->up_axis[i] != a) continue;
-            int64_t steps = it->full_shape[a] / c->up_amt[i];
+            int64_t steps = ceil_div(it->full_shape[a], c->up_amt[i]);
             tc_uop *r = steps > 1 ? outer_range(c, k, a, steps) : ic(c, 0);
             c->ub.index_mode = true;
             c->up_base[i] = ix(c, TC_OP_MUL, r, ic(c, c->up_amt[i]));

@@ -675,6 +675,17 @@ static void cpu_close(tc_dev *d) {
     tc_free(d);
 }
 
+/* the SIMD registers kernels compiled with -march=native get on this CPU */
+static void host_simd(tc_target *t) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (__builtin_cpu_supports("avx512f")) t->simd_floats = 16, t->simd_regs = 32;
+    else if (__builtin_cpu_supports("avx")) t->simd_floats = 8, t->simd_regs = 16;
+    else t->simd_floats = 4, t->simd_regs = 16;
+#else
+    t->simd_floats = 4, t->simd_regs = 32; /* NEON-class */
+#endif
+}
+
 tc_dev *tc_cpu_device_create(int id) {
     tc_dev *d = tc_calloc(1, sizeof *d);
     cpu_ctx *ctx = d ? tc_calloc(1, sizeof *ctx) : NULL;
@@ -687,6 +698,7 @@ tc_dev *tc_cpu_device_create(int id) {
     d->ctx = ctx;
     d->dialect = &tc_dialect_c;
     d->target = tc_dialect_c.target;
+    host_simd(&d->target);
     d->alloc = cpu_alloc;
     d->free = cpu_free;
     d->copyin = cpu_copyin;

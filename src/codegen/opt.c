@@ -1,0 +1,177 @@
+/* opt.c - the CPU kernel optimizer: which axes of a reduce kernel to upcast.
+ *
+ * An upcast axis is computed `amt` indices at a time: its loop steps by amt
+ * and the body is lowered once per index (lower.c). Upcasting does not
+ * vectorize by itself; it lays out straight-line code that the C compiler's
+ * SLP vectorizer packs into SIMD registers when the copies touch consecutive
+ * addresses (checked in tests/codegen/test_opt.c on the generated code).
+ *
+ * Three shapes of kernel get a plan:
+ *  - register tile (matmul, conv): a kept axis j along which the stores and
+ *    some load under the reduce are contiguous (stride 1) is upcast by up to
+ *    4 vectors; a second kept axis i along which that contiguous load is
+ *    reused (stride 0) is upcast by as many rows as the register file holds
+ *    (24 vector accumulators with 32 registers, 12 with 16). Per reduce step
+ *    the tile loads amt_j/L vectors and amt_i scalars and does
+ *    amt_i*amt_j/L vector FMAs. An i amount that does not divide the axis is
+ *    clamped: the extra rows re-read the last row and their stores are gated
+ *    off (a power-of-two axis can take the 6 rows a 32-register machine
+ *    wants).
+ *  - split reduce (sums, dot products): the innermost reduced axis, read
+ *    contiguously, is split into L partial accumulators combined after the
+ *    loop, so a float sum runs L independent chains the compiler can keep in
+ *    one vector (the order of the additions changes: not bit-exact with the
+ *    plain loop).
+ *  - otherwise: up to two kept axes along which an input is reused (or any
+ *    kept axes), 4 (or 3 or 2) at a time, for independent accumulator chains.
+ * TC_NOOPT=1 keeps the plain loops. Targets with work-groups are not planned
+ * here (lower.c maps their axes to work-groups).
+ */
+#include "codegen.h"
+
+#include <string.h>
+
+enum {
+    TILE_VECS = 4,  /* vectors of a register tile along the contiguous axis */
+    MAX_COPIES = 512, /* body copies of one kernel (compile-time guard) */
+};
+
+/* stride of tracker st along axis a; 0 for a size-1 axis; -1 when unknown
+ * (several views, or a mask that cuts the axis) */
+static int64_t st_stride(const tc_st *st, int a) {
+    if (st->n_views != 1) return -1;
+    const tc_view *v = &st->views[0];
+    if (a >= v->ndim) return -1;
+    if (v->shape[a] == 1) return 0;
+    if (v->has_mask && (v->mask_begin[a] > 0 || v->mask_end[a] < v->shape[a])) return -1;
+    return v->strides[a];
+}
+
+typedef struct {
+    const tc_ast *loads[64]; /* the loads under a reduce */
+    int n_loads;
+    const tc_ast *stores[64]; /* the stores */
+    int n_stores;
+    bool overflow;           /* more than the arrays hold: no plan */
+} kinfo;
+
+static void collect(kinfo *k, const tc_ast *a, bool under_reduce) {
+    if (a->op == TC_OP_LOAD) {
+        if (!under_reduce) return;
+        for (int i = 0; i < k->n_loads; i++)
+            if (k->loads[i] == a) return;
+        if (k->n_loads == 64) k->overflow = true;
+        else k->loads[k->n_loads++] = a;
+        return;
+    }
+    if (a->op == TC_OP_STORE) {
+        if (k->n_stores == 64) k->overflow = true;
+        else k->stores[k->n_stores++] = a;
+    }
+    bool red = under_reduce || tc_op_is_reduce(a->op);
+    for (int i = 0; i < a->n_srcs && !k->overflow; i++) collect(k, a->srcs[i], red);
+}
+
+static bool is_kept(const tc_sched_item *it, int a) {
+    return !((it->reduce_axes >> a) & 1) && it->full_shape[a] > 1;
+}
+
+/* the largest divisor of n that is at most cap, preferring multiples of l */
+static int64_t best_divisor(int64_t n, int64_t cap, int64_t l) {
+    for (int64_t d = cap - cap % l; d >= l; d -= l)
+        if (n % d == 0) return d;
+    for (int64_t d = cap < n ? cap : n; d > 1; d--)
+        if (n % d == 0) return d;
+    return 1;
+}
+
+/* rows of a tile along an axis of size n, at most want: want itself when the
+ * clamped rows waste at most an eighth of the axis, else a divisor */
+static int64_t tile_rows(int64_t n, int64_t want) {
+    if (n <= want) return n;
+    int64_t steps = (n + want - 1) / want;
+    if ((steps * want - n) * 8 <= n) return want;
+    return best_divisor(n, want, 1);
+}
+
+static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, tc_kopt *p) {
+    for (int j = it->ndim - 1; j >= 0; j--) {
+        if (!is_kept(it, j)) continue;
+        bool stores_ok = k->n_stores > 0;
+        for (int s = 0; s < k->n_stores; s++) stores_ok &= st_stride(k->stores[s]->st, j) == 1;
+        if (!stores_ok) continue;
+        for (int li = 0; li < k->n_loads; li++) {
+            const tc_st *vst = k->loads[li]->st;
+            if (st_stride(vst, j) != 1) continue;
+            int64_t cj = best_divisor(it->full_shape[j], TILE_VECS * l, l);
+            if (cj < 2) return false;
+            int64_t vecs = (cj + l - 1) / l;
+            for (int i = it->ndim - 1; i >= 0; i--) {
+                if (i == j || !is_kept(it, i) || st_stride(vst, i) != 0) continue;
+                int64_t ri = tile_rows(it->full_shape[i], regs / vecs);
+                if (ri < 2) continue;
+                *p = (tc_kopt){.n = 2, .axis = {i, j}, .amt = {ri, cj}};
+                return true;
+            }
+            *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
+            return true;
+        }
+    }
+    return false;
+}
+
+/* reused by some load under a reduce along kept axis a */
+static bool is_reused(const kinfo *k, int a) {
+    for (int i = 0; i < k->n_loads; i++)
+        if (st_stride(k->loads[i]->st, a) == 0) return true;
+    return false;
+}
+
+/* up to two kept axes, reused ones first, innermost first */
+static void plan_rows(const tc_sched_item *it, const kinfo *k, int64_t max_copies, tc_kopt *p) {
+    int64_t copies = 1;
+    for (int pass = 0; pass < 2 && p->n < 2; pass++) {
+        for (int a = it->ndim - 1; a >= 0 && p->n < 2; a--) {
+            int64_t n = it->full_shape[a], amt = n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1;
+            if (!is_kept(it, a) || amt == 1 || copies * amt > max_copies) continue;
+            if (p->n && p->axis[0] == a) continue;
+            if (pass == 0 && !is_reused(k, a)) continue;
+            p->axis[p->n] = a;
+            p->amt[p->n++] = amt;
+            copies *= amt;
+        }
+    }
+}
+
+/* the innermost reduced axis, when some load under the reduce reads it
+ * contiguously and it splits into l parts; -1 otherwise */
+static int split_axis(const tc_sched_item *it, const kinfo *k, int64_t l) {
+    int r = -1;
+    for (int a = 0; a < it->ndim; a++)
+        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) r = a;
+    if (r < 0 || it->full_shape[r] % l != 0 || it->full_shape[r] < 4 * l) return -1;
+    for (int i = 0; i < k->n_loads; i++)
+        if (st_stride(k->loads[i]->st, r) == 1) return r;
+    return -1;
+}
+
+void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
+    *p = (tc_kopt){0};
+    if (tg->has_local || !it->reduce_axes || tc_flag_get(TC_FLAG_NOOPT)) return;
+    kinfo k;
+    memset(&k, 0, sizeof k);
+    collect(&k, it->ast, false);
+    if (k.overflow) return;
+    int64_t l = tg->simd_floats > 1 ? tg->simd_floats : 4;
+    int64_t regs = tg->simd_regs >= 32 ? 24 : 12; /* accumulators, leaving room for operands */
+    if (plan_tile(it, &k, l, regs, p)) return;
+    int r = split_axis(it, &k, l);
+    plan_rows(it, &k, r >= 0 ? 4 : 16, p); /* with a split: one vector accumulator per row */
+    if (r >= 0) {
+        p->axis[p->n] = r;
+        p->amt[p->n++] = l;
+    }
+    int64_t copies = 1;
+    for (int i = 0; i < p->n; i++) copies *= p->amt[i];
+    if (copies > MAX_COPIES) *p = (tc_kopt){0};
+}
