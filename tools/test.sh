@@ -70,9 +70,10 @@ if ((${#failed[@]} == 0)); then
             /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests || true
     fi
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
-    # the GPU-target suites (OpenCL on pocl, NVRTC compile checks) run in the
+    # the GPU-target suites (OpenCL on pocl, NVRTC compile checks) and the
+    # extra differential runs (TC_NOOPT, TC_BEAM: label slow) run in the
     # Release build only: under the sanitizers they take half an hour cold
-    CTEST_EXTRA="-LE gpu" one_build asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=ON
+    CTEST_EXTRA="-LE gpu|slow" one_build asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=ON
 fi
 
 echo

@@ -92,6 +92,12 @@ typedef struct {
     int64_t amt[3];  /* indices at a time */
 } tc_kopt;
 void tc_opt_choose(const tc_sched_item *it, const tc_target *target, tc_kopt *plan);
+/* search (TC_BEAM): the valid plans one change away from base (another
+ * amount for an entry, an entry dropped, an axis added), at most max */
+int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out, int max);
+/* "axis:amt,..." and back (parse checks the plan against the item) */
+int tc_opt_format(const tc_kopt *plan, char *buf, size_t size);
+bool tc_opt_parse(const tc_sched_item *it, const char *s, tc_kopt *plan);
 
 typedef struct {
     tc_arena arena;        /* every UOp and array below */
@@ -112,6 +118,8 @@ typedef struct {
 
 /* lowers a schedule item's AST; NULL with an error set on failure */
 tc_kernel_uops *tc_codegen(const tc_sched_item *item, const tc_target *target);
+/* the same with a given plan of the CPU optimizer (NULL: opt.c chooses) */
+tc_kernel_uops *tc_codegen_plan(const tc_sched_item *item, const tc_target *target, const tc_kopt *plan);
 void tc_kernel_uops_free(tc_kernel_uops *k);
 void tc_uops_dump(FILE *f, const tc_kernel_uops *k); /* one UOp a line (TC_DEBUG>=5) */
 extern const char *const tc_uop_names[TC_UOP_COUNT];

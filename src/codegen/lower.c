@@ -55,6 +55,7 @@ typedef struct {
     int epoch;                 /* current stage number */
     int outer_depth;           /* loop depth of the kept-axes loops */
     const tc_target *tg;       /* what the target offers */
+    const tc_kopt *plan;       /* the optimizer's plan to follow; NULL: opt.c chooses */
     bool is_grouped;           /* reduces split across the lanes of a work-group */
     int64_t lanes;             /* grouped: lanes per work-group (G) */
     int64_t red_n;             /* grouped: reduced elements per row (N) */
@@ -364,8 +365,9 @@ static tc_uop *copy_gate(lower_ctx *c, int r) {
 
 /* takes opt.c's plan: kept axes first, a split reduced axis last */
 static void choose_upcast(lower_ctx *c) {
-    tc_kopt p;
-    tc_opt_choose(c->it, c->tg, &p);
+    tc_kopt p = {0};
+    if (c->plan && !c->tg->has_local) p = *c->plan;
+    else tc_opt_choose(c->it, c->tg, &p);
     c->n_reps = 1;
     c->split = 1;
     for (int i = 0; i < p.n; i++) {
@@ -761,6 +763,10 @@ static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
 }
 
 tc_kernel_uops *tc_codegen(const tc_sched_item *it, const tc_target *target) {
+    return tc_codegen_plan(it, target, NULL);
+}
+
+tc_kernel_uops *tc_codegen_plan(const tc_sched_item *it, const tc_target *target, const tc_kopt *plan) {
     tc_kernel_uops *k = tc_calloc(1, sizeof *k);
     lower_ctx *c = tc_calloc(1, sizeof *c);
     if (!k || !c) {
@@ -771,8 +777,12 @@ tc_kernel_uops *tc_codegen(const tc_sched_item *it, const tc_target *target) {
     tc_ub_init(&c->ub, k);
     c->it = it;
     c->tg = target;
+    c->plan = plan;
     c->ub.drop_dead = target->has_local; /* the CPU output stays as it was */
-    c->idt = index_dtype(it);
+    /* CPU: 64-bit indices always: with int32 (and -fwrapv) the C compiler
+     * cannot prove that copies of an upcast read consecutive addresses, and
+     * does not vectorize them */
+    c->idt = target->has_local ? index_dtype(it) : TC_INT64;
     for (int d = 0; d < 3; d++) k->global_size[d] = k->local_size[d] = 1;
     c->base_epoch = c->epoch = ++epoch_counter;
     k->index_dtype = c->idt;

@@ -29,6 +29,7 @@
  */
 #include "codegen.h"
 
+#include <stdio.h>
 #include <string.h>
 
 enum {
@@ -174,4 +175,100 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
     int64_t copies = 1;
     for (int i = 0; i < p->n; i++) copies *= p->amt[i];
     if (copies > MAX_COPIES) *p = (tc_kopt){0};
+}
+
+/* ---- search (TC_BEAM): the plans one step away from a plan ---- */
+
+static int64_t plan_copies(const tc_kopt *p) {
+    int64_t c = 1;
+    for (int i = 0; i < p->n; i++) c *= p->amt[i];
+    return c;
+}
+
+static bool plan_has(const tc_kopt *p, int a) {
+    for (int i = 0; i < p->n; i++)
+        if (p->axis[i] == a) return true;
+    return false;
+}
+
+/* a plan lower.c can take: at most two kept axes (amounts clamped or not)
+ * and one reduced axis last (an amount that divides it) */
+static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
+    int kept = 0, red = 0;
+    for (int i = 0; i < p->n; i++) {
+        int a = p->axis[i];
+        if (a < 0 || a >= it->ndim || p->amt[i] < 2 || p->amt[i] > it->full_shape[a]) return false;
+        if ((it->reduce_axes >> a) & 1) {
+            if (i != p->n - 1 || it->full_shape[a] % p->amt[i] != 0) return false;
+            red++;
+        } else {
+            kept++;
+        }
+    }
+    return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
+}
+
+static void add_plan(const tc_sched_item *it, tc_kopt *out, int *n, int max, const tc_kopt *p) {
+    if (*n >= max || !plan_valid(it, p)) return;
+    for (int i = 0; i < *n; i++)
+        if (!memcmp(&out[i], p, sizeof *p)) return;
+    out[(*n)++] = *p;
+}
+
+int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out, int max) {
+    static const int64_t amounts[] = {2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 64};
+    int n = 0;
+    for (int i = 0; i < base->n; i++) { /* another amount for an entry, or none */
+        for (size_t m = 0; m < sizeof amounts / sizeof amounts[0]; m++) {
+            tc_kopt p = *base;
+            p.amt[i] = amounts[m];
+            add_plan(it, out, &n, max, &p);
+        }
+        tc_kopt p = *base;
+        memmove(&p.axis[i], &p.axis[i + 1], sizeof(int) * (size_t)(p.n - i - 1));
+        memmove(&p.amt[i], &p.amt[i + 1], sizeof(int64_t) * (size_t)(p.n - i - 1));
+        p.n--;
+        add_plan(it, out, &n, max, &p);
+    }
+    if (base->n < 3) { /* one more axis: kept ones before a split */
+        for (int a = 0; a < it->ndim; a++) {
+            if (it->full_shape[a] < 2 || plan_has(base, a)) continue;
+            bool red = (it->reduce_axes >> a) & 1;
+            for (size_t m = 0; m < sizeof amounts / sizeof amounts[0]; m++) {
+                tc_kopt p = *base;
+                int at = p.n;
+                if (!red && p.n && ((it->reduce_axes >> p.axis[p.n - 1]) & 1)) at = p.n - 1;
+                memmove(&p.axis[at + 1], &p.axis[at], sizeof(int) * (size_t)(p.n - at));
+                memmove(&p.amt[at + 1], &p.amt[at], sizeof(int64_t) * (size_t)(p.n - at));
+                p.axis[at] = a;
+                p.amt[at] = amounts[m];
+                p.n++;
+                add_plan(it, out, &n, max, &p);
+            }
+        }
+    }
+    return n;
+}
+
+int tc_opt_format(const tc_kopt *p, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < p->n && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%d:%lld", i ? "," : "", p->axis[i],
+                                (long long)p->amt[i]);
+    return len < size ? (int)len : -1;
+}
+
+bool tc_opt_parse(const tc_sched_item *it, const char *s, tc_kopt *p) {
+    *p = (tc_kopt){0};
+    while (*s && p->n < 3) {
+        int a, used = 0;
+        long long m;
+        if (sscanf(s, "%d:%lld%n", &a, &m, &used) != 2) return false;
+        p->axis[p->n] = a;
+        p->amt[p->n++] = m;
+        s += used;
+        if (*s == ',') s++;
+    }
+    return !*s && (p->n == 0 || plan_valid(it, p));
 }

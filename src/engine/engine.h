@@ -44,6 +44,11 @@ tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *con
                                    int64_t est_mem, const char *name);
 tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
+/* TC_BEAM=n (beam.c): the CPU optimizer's plan for item on dev, searched by
+ * timing with a beam of n (cached on disk); without TC_BEAM, on targets with
+ * work-groups and for small kernels: opt.c's heuristic plan */
+tc_status tc_beam_plan(tc_dev *dev, const tc_sched_item *it, tc_kopt *plan);
+
 /* The reference evaluator (ref.c): evaluates the lazy graph under n op by op
  * on the host with plain loops over views, and writes n's elements
  * (row-major, n's dtype) to out. It shares no code with the scheduler,

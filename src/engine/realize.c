@@ -72,8 +72,10 @@ static tc_status run_kernel(const tc_sched_item *it, tc_buffer **bufs, int index
     tc_dev *dev = tc_device_get(bufs[0]->device);
     if (!dev) return tc_error_code();
     if (debug >= 3) tc_ast_dump(stderr, it->ast);
+    tc_kopt plan; /* TC_BEAM's search (compiles and runs candidates) is not lowering time */
+    if (tc_beam_plan(dev, it, &plan) != TC_OK) return tc_error_code();
     double t0 = tc_time_now();
-    tc_kernel_uops *k = tc_codegen(it, &dev->target);
+    tc_kernel_uops *k = tc_codegen_plan(it, &dev->target, &plan);
     if (!k) return tc_error_code();
     if (debug >= 5) tc_uops_dump(stderr, k);
     char *src = tc_render(dev->dialect, k);

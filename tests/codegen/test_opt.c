@@ -1,0 +1,219 @@
+/* test_opt.c - the CPU kernel optimizer (codegen/opt.c): the plans it picks
+ * for a matmul, a conv and a row sum on 32- and 16-register targets, that
+ * the planned matmul kernel the C compiler builds really uses packed SIMD
+ * FMAs (on x86-64 with AVX), and that planned kernels (clamped tiles, split
+ * reduces) give the reference's numbers. */
+#include "tc_test.h"
+
+#include "codegen/codegen.h"
+#include "render/render.h"
+#include "runtime/runtime.h"
+#include "tensor/tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const tc_target avx512 = {.simd_floats = 16, .simd_regs = 32};
+static const tc_target avx2 = {.simd_floats = 8, .simd_regs = 16};
+
+/* the plan of the only kernel of t's schedule */
+static tc_kopt plan_of(tc_tensor *t, const tc_target *tg, tc_schedule **keep) {
+    tc_node *b = tc_node_base(tc_tensor_node(t));
+    tc_schedule *s = tc_schedule_create(&b, 1);
+    assert_non_null(s);
+    assert_int_equal(s->n_items, 1);
+    tc_kopt p;
+    tc_opt_choose(&s->items[0], tg, &p);
+    if (keep) *keep = s;
+    else tc_schedule_free(s);
+    return p;
+}
+
+static tc_tensor *matmul(int64_t m, int64_t k, int64_t n) {
+    int64_t sa[2] = {m, k}, sb[2] = {k, n};
+    tc_tensor *a = tc_rand(2, sa, TC_FLOAT32, NULL), *b = tc_rand(2, sb, TC_FLOAT32, NULL);
+    tc_tensor *ab[2] = {a, b};
+    assert_int_equal(tc_realize(ab, 2), TC_OK);
+    tc_tensor *c = tc_matmul(a, b);
+    tc_release(a);
+    tc_release(b);
+    return c;
+}
+
+static void test_plan_matmul(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(96, 128, 256);
+    /* 4 vectors of 16 along the output row, as many rows as 24 accumulators allow */
+    tc_kopt p = plan_of(c, &avx512, NULL);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.axis[0], 0);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.axis[1], 1);
+    assert_int_equal(p.amt[1], 64);
+    p = plan_of(c, &avx2, NULL); /* 12 accumulators of 8 */
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[0], 3);
+    assert_int_equal(p.amt[1], 32);
+    tc_set_flag("TC_NOOPT", 1);
+    p = plan_of(c, &avx512, NULL);
+    tc_set_flag("TC_NOOPT", 0);
+    assert_int_equal(p.n, 0);
+    tc_release(c);
+}
+
+static void test_plan_clamped_rows(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(100, 32, 64); /* 6 rows do not divide 100: clamped */
+    tc_kopt p = plan_of(c, &avx512, NULL);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[0], 6);
+    tc_check_schedule(c, 1, 1e-5, 1e-5, "clamped matmul 100x32x64");
+    tc_release(c);
+}
+
+static void test_plan_conv(void **state) {
+    (void)state;
+    int64_t sx[4] = {2, 8, 12, 12}, sw[4] = {16, 8, 3, 3};
+    tc_tensor *x = tc_rand(4, sx, TC_FLOAT32, NULL), *w = tc_rand(4, sw, TC_FLOAT32, NULL);
+    tc_tensor *y = tc_conv2d(x, w, NULL, 1, 0);
+    assert_non_null(y);
+    /* output columns (10) along the contiguous axis, output channels as rows */
+    tc_schedule *s = NULL;
+    tc_kopt p = plan_of(y, &avx512, &s);
+    const tc_sched_item *it = &s->items[0];
+    assert_int_equal(p.n, 2);
+    assert_int_equal(it->full_shape[p.axis[1]], 10);
+    assert_int_equal(p.amt[1], 10);
+    assert_int_equal(it->full_shape[p.axis[0]], 16);
+    assert_true(p.amt[0] >= 8);
+    tc_schedule_free(s);
+    tc_check_schedule(y, 1, 1e-4, 1e-5, "conv 8->16 3x3");
+    tc_release(x);
+    tc_release(w);
+    tc_release(y);
+}
+
+static void test_plan_split_sum(void **state) {
+    (void)state;
+    int64_t sh[2] = {12, 4096};
+    tc_tensor *x = tc_rand(2, sh, TC_FLOAT32, NULL);
+    int ax = 1;
+    tc_tensor *s = tc_sum(x, 1, &ax, false), *m = tc_max(x, 1, &ax, false);
+    tc_kopt p = plan_of(s, &avx512, NULL);
+    /* rows 4 at a time, the row split into 16 partial sums */
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.axis[0], 0);
+    assert_int_equal(p.amt[0], 4);
+    assert_int_equal(p.axis[1], 1);
+    assert_int_equal(p.amt[1], 16);
+    tc_check_schedule(s, 1, 1e-5, 1e-4, "split row sum");
+    tc_check_schedule(m, 1, 0, 0, "split row max (exact)");
+    tc_release(x);
+    tc_release(s);
+    tc_release(m);
+}
+
+/* a tiled kernel whose tile is larger than the axis it covers */
+static void test_small_shapes(void **state) {
+    (void)state;
+    int64_t dims[][3] = {{1, 1, 1}, {3, 5, 7}, {7, 64, 2}, {13, 17, 130}, {5, 33, 64}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        tc_tensor *c = matmul(dims[i][0], dims[i][1], dims[i][2]);
+        char what[64];
+        snprintf(what, sizeof what, "matmul %lldx%lldx%lld", (long long)dims[i][0],
+                 (long long)dims[i][1], (long long)dims[i][2]);
+        tc_check_schedule(c, 1, 1e-5, 1e-5, what);
+        tc_release(c);
+    }
+}
+
+/* does the C compiler turn the planned matmul into packed FMAs? */
+static void test_vectorized(void **state) {
+    (void)state;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!__builtin_cpu_supports("avx2")) {
+        skip();
+        return;
+    }
+    tc_dev *d = tc_device_get(0);
+    assert_non_null(d);
+    tc_tensor *c = matmul(96, 128, 256);
+    tc_schedule *s = NULL;
+    plan_of(c, &d->target, &s);
+    tc_kernel_uops *k = tc_codegen(&s->items[0], &d->target);
+    assert_non_null(k);
+    char *src = tc_render(d->dialect, k);
+    assert_non_null(src);
+    char dir[] = "/tmp/tc_test_opt_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cpath[128], spath[128], cmd[512];
+    snprintf(cpath, sizeof cpath, "%s/k.c", dir);
+    snprintf(spath, sizeof spath, "%s/k.s", dir);
+    FILE *f = fopen(cpath, "w");
+    assert_non_null(f);
+    fputs(src, f);
+    fclose(f);
+    /* the runtime's own flags (src/runtime/cpu.c), assembly out */
+    snprintf(cmd, sizeof cmd,
+             "cc -O2 -march=native -fno-math-errno -fwrapv -fexcess-precision=standard -std=gnu11 "
+             "-S -o %s %s",
+             spath, cpath);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "grep -cE 'vfmadd[0-9]+ps[^\\n]*%%[yz]mm' %s > %s/n", spath, dir);
+    int rc = system(cmd);
+    (void)rc;
+    snprintf(cpath, sizeof cpath, "%s/n", dir);
+    f = fopen(cpath, "r");
+    assert_non_null(f);
+    int packed = 0;
+    assert_int_equal(fscanf(f, "%d", &packed), 1);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    /* a 6x64 (or 3x32) tile is 24 (or 12) packed FMAs per step of the reduce */
+    fprintf(stderr, "packed FMAs in the matmul kernel: %d\n", packed);
+    assert_true(packed >= 12);
+    free(src);
+    tc_kernel_uops_free(k);
+    tc_schedule_free(s);
+    tc_release(c);
+#else
+    skip();
+#endif
+}
+
+/* TC_BEAM=2 searches plans by timing, keeps the winner on disk, and the
+ * searched kernel still gives the reference's numbers */
+static void test_beam(void **state) {
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -f %s/*.beam", tc_cachedir());
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tc_set_flag("TC_BEAM", 2), TC_OK);
+    for (int run = 0; run < 2; run++) { /* a search, then the cached plan */
+        tc_tensor *c = matmul(64, 256, 128);
+        tc_check_schedule(c, 1, 1e-5, 1e-4, run ? "matmul, cached beam plan" : "matmul, beam search");
+        tc_release(c);
+        snprintf(cmd, sizeof cmd, "ls %s/*.beam > /dev/null 2>&1", tc_cachedir());
+        assert_int_equal(system(cmd), 0);
+    }
+    int64_t sh[2] = {16, 65536};
+    tc_tensor *x = tc_rand(2, sh, TC_FLOAT32, NULL);
+    int ax = 1;
+    tc_tensor *s = tc_sum(x, 1, &ax, false);
+    tc_check_schedule(s, 1, 1e-5, 1e-3, "row sum, beam search");
+    assert_int_equal(tc_set_flag("TC_BEAM", 0), TC_OK);
+    tc_release(x);
+    tc_release(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan_matmul),    cmocka_unit_test(test_plan_clamped_rows),
+        cmocka_unit_test(test_plan_conv),      cmocka_unit_test(test_plan_split_sum),
+        cmocka_unit_test(test_small_shapes),   cmocka_unit_test(test_vectorized),
+        cmocka_unit_test(test_beam),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
