@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define BUDGET_S 3.0          /* search time per kernel */
+#define BUDGET_S 10.0         /* search time per kernel */
 #define MIN_WORK 1000000      /* loop iterations worth a search */
 #define MAX_BEAM 8            /* widest beam */
 #define MAX_NEIGHBORS 256     /* plans per round */

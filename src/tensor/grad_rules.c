@@ -306,6 +306,7 @@ typedef enum {
     RK_REDUCE,   /* d_reduce */
     RK_MOVEMENT, /* d_movement */
     RK_COPY,     /* d_copy */
+    RK_CONV,     /* tc_conv2d_grad (nnops.c) */
 } rule_kind;
 
 typedef struct {
@@ -353,6 +354,7 @@ static const rule_info rules[TC_AG_COUNT] = {
     [TC_AG_FLIP] = {RK_MOVEMENT, NULL, NULL},
     [TC_AG_CONTIGUOUS] = {RK_PASS, NULL, NULL},
     [TC_AG_COPY] = {RK_COPY, NULL, NULL},
+    [TC_AG_CONV2D] = {RK_CONV, NULL, NULL},
 };
 
 static void binary_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
@@ -401,6 +403,7 @@ tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     case RK_REDUCE: grads[0] = d_reduce(c, g); break;
     case RK_MOVEMENT: grads[0] = d_movement(c, g); break;
     case RK_COPY: grads[0] = d_copy(c, g); break;
+    case RK_CONV: tc_conv2d_grad(c, g, grads); break;
     }
     bool ok = true;
     for (int i = 0; i < c->n_inputs; i++)

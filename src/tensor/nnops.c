@@ -173,17 +173,74 @@ static tc_tensor *conv(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tensor *bias,
     return TC_S(s, tc_add(y, br));
 }
 
+/* A conv with stride 1, no dilation, one group and padding p < k records
+ * one context of its own (TC_AG_CONV2D) instead of its ops': the gradients
+ * are convolutions again (tc_conv2d_grad), each one reduce kernel, where
+ * differentiating the pool's views would give a product over every window
+ * element and then a sum over the overlapping windows (a buffer kh*kw times
+ * the input's size, and masked multi-view loads). */
+static bool has_conv_rule(const tc_tensor *w, const conv_args *a) {
+    const int64_t *ws = w->node->shape;
+    return a->stride[0] == 1 && a->stride[1] == 1 && a->dilation[0] == 1 && a->dilation[1] == 1 &&
+           a->groups == 1 && a->pad[0] < ws[2] && a->pad[1] < ws[3];
+}
+
 TC_API tc_tensor *tc_conv2d_ex(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride_h,
                                int stride_w, int pad_h, int pad_w, int dilation, int groups) {
     tc_lock();
     tc_tensor *out = NULL;
     conv_args a = {{stride_h, stride_w}, {pad_h, pad_w}, {dilation, dilation}, groups};
     if (check_conv(x, w, bias, &a) == TC_OK) {
+        bool own = has_conv_rule(w, &a) && tc_is_grad_enabled();
+        if (own) tc_set_grad_enabled(false);
         tc_scope s = {0};
         out = tc_scope_end(&s, conv(&s, x, w, bias, &a));
+        if (own) {
+            tc_set_grad_enabled(true);
+            tc_tensor *ins[3] = {x, w, bias};
+            tc_ag_args args = {.pads = {a.pad[0], a.pad[1]}};
+            out = tc_ag_record(out, TC_AG_CONV2D, bias ? 3 : 2, ins, &args);
+        }
     }
     tc_unlock();
     return out;
+}
+
+/* the node of t (a new reference); t released */
+static tc_node *unwrap(tc_tensor *t) {
+    tc_node *n = t ? tc_node_retain(t->node) : NULL;
+    tc_release(t);
+    return n;
+}
+
+void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
+    tc_node *xn = c->inputs[0], *wn = c->inputs[1];
+    int64_t ph = c->args.pads[0], pw = c->args.pads[1], kh = wn->shape[2], kw = wn->shape[3];
+    static const int swap01[4] = {1, 0, 2, 3}, hw[2] = {2, 3}, nhw[3] = {0, 2, 3};
+    tc_scope s = {0};
+    tc_tensor *gt = TC_S(&s, tc_tensor_wrap(tc_node_retain(g)));
+    tc_node_release(g);
+    if (c->parents[0]) { /* dx = conv(dy, w flipped and transposed, padding k-1-p) */
+        tc_tensor *wt = TC_S(&s, tc_tensor_wrap(tc_node_retain(wn)));
+        wt = TC_S(&s, tc_permute(TC_S(&s, tc_flip(wt, 2, hw)), swap01));
+        /* dy padded in a buffer of its own: a conv reading a padded view does
+         * masked loads that do not vectorize (the pad is one cheap kernel) */
+        int64_t qh = kh - 1 - ph, qw = kw - 1 - pw, pads[8] = {0, 0, 0, 0, qh, qh, qw, qw};
+        tc_tensor *gp = qh || qw ? TC_S(&s, tc_contiguous(TC_S(&s, tc_pad(gt, pads)))) : gt;
+        conv_args a = {{1, 1}, {0, 0}, {1, 1}, 1};
+        tc_tensor *dx = s.failed ? NULL : conv(&s, gp, wt, NULL, &a);
+        grads[0] = s.failed ? NULL : unwrap(tc_retain(dx));
+    }
+    if (c->parents[1]) { /* dw[o,i] = sum over n,y,x of dy[n,o,y,x] x[n,i,y+.,x+.]: a conv over n */
+        tc_tensor *xt = TC_S(&s, tc_permute(TC_S(&s, tc_tensor_wrap(tc_node_retain(xn))), swap01));
+        tc_tensor *gn = TC_S(&s, tc_permute(gt, swap01));
+        conv_args a = {{1, 1}, {ph, pw}, {1, 1}, 1};
+        tc_tensor *dw = s.failed ? NULL : conv(&s, xt, gn, NULL, &a);
+        grads[1] = s.failed ? NULL : unwrap(tc_retain(TC_S(&s, tc_permute(dw, swap01))));
+    }
+    if (c->n_inputs > 2 && c->parents[2]) /* dbias = dy summed over n, y, x */
+        grads[2] = s.failed ? NULL : unwrap(tc_retain(TC_S(&s, tc_sum(gt, 3, nhw, false))));
+    tc_scope_end(&s, NULL);
 }
 
 TC_API tc_tensor *tc_conv2d(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride, int padding) {

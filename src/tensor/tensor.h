@@ -121,6 +121,8 @@ typedef enum {
     TC_AG_FLIP,       /* args.axes: flipped dims */
     TC_AG_CONTIGUOUS, /* a copy in a buffer of its own */
     TC_AG_COPY,       /* to another device */
+    TC_AG_CONV2D,     /* conv2d, stride 1, no dilation, one group (inputs x, w[, bias];
+                         args.pads[0..1] = padding h, w): nnops.c's tc_conv2d_grad */
     TC_AG_COUNT
 } tc_ag_op;
 
@@ -150,6 +152,8 @@ tc_tensor *tc_ag_record(tc_tensor *out, tc_ag_op op, int n_inputs, tc_tensor *co
  * grads[i] (new reference, the input's shape and dtype) for each non-NULL
  * parents[i], NULL for the others. On failure every grads[i] is NULL. */
 tc_status tc_ag_rule(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
+/* TC_AG_CONV2D's rule (nnops.c): grads as tc_ag_rule's, g consumed */
+void tc_conv2d_grad(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* frees t (refcount already 0) and every handle that dies with it, with a
  * worklist: no recursion however long the chain of contexts */
 void tc_tensor_destroy(tc_tensor *t);

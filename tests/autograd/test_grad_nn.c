@@ -122,6 +122,17 @@ static int64_t host_conv(const double *const *x, double *out, const void *arg) {
     return c->n * c->cout * ref_conv_oh(c) * ref_conv_ow(c);
 }
 
+static tc_tensor *lib_conv_nobias(tc_tensor *const *x, const void *arg) {
+    const ref_conv_shape *c = arg;
+    return tc_conv2d_ex(x[0], x[1], NULL, (int)c->sh, (int)c->sw, (int)c->ph, (int)c->pw,
+                        (int)c->dil, (int)c->groups);
+}
+static int64_t host_conv_nobias(const double *const *x, double *out, const void *arg) {
+    const ref_conv_shape *c = arg;
+    ref_conv2d(x[0], x[1], NULL, c, out);
+    return c->n * c->cout * ref_conv_oh(c) * ref_conv_ow(c);
+}
+
 static void test_conv_pool(void **state) {
     (void)state;
     ref_conv_shape plain = {1, 2, 5, 5, 2, 3, 3, 2, 2, 1, 1, 1, 1};
@@ -136,6 +147,19 @@ static void test_conv_pool(void **state) {
     add_input(&g, 4, SHAPE(4, 2, 2, 2), -1, 1);
     g.lib = lib_conv, g.host = host_conv, g.arg = &grouped;
     gc_check("conv2d groups 2 dilation 2", &g, RTOL, ATOL);
+    /* stride 1 (nnops.c's own conv rule): padding (1,0), a 3x2 kernel, bias;
+     * and no padding, no bias */
+    ref_conv_shape s1 = {2, 3, 6, 5, 2, 3, 2, 1, 1, 1, 0, 1, 1};
+    gc_case a = one_input(4, SHAPE(2, 3, 6, 5), -1, 1);
+    add_input(&a, 4, SHAPE(2, 3, 3, 2), -1, 1);
+    add_input(&a, 1, SHAPE(2), -1, 1);
+    a.lib = lib_conv, a.host = host_conv, a.arg = &s1;
+    gc_check("conv2d stride 1 pad (1,0) kernel 3x2 bias", &a, RTOL, ATOL);
+    ref_conv_shape s0 = {1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0, 1, 1};
+    gc_case b = one_input(4, SHAPE(1, 2, 5, 5), -1, 1);
+    add_input(&b, 4, SHAPE(3, 2, 3, 3), -1, 1);
+    b.lib = lib_conv_nobias, b.host = host_conv_nobias, b.arg = &s0;
+    gc_check("conv2d stride 1 no padding no bias", &b, RTOL, ATOL);
 }
 
 typedef struct {
