@@ -5,7 +5,9 @@
  * Every op runs as a one-op step replayed through tc_jit, so a figure is the
  * kernels' own time (the same buffers each call, no scheduling or
  * compiling); the first two runs (compile, capture) are not timed. Each
- * figure is the median of several runs (fewer for slow ones).
+ * figure is the median of several runs (fewer for slow ones). The result
+ * that is checked comes from one more replay, on inputs with new data: a
+ * replay that returned a stale result would fail the check.
  *
  *   matmul N     (N,N)@(N,N) float32, N = 512, 1024, 2048: GFLOPS = 2N^3/t
  *   triad        d = a*b + c over 16M floats: GB/s = 16 bytes/element / t
@@ -83,10 +85,13 @@ static float *floats(int64_t n) {
 
 /* x[i] = scale*sin(0.37*i + phase) + offset: deterministic, not periodic in
  * a way a cache or a branch predictor could exploit */
+static void fill_into(float *x, int64_t n, double scale, double phase, double offset) {
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(scale * sin(0.37 * (double)i + phase) + offset);
+}
+
 static float *fill(int64_t n, double scale, double phase, double offset) {
     float *x = floats(n);
-    if (!x) return NULL;
-    for (int64_t i = 0; i < n; i++) x[i] = (float)(scale * sin(0.37 * (double)i + phase) + offset);
+    if (x) fill_into(x, n, scale, phase, offset);
     return x;
 }
 
@@ -139,8 +144,8 @@ static double replay(tc_jit *j, tc_tensor **in, int n_in, float *result, size_t 
     return s == TC_OK ? dt : -1;
 }
 
-/* a prepared step: the jit after its compile and capture runs, our result
- * of the first replay in `result`, and the time of one replay */
+/* a prepared step: the jit after its compile and capture runs, and the time
+ * of one replay */
 typedef struct {
     op_kind op;
     tc_jit *jit;
@@ -149,12 +154,12 @@ typedef struct {
     double once;
 } step;
 
-static int prepare(step *s, float *result, size_t nbytes) {
+static int prepare(step *s) {
     s->jit = tc_jit_new(op_step, &s->op);
     if (!s->jit) return error("tc_jit_new"), -1;
     for (int i = 0; i < 2; i++) /* compile, capture */
         if (replay(s->jit, s->in, s->n_in, NULL, 0) < 0) return error("a warm-up run"), -1;
-    s->once = replay(s->jit, s->in, s->n_in, result, nbytes);
+    s->once = replay(s->jit, s->in, s->n_in, NULL, 0);
     if (s->once < 0) return error("the first replay"), -1;
     return 0;
 }
@@ -184,6 +189,22 @@ static tc_tensor *upload(const float *x, int ndim, const int64_t *shape) {
     return t;
 }
 
+/* the checked run: one more replay, on inputs with new data (host[i], same
+ * shapes, so the jit swaps their buffers in), its result in `result`. The
+ * peer checks this one, so a replay that repeated an old result instead of
+ * computing would fail the check. */
+static int replay_on(step *s, float *const *host, int ndim, const int64_t *shape, float *result,
+                     size_t nbytes) {
+    tc_tensor *in[3] = {NULL, NULL, NULL};
+    int rc = 0;
+    for (int i = 0; i < s->n_in && rc == 0; i++)
+        if (!(in[i] = upload(host[i], ndim, shape))) rc = -1;
+    if (rc == 0 && replay(s->jit, in, s->n_in, result, nbytes) < 0)
+        rc = -1, error("a replay on new inputs");
+    for (int i = 0; i < s->n_in; i++) tc_release(in[i]);
+    return rc;
+}
+
 /* ---- cases ----------------------------------------------------------------- */
 
 static void bench_matmul(int64_t n) {
@@ -193,10 +214,12 @@ static void bench_matmul(int64_t n) {
     float *a = fill(n * n, 1.0, 0.0, 0.0), *b = fill(n * n, 1.0, 1.3, 0.0), *c = floats(n * n);
     step s = {.op = OP_MATMUL, .n_in = 2};
     if (a && b && c && (s.in[0] = upload(a, 2, shape)) && (s.in[1] = upload(b, 2, shape)) &&
-        prepare(&s, c, sizeof *c * (size_t)(n * n)) == 0) {
+        prepare(&s) == 0) {
         double t = time_step(&s, runs_for(s.once, quick ? 1.0 : 4.0));
         if (t > 0) printf("ours %s %.3f\n", name, 2.0 * (double)n * (double)n * (double)n / t * 1e-9);
-        dump(name, "a", a, n * n), dump(name, "b", b, n * n), dump(name, "out", c, n * n);
+        fill_into(a, n * n, 1.0, 0.5, 0.0), fill_into(b, n * n, 1.0, 2.0, 0.0);
+        if (replay_on(&s, (float *[]){a, b}, 2, shape, c, sizeof *c * (size_t)(n * n)) == 0)
+            dump(name, "a", a, n * n), dump(name, "b", b, n * n), dump(name, "out", c, n * n);
     }
     finish(&s);
     free(a), free(b), free(c);
@@ -214,10 +237,7 @@ static void bench_stream(int64_t n, int threads) {
         fprintf(stderr, "bench_ops: out of memory\n");
         failures++;
     } else if ((tr.in[0] = upload(a, 1, shape)) && (tr.in[1] = upload(b, 1, shape)) &&
-               (tr.in[2] = upload(c, 1, shape)) && prepare(&tr, ours, sizeof *ours * (size_t)n) == 0) {
-        stream_triad(d, a, b, c, n, threads);
-        double err = 0;
-        for (int64_t i = 0; i < n; i++) err = fmax(err, fabs((double)ours[i] - (double)d[i]));
+               (tr.in[2] = upload(c, 1, shape)) && prepare(&tr) == 0) {
         int runs = runs_for(tr.once, quick ? 0.5 : 2.0);
         double t_ours[MAX_RUNS], t_peer[MAX_RUNS];
         for (int r = 0; r < runs; r++) {
@@ -226,8 +246,14 @@ static void bench_stream(int64_t n, int threads) {
             stream_triad(d, a, b, c, n, threads);
             t_peer[r] = now() - t0;
         }
-        double bytes = 16.0 * (double)n;
+        double bytes = 16.0 * (double)n, err = INFINITY;
         if (any_failed(t_ours, runs)) error("a triad replay");
+        fill_into(a, n, 1.0, 0.4, 0.0), fill_into(b, n, 1.0, 1.9, 0.0), fill_into(c, n, 1.0, 2.8, 0.0);
+        if (replay_on(&tr, (float *[]){a, b, c}, 1, shape, ours, sizeof *ours * (size_t)n) == 0) {
+            stream_triad(d, a, b, c, n, threads);
+            err = 0;
+            for (int64_t i = 0; i < n; i++) err = fmax(err, fabs((double)ours[i] - (double)d[i]));
+        }
         printf("ours triad %.3f\n", bytes / median(t_ours, runs) * 1e-9);
         bool ok = err <= 1e-5;
         printf("peer triad %.3f maxabs=%.2g(%s)\n", bytes / median(t_peer, runs) * 1e-9, err, ok ? "ok" : "FAIL");
@@ -235,11 +261,8 @@ static void bench_stream(int64_t n, int threads) {
     }
     fflush(stdout);
     if (pos && (su.in[0] = upload(pos, 1, shape))) {
-        float s_ours = 0;
-        if (prepare(&su, &s_ours, sizeof s_ours) == 0) {
-            double ref = 0;
-            for (int64_t i = 0; i < n; i++) ref += pos[i];
-            double s_peer = stream_sum(pos, n, threads);
+        float s_ours = NAN;
+        if (prepare(&su) == 0) {
             int runs = runs_for(su.once, quick ? 0.5 : 2.0);
             double t_ours[MAX_RUNS], t_peer[MAX_RUNS];
             volatile double sink = 0;
@@ -250,9 +273,13 @@ static void bench_stream(int64_t n, int threads) {
                 t_peer[r] = now() - t0;
             }
             if (any_failed(t_ours, runs)) error("a sum replay");
+            fill_into(pos, n, 0.5, 2.9, 1.0);
+            replay_on(&su, (float *[]){pos}, 1, shape, &s_ours, sizeof s_ours);
+            double ref = 0, s_peer = stream_sum(pos, n, threads);
+            for (int64_t i = 0; i < n; i++) ref += pos[i];
             double rel = fabs((double)s_ours - s_peer) / fabs(s_peer);
             printf("ours sum %.3f\n", 4.0 * (double)n / median(t_ours, runs) * 1e-9);
-            bool ok = rel <= 1e-4;
+            bool ok = rel <= 1e-4; /* NaN (no result) fails */
             printf("peer sum %.3f relerr=%.2g(%s)\n", 4.0 * (double)n / median(t_peer, runs) * 1e-9, rel,
                    ok ? "ok" : "FAIL");
             printf("info sum: ours %.9g, C loop %.9g, double %.9g\n", (double)s_ours, s_peer, ref);
@@ -269,10 +296,12 @@ static void bench_rows(const char *name, op_kind op, int64_t rows, int64_t cols)
     int64_t shape[2] = {rows, cols}, out_n = op == OP_STD ? rows : rows * cols;
     float *x = fill(rows * cols, 3.0, 0.0, 0.0), *y = floats(out_n);
     step s = {.op = op, .n_in = 1};
-    if (x && y && (s.in[0] = upload(x, 2, shape)) && prepare(&s, y, sizeof *y * (size_t)out_n) == 0) {
+    if (x && y && (s.in[0] = upload(x, 2, shape)) && prepare(&s) == 0) {
         double t = time_step(&s, runs_for(s.once, quick ? 0.3 : 1.5));
         if (t > 0) printf("ours %s %.4f\n", name, t * 1e3);
-        dump(name, "x", x, rows * cols), dump(name, "out", y, out_n);
+        fill_into(x, rows * cols, 3.0, 0.9, 0.0);
+        if (replay_on(&s, (float *[]){x}, 2, shape, y, sizeof *y * (size_t)out_n) == 0)
+            dump(name, "x", x, rows * cols), dump(name, "out", y, out_n);
     }
     finish(&s);
     free(x), free(y);
