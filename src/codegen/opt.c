@@ -18,10 +18,10 @@
  *    off (a power-of-two axis can take the 6 rows a 32-register machine
  *    wants).
  *  - split reduce (sums, dot products): the innermost reduced axis, read
- *    contiguously, is split into L partial accumulators combined after the
- *    loop, so a float sum runs L independent chains the compiler can keep in
- *    one vector (the order of the additions changes: not bit-exact with the
- *    plain loop).
+ *    contiguously, is split into up to 2L partial accumulators (a divisor of
+ *    the axis) combined after the loop, so a float sum runs independent
+ *    chains the compiler keeps in one or two vectors (the order of the
+ *    additions changes: not bit-exact with the plain loop).
  *  - otherwise: up to two kept axes along which an input is reused (or any
  *    kept axes), 4 (or 3 or 2) at a time, for independent accumulator chains.
  * TC_NOOPT=1 keeps the plain loops. Targets with work-groups are not planned
@@ -145,12 +145,15 @@ static void plan_rows(const tc_sched_item *it, const kinfo *k, int64_t max_copie
 }
 
 /* the innermost reduced axis, when some load under the reduce reads it
- * contiguously and it splits into l parts; -1 otherwise */
-static int split_axis(const tc_sched_item *it, const kinfo *k, int64_t l) {
+ * contiguously; -1 otherwise. *amt: its split, a divisor of the axis of at
+ * most 2l accumulators (multiples of l first; 20 splits into 20) */
+static int split_axis(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t *amt) {
     int r = -1;
     for (int a = 0; a < it->ndim; a++)
         if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) r = a;
-    if (r < 0 || it->full_shape[r] % l != 0 || it->full_shape[r] < 4 * l) return -1;
+    if (r < 0) return -1;
+    *amt = best_divisor(it->full_shape[r], 2 * l, l);
+    if (*amt < 4) return -1;
     for (int i = 0; i < k->n_loads; i++)
         if (st_stride(k->loads[i]->st, r) == 1) return r;
     return -1;
@@ -166,11 +169,12 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
     int64_t l = tg->simd_floats > 1 ? tg->simd_floats : 4;
     int64_t regs = tg->simd_regs >= 32 ? 24 : 12; /* accumulators, leaving room for operands */
     if (plan_tile(it, &k, l, regs, p)) return;
-    int r = split_axis(it, &k, l);
-    plan_rows(it, &k, r >= 0 ? 4 : 16, p); /* with a split: one vector accumulator per row */
+    int64_t amt = 0;
+    int r = split_axis(it, &k, l, &amt);
+    plan_rows(it, &k, r >= 0 ? 4 : 16, p); /* with a split: a vector or two per row */
     if (r >= 0) {
         p->axis[p->n] = r;
-        p->amt[p->n++] = l;
+        p->amt[p->n++] = amt;
     }
     int64_t copies = 1;
     for (int i = 0; i < p->n; i++) copies *= p->amt[i];
@@ -216,7 +220,7 @@ static void add_plan(const tc_sched_item *it, tc_kopt *out, int *n, int max, con
 }
 
 int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out, int max) {
-    static const int64_t amounts[] = {2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 64};
+    static const int64_t amounts[] = {2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 64};
     int n = 0;
     for (int i = 0; i < base->n; i++) { /* another amount for an entry, or none */
         for (size_t m = 0; m < sizeof amounts / sizeof amounts[0]; m++) {
