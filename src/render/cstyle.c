@@ -15,13 +15,13 @@
 
 const tc_dialect tc_dialect_c = {
     .name = "C",
-    .preamble = "#include <math.h>\n",
+    .preamble = tc_cmath_prelude,
     .kernel_prefix = "",
     .buf_prefix = "",
     .restrict_kw = "restrict ",
     .half_type = "_Float16",
     .int64_suffix = "LL",
-    .math_fn = {[TC_OP_EXP2] = "exp2f", [TC_OP_LOG2] = "log2f", [TC_OP_SIN] = "sinf",
+    .math_fn = {[TC_OP_EXP2] = "tc_exp2f", [TC_OP_LOG2] = "tc_log2f", [TC_OP_SIN] = "tc_sinf",
                 [TC_OP_SQRT] = "sqrtf"},
     .target = {.has_local = false},
 };

@@ -42,6 +42,10 @@ typedef struct {
 extern const tc_dialect tc_dialect_c;
 extern const tc_dialect tc_dialect_opencl;
 extern const tc_dialect tc_dialect_cuda;
+/* the C dialect's preamble: <math.h>, <stdint.h> and static inline tc_exp2f,
+ * tc_log2f and tc_sinf (cmath_src.h: branch-free polynomials the compiler
+ * can vectorize; accuracy stated there) */
+extern const char tc_cmath_prelude[];
 /* the kernel's source (malloc'ed, freed with tc_free), NULL with an error set */
 char *tc_render(const tc_dialect *d, const tc_kernel_uops *k);
 
