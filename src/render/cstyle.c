@@ -96,7 +96,7 @@ static char *render_const(const rctx *r, const tc_uop *u) {
 /* printf formats per op: %1$s, %2$s, %3$s are the operands */
 static const char *const alu_fmt[TC_OP_COUNT] = {
     [TC_OP_NEG] = "(-%1$s)",          [TC_OP_ADD] = "(%1$s+%2$s)",
-    [TC_OP_MUL] = "(%1$s*%2$s)",      [TC_OP_MAX] = "((%1$s>%2$s||%1$s!=%1$s)?%1$s:%2$s)",
+    [TC_OP_MUL] = "(%1$s*%2$s)",      [TC_OP_MAX] = "(((%1$s>%2$s)|(%1$s!=%1$s))?%1$s:%2$s)",
     [TC_OP_CMPLT] = "(%1$s<%2$s)",    [TC_OP_CMPNE] = "(%1$s!=%2$s)",
     [TC_OP_AND] = "(%1$s&%2$s)",      [TC_OP_OR] = "(%1$s|%2$s)",
     [TC_OP_XOR] = "(%1$s^%2$s)",      [TC_OP_SHL] = "(%1$s<<%2$s)",
