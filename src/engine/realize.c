@@ -66,36 +66,89 @@ tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
     return st == TC_OK ? tc_capture_record_copy(dst, src, nbytes) : st;
 }
 
-/* codegen + render + compile + launch of one kernel item on bufs */
-static tc_status run_kernel(const tc_sched_item *it, tc_buffer **bufs, int index) {
+/* a kernel item lowered for its device: UOps and source (both owned) */
+typedef struct {
+    tc_kernel_uops *k;
+    char *src;
+} lowered;
+
+/* codegen + render of a kernel item for the device of its output */
+static tc_status lower_item(const tc_sched_item *it, lowered *out) {
     int64_t debug = tc_flag_get(TC_FLAG_DEBUG);
-    tc_dev *dev = tc_device_get(bufs[0]->device);
+    tc_dev *dev = tc_device_get(it->bufs[0]->device);
     if (!dev) return tc_error_code();
     if (debug >= 3) tc_ast_dump(stderr, it->ast);
     tc_kopt plan; /* TC_BEAM's search (compiles and runs candidates) is not lowering time */
     if (tc_beam_plan(dev, it, &plan) != TC_OK) return tc_error_code();
     double t0 = tc_time_now();
-    tc_kernel_uops *k = tc_codegen_plan(it, &dev->target, &plan);
-    if (!k) return tc_error_code();
-    if (debug >= 5) tc_uops_dump(stderr, k);
-    char *src = tc_render(dev->dialect, k);
-    double t1 = tc_time_now();
-    counters.lower_s += t1 - t0;
-    tc_status st = src ? TC_OK : tc_error_code();
-    if (src && debug >= 4) fprintf(stderr, "%s", src);
-    int64_t built = builds();
-    tc_program *prog = src ? dev->compile(dev, src, k->name) : NULL;
-    counters.compile_s += tc_time_now() - t1;
-    counters.compile_count += builds() - built;
-    if (src && !prog) st = tc_error_code();
-    if (prog) {
-        tc_launch_dims dims = {.cpu_range = k->cpu_range};
-        memcpy(dims.global, k->global_size, sizeof dims.global);
-        memcpy(dims.local, k->local_size, sizeof dims.local);
-        st = tc_engine_launch(dev, prog, bufs, it->n_bufs, &dims, k->est_ops, k->est_mem, k->name, index);
+    out->k = tc_codegen_plan(it, &dev->target, &plan);
+    if (out->k && debug >= 5) tc_uops_dump(stderr, out->k);
+    out->src = out->k ? tc_render(dev->dialect, out->k) : NULL;
+    counters.lower_s += tc_time_now() - t0;
+    if (!out->src) return tc_error_code();
+    if (debug >= 4) fprintf(stderr, "%s", out->src);
+    return TC_OK;
+}
+
+/* lowers every kernel of s into low[i], then has each device that can build
+ * the new ones ahead, all at once (compile then finds them cached) */
+static tc_status lower_all(const tc_schedule *s, lowered *low) {
+    tc_status st = TC_OK;
+    for (int i = 0; i < s->n_items && st == TC_OK; i++)
+        if (!s->items[i].is_copy) st = lower_item(&s->items[i], &low[i]);
+    const char **srcs = st == TC_OK ? tc_malloc(sizeof(char *) * (size_t)(s->n_items + 1)) : NULL;
+    const char **names = srcs ? tc_malloc(sizeof(char *) * (size_t)(s->n_items + 1)) : NULL;
+    if (st == TC_OK && !names) st = TC_ERR_MEMORY;
+    for (int i = 0; i < s->n_items && st == TC_OK; i++) {
+        if (!low[i].src) continue;
+        int device = s->items[i].bufs[0]->device, m = 0;
+        bool is_done = false; /* an earlier item on this device handled it */
+        for (int j = 0; j < i && !is_done; j++)
+            is_done = low[j].src && s->items[j].bufs[0]->device == device;
+        tc_dev *dev = tc_device_get(device);
+        if (is_done || !dev || !dev->prebuild) continue;
+        for (int j = i; j < s->n_items; j++) {
+            if (!low[j].src || s->items[j].bufs[0]->device != device) continue;
+            srcs[m] = low[j].src;
+            names[m++] = low[j].k->name;
+        }
+        double t0 = tc_time_now();
+        int64_t built = builds();
+        st = dev->prebuild(dev, srcs, names, m);
+        counters.compile_s += tc_time_now() - t0;
+        counters.compile_count += builds() - built;
     }
-    tc_free(src);
-    tc_kernel_uops_free(k);
+    tc_free(srcs);
+    tc_free(names);
+    return st;
+}
+
+static void lowered_free(lowered *low, int n) {
+    for (int i = 0; low && i < n; i++) {
+        tc_free(low[i].src);
+        tc_kernel_uops_free(low[i].k);
+    }
+    tc_free(low);
+}
+
+/* compile (found in a cache when lower_all built it) + launch of one lowered
+ * kernel item on bufs */
+static tc_status run_kernel(const tc_sched_item *it, const lowered *l, tc_buffer **bufs,
+                            int index) {
+    tc_dev *dev = tc_device_get(bufs[0]->device);
+    if (!dev) return tc_error_code();
+    const tc_kernel_uops *k = l->k;
+    double t0 = tc_time_now();
+    int64_t built = builds();
+    tc_program *prog = dev->compile(dev, l->src, k->name);
+    counters.compile_s += tc_time_now() - t0;
+    counters.compile_count += builds() - built;
+    if (!prog) return tc_error_code();
+    tc_launch_dims dims = {.cpu_range = k->cpu_range};
+    memcpy(dims.global, k->global_size, sizeof dims.global);
+    memcpy(dims.local, k->local_size, sizeof dims.local);
+    tc_status st = tc_engine_launch(dev, prog, bufs, it->n_bufs, &dims, k->est_ops, k->est_mem,
+                                    k->name, index);
     if (st == TC_OK && tc_cuda_check_enabled()) st = tc_cuda_check_item(it); /* TC_CUDA_CHECK=1 */
     return st;
 }
@@ -111,7 +164,7 @@ static tc_status out_buffer(const tc_sched_item *it, int k, tc_buffer **out) {
     return *out ? TC_OK : tc_error_code();
 }
 
-static tc_status run_item(const tc_sched_item *it, int index) {
+static tc_status run_item(const tc_sched_item *it, const lowered *l, int index) {
     tc_buffer *stack_bufs[16], **bufs = stack_bufs;
     if (it->n_bufs > 16 && !(bufs = tc_calloc((size_t)it->n_bufs, sizeof *bufs))) return TC_ERR_MEMORY;
     tc_status st = TC_OK;
@@ -124,7 +177,7 @@ static tc_status run_item(const tc_sched_item *it, int index) {
     }
     if (st == TC_OK) {
         if (it->is_copy) st = tc_engine_copy(bufs[0], bufs[1], node_bytes(it->bufs[0]));
-        else st = run_kernel(it, bufs, index);
+        else st = run_kernel(it, l, bufs, index);
     }
     for (int k = 0; k < made; k++) {
         if (st == TC_OK) tc_node_set_realized(it->bufs[k], bufs[k]);
@@ -162,8 +215,10 @@ tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
     counters.schedule_s += tc_time_now() - t0;
     if (!s) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
     save_schedule(s);
-    tc_status st = TC_OK;
-    for (int i = 0; i < s->n_items && st == TC_OK; i++) st = run_item(&s->items[i], i);
+    lowered *low = tc_calloc((size_t)s->n_items + 1, sizeof *low);
+    tc_status st = low ? lower_all(s, low) : TC_ERR_MEMORY;
+    for (int i = 0; i < s->n_items && st == TC_OK; i++) st = run_item(&s->items[i], &low[i], i);
+    lowered_free(low, s->n_items);
     if (st == TC_OK && tc_flag_get(TC_FLAG_DEBUG) >= 1 && s->n_items) {
         int64_t used, peak;
         tc_runtime_mem(&used, &peak);

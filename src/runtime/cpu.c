@@ -10,8 +10,10 @@
  * (TC_CC, else cc) builds a temp .so with its messages in a log file, and
  * rename() publishes the .so atomically: processes that race each write a
  * complete .so and the last rename wins. Every temp file is removed on every
- * path.
- * launch: fn(bufs...) through libffi, every argument a pointer.
+ * path. prebuild does the same for the new kernels of a schedule, running as
+ * many compilers at once as there are cores.
+ * launch: fn(bufs...) through libffi, every argument a pointer; a split
+ * kernel's slices run on a thread pool (see "threads" below).
  * The device owns its programs; close dlcloses and frees them. Callers
  * serialize compile, close and a program's first launch with a new argument
  * count (the API lock); launches keep their argument array on their stack.
@@ -228,86 +230,117 @@ static tc_status cache_key(const char *src, char key[33]) {
     return TC_OK;
 }
 
-/* runs argv with stdin from /dev/null and stdout+stderr into log_path.
- * Returns 0 when it exited with status 0, else an error (TC_ERR_COMPILE
- * quoting the log). */
-static tc_status run_compiler(char *const *argv, const char *log_path, const char *fn_name) {
-    posix_spawn_file_actions_t fa;
-    int rc = posix_spawn_file_actions_init(&fa);
-    if (rc != 0) return tc_error_set(TC_ERR_MEMORY, "CPU compile: posix_spawn: %s", strerror(rc));
-    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (!rc)
-        rc = posix_spawn_file_actions_addopen(&fa, 2, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, 2, 1);
-    pid_t pid = 0;
-    if (!rc) rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
-        return tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': cannot run the compiler '%s': %s",
-                            fn_name, argv[0], strerror(rc));
-    compile_count++;
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno == EINTR) continue;
-        if (errno == ECHILD) return TC_OK; /* the host reaps children: the output decides */
-        return tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': waitpid: %s", fn_name,
-                            strerror(errno));
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return TC_OK;
-    char log[LOG_MAX + 16];
-    read_log(log_path, log);
-    return tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s' failed (%s %s %d):\n%s", fn_name,
-                        argv[0], WIFEXITED(status) ? "exited with status" : "killed by signal",
-                        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), log);
+/* a compiler run: its temp files, the .so it publishes and its process */
+typedef struct {
+    char *c_path;      /* "<dir>/<key>-XXXXXX.c": the source (owned) */
+    char *tmp_so;      /* the same stem + ".so": the compiler's output (owned) */
+    char *log_path;    /* the same stem + ".log": its messages (owned) */
+    char *so_path;     /* "<dir>/<key>.so": where the output is published (owned) */
+    char *fn_name;     /* the kernel, for messages (owned) */
+    char *cc;          /* TC_CC's words (owned) */
+    const char *argv0; /* the compiler's name (in cc) */
+    pid_t pid;         /* the compiler's process; 0 when not running */
+} cc_job;
+
+/* removes the temp files and frees the job's strings */
+static void job_clear(cc_job *j) {
+    if (j->c_path) unlink(j->c_path);
+    if (j->log_path) unlink(j->log_path);
+    if (j->tmp_so) unlink(j->tmp_so); /* gone already when the rename worked */
+    tc_free(j->c_path), tc_free(j->tmp_so), tc_free(j->log_path);
+    tc_free(j->so_path), tc_free(j->fn_name), tc_free(j->cc);
+    memset(j, 0, sizeof *j);
 }
 
-/* compiles c_path to tmp_so with the log in log_path, then renames tmp_so to so_path */
-static tc_status compile_file(const char *c_path, const char *tmp_so, const char *log_path,
-                              const char *so_path, const char *fn_name) {
+/* writes src to a temp file in dir and starts the compiler on it, stdin from
+ * /dev/null and stdout+stderr into the log; on failure the job is cleared */
+static tc_status job_start(cc_job *j, const char *dir, const char *key, const char *src,
+                           const char *fn_name) {
+    memset(j, 0, sizeof *j);
+    j->c_path = write_temp_source(dir, key, src);
+    if (!j->c_path) return tc_error_code();
+    size_t stem = strlen(j->c_path) - 2; /* without ".c" */
+    j->tmp_so = fmt_alloc("%.*s.so", (int)stem, j->c_path);
+    j->log_path = j->tmp_so ? fmt_alloc("%.*s.log", (int)stem, j->c_path) : NULL;
+    j->so_path = j->log_path ? fmt_alloc("%s/%s.so", dir, key) : NULL;
+    j->fn_name = j->so_path ? tc_strdup(fn_name) : NULL;
     char *words[MAX_CC_WORDS + 1];
     int n = 0;
-    char *cc = compiler_words(words, &n);
-    if (!cc) return TC_ERR_MEMORY;
+    j->cc = j->fn_name ? compiler_words(words, &n) : NULL;
+    if (!j->cc) {
+        job_clear(j);
+        return TC_ERR_MEMORY;
+    }
+    j->argv0 = words[0];
     const char *argv[MAX_CC_WORDS + 16];
     int k = 0;
     for (int i = 0; i < n; i++) argv[k++] = words[i];
     for (int i = 0; cc_flags[i]; i++) argv[k++] = cc_flags[i];
-    const char *tail[] = {"-x", "c", c_path, "-o", tmp_so, "-lm", NULL};
+    const char *tail[] = {"-x", "c", j->c_path, "-o", j->tmp_so, "-lm", NULL};
     for (int i = 0; i < 7; i++) argv[k++] = tail[i];
-    tc_status st = run_compiler((char *const *)argv, log_path, fn_name);
-    tc_free(cc);
-    if (st == TC_OK && rename(tmp_so, so_path) != 0) {
+    posix_spawn_file_actions_t fa;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc != 0) {
+        job_clear(j);
+        return tc_error_set(TC_ERR_MEMORY, "CPU compile: posix_spawn: %s", strerror(rc));
+    }
+    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (!rc)
+        rc = posix_spawn_file_actions_addopen(&fa, 2, j->log_path, O_WRONLY | O_CREAT | O_TRUNC,
+                                              0600);
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    if (!rc) rc = posix_spawnp(&j->pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': cannot run the compiler '%s': %s",
+                     fn_name, argv[0], strerror(rc));
+        job_clear(j);
+        return TC_ERR_COMPILE;
+    }
+    compile_count++;
+    return TC_OK;
+}
+
+/* waits for the compiler; when it succeeded, renames its output to so_path.
+ * A failure is TC_ERR_COMPILE quoting the log. Clears the job. */
+static tc_status job_finish(cc_job *j) {
+    int status = 0;
+    tc_status st = TC_OK;
+    while (waitpid(j->pid, &status, 0) < 0) {
+        if (errno == EINTR) continue;
+        if (errno != ECHILD) /* ECHILD: the host reaps children: the output decides */
+            st = tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': waitpid: %s", j->fn_name,
+                              strerror(errno));
+        status = 0;
+        break;
+    }
+    char log[LOG_MAX + 16];
+    if (st == TC_OK && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        read_log(j->log_path, log);
+        st = tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s' failed (%s %s %d):\n%s", j->fn_name,
+                          j->argv0, WIFEXITED(status) ? "exited with status" : "killed by signal",
+                          WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), log);
+    }
+    if (st == TC_OK && rename(j->tmp_so, j->so_path) != 0) {
         int err = errno;
-        char log[LOG_MAX + 16];
-        read_log(log_path, log);
+        read_log(j->log_path, log);
         if (err == ENOENT)
             st = tc_error_set(TC_ERR_COMPILE,
-                              "CPU compile of '%s': the compiler wrote no output:\n%s", fn_name,
+                              "CPU compile of '%s': the compiler wrote no output:\n%s", j->fn_name,
                               log[0] ? log : "(and printed nothing)");
         else
-            st = tc_error_set(TC_ERR_IO, "CPU compile: cannot rename '%s' to '%s': %s", tmp_so,
-                              so_path, strerror(err));
+            st = tc_error_set(TC_ERR_IO, "CPU compile: cannot rename '%s' to '%s': %s", j->tmp_so,
+                              j->so_path, strerror(err));
     }
+    job_clear(j);
     return st;
 }
 
-/* writes src to a temp file in dir, compiles it and publishes so_path */
-static tc_status build_so(const char *dir, const char *key, const char *src, const char *so_path,
-                          const char *fn_name) {
-    char *c_path = write_temp_source(dir, key, src);
-    if (!c_path) return tc_error_code();
-    size_t stem = strlen(c_path) - 2; /* without ".c" */
-    char *tmp_so = fmt_alloc("%.*s.so", (int)stem, c_path);
-    char *log_path = tmp_so ? fmt_alloc("%.*s.log", (int)stem, c_path) : NULL;
-    tc_status st =
-        log_path ? compile_file(c_path, tmp_so, log_path, so_path, fn_name) : TC_ERR_MEMORY;
-    unlink(c_path);
-    if (log_path) unlink(log_path);
-    if (tmp_so) unlink(tmp_so); /* gone already when the rename worked */
-    tc_free(c_path);
-    tc_free(tmp_so);
-    tc_free(log_path);
-    return st;
+/* writes src to a temp file in dir, compiles it and publishes <dir>/<key>.so */
+static tc_status build_so(const char *dir, const char *key, const char *src, const char *fn_name) {
+    cc_job j;
+    tc_status st = job_start(&j, dir, key, src, fn_name);
+    return st == TC_OK ? job_finish(&j) : st;
 }
 
 /* ---- programs --------------------------------------------------------------- */
@@ -332,7 +365,7 @@ static tc_status load_so(const char *dir, const char *key, const char *src, cons
                          const char *fn_name, void **handle, void **fn) {
     *handle = access(so_path, F_OK) == 0 ? dlopen(so_path, RTLD_NOW | RTLD_LOCAL) : NULL;
     if (!*handle) {
-        tc_status st = build_so(dir, key, src, so_path, fn_name);
+        tc_status st = build_so(dir, key, src, fn_name);
         if (st != TC_OK) return st;
         *handle = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
         if (!*handle) {
@@ -394,6 +427,57 @@ static tc_program *cpu_compile(tc_dev *d, const char *src, const char *fn_name) 
         return NULL;
     }
     return p;
+}
+
+#define MAX_JOBS 64 /* compilers running at once, at most */
+
+/* builds the .so of every source that is neither loaded nor cached on disk,
+ * as many compilers at once as there are cores. A source that fails to
+ * build here is compiled again by compile, which reports the error; only
+ * running out of memory is an error here. */
+static tc_status cpu_prebuild(tc_dev *d, const char *const *srcs, const char *const *fn_names,
+                              int n) {
+    cpu_ctx *ctx = d->ctx;
+    const char *dir = n >= 2 ? tc_cachedir() : NULL;
+    if (!dir || make_dirs(dir) != TC_OK) { /* nothing to gain, or compile will say why */
+        tc_error_clear();
+        return TC_OK;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int max_jobs = cores < 1 ? 1 : cores > MAX_JOBS ? MAX_JOBS : (int)cores;
+    cc_job jobs[MAX_JOBS];
+    char(*keys)[33] = tc_malloc((size_t)n * sizeof *keys);
+    if (!keys) return TC_ERR_MEMORY;
+    tc_status st = TC_OK;
+    int head = 0, n_running = 0; /* jobs[(head + i) % max_jobs], i < n_running, run */
+    for (int i = 0; i < n && st == TC_OK; i++) {
+        keys[i][0] = '\0';
+        if (!srcs[i] || !fn_names[i] || (st = cache_key(srcs[i], keys[i])) != TC_OK) continue;
+        bool is_known = false;
+        for (int k = 0; k < i && !is_known; k++) is_known = strcmp(keys[k], keys[i]) == 0;
+        for (int k = 0; k < ctx->programs.n && !is_known; k++)
+            is_known = strcmp(((tc_program *)ctx->programs.items[k])->key, keys[i]) == 0;
+        if (is_known) continue;
+        char *so_path = fmt_alloc("%s/%s.so", dir, keys[i]);
+        if (!so_path) st = TC_ERR_MEMORY;
+        bool is_cached = so_path && access(so_path, F_OK) == 0;
+        tc_free(so_path);
+        if (!so_path || is_cached) continue;
+        if (n_running == max_jobs) { /* wait for the oldest */
+            job_finish(&jobs[head]);
+            head = (head + 1) % max_jobs;
+            n_running--;
+        }
+        cc_job *j = &jobs[(head + n_running) % max_jobs];
+        tc_status js = job_start(j, dir, keys[i], srcs[i], fn_names[i]);
+        if (js == TC_OK) n_running++;
+        else if (js == TC_ERR_MEMORY) st = js;
+    }
+    for (; n_running > 0; n_running--, head = (head + 1) % max_jobs) job_finish(&jobs[head]);
+    tc_free(keys);
+    if (st == TC_OK) tc_error_clear(); /* failed builds: compile reports them */
+    else tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory building kernels");
+    return st;
 }
 
 /* (re)builds p's call interface for n pointer arguments */
@@ -704,6 +788,7 @@ tc_dev *tc_cpu_device_create(int id) {
     d->copyin = cpu_copyin;
     d->copyout = cpu_copyout;
     d->compile = cpu_compile;
+    d->prebuild = cpu_prebuild;
     d->launch = cpu_launch;
     d->synchronize = cpu_synchronize;
     d->close = cpu_close;

@@ -45,6 +45,11 @@ struct tc_dev {
     tc_status (*copyout)(tc_dev *d, void *dst, const void *src, size_t offset, size_t nbytes);
     /* source -> program with entry point fn_name; cached in memory and on disk */
     tc_program *(*compile)(tc_dev *d, const char *src, const char *fn_name);
+    /* optional (NULL: none): builds ahead what compile would build for the
+     * kernels srcs[i] (entry points fn_names[i]), several at once, so that
+     * compile then finds them cached. A kernel that fails to build is left
+     * for compile to report; only TC_ERR_MEMORY fails prebuild. */
+    tc_status (*prebuild)(tc_dev *d, const char *const *srcs, const char *const *fn_names, int n);
     /* runs prog on bufs (device pointers, in kernel argument order) */
     tc_status (*launch)(tc_dev *d, tc_program *prog, void **bufs, int n_bufs,
                         const tc_launch_dims *dims);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const int64_t S[2] = {16, 8};
@@ -52,6 +53,53 @@ static void test_second_run_compiles_nothing(void **state) {
     float second = run_program();
     assert_int_equal(tc_cpu_compile_count(), c1); /* loaded from the disk cache */
     assert_true(first == second);
+    tc_shutdown();
+}
+
+/* exp(x - x.max(1)).sum(0) on a (13,11): kernels no other test builds */
+static float run_several(int *n_kernels) {
+    const int64_t shape[2] = {13, 11};
+    tc_tensor *x = tc_test_randn(2, shape, 21, -2, 2);
+    int a1 = 1, a0 = 0;
+    tc_tensor *m = tc_max(x, 1, &a1, true), *d = tc_sub(x, m), *e = tc_exp(d);
+    tc_tensor *s = tc_sum(e, 1, &a0, false);
+    *n_kernels = tc_schedule_kernel_count(&s, 1);
+    float *v = tc_test_read(s);
+    float r = v[3];
+    free(v);
+    tc_release(x), tc_release(m), tc_release(d), tc_release(e), tc_release(s);
+    return r;
+}
+
+/* a schedule's new kernels are built in one batch (several compilers at
+ * once), each into its own cached .so: a second process builds nothing */
+static void test_second_process_compiles_nothing(void **state) {
+    (void)state;
+    tc_shutdown();
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) { /* the first process: a cold cache for these kernels */
+        int n = 0;
+        tc_counters c;
+        tc_reset_counters();
+        float v = run_several(&n);
+        tc_get_counters(&c);
+        bool ok = n >= 2 && c.compile_count == n && v > 0;
+        tc_shutdown();
+        _exit(ok ? 0 : 1); /* no cmocka, no leak report in the child */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(kid, &status, 0), kid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    tc_reset_counters();
+    int n = 0;
+    int64_t before = tc_cpu_compile_count();
+    float v = run_several(&n);
+    tc_counters c;
+    tc_get_counters(&c);
+    assert_true(n >= 2 && v > 0);
+    assert_int_equal(c.compile_count, 0);
+    assert_int_equal(tc_cpu_compile_count(), before);
     tc_shutdown();
 }
 
@@ -193,6 +241,7 @@ static void test_threads(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_run_compiles_nothing),
+        cmocka_unit_test(test_second_process_compiles_nothing),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_time_and_memory_counters),
         cmocka_unit_test(test_debug_output),

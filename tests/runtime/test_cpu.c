@@ -493,6 +493,45 @@ static void test_processes_race(void **state) {
     assert_int_equal(tc_cpu_compile_count(), before);
 }
 
+/* prebuild compiles several new sources at once: each gets its .so, compile
+ * then finds them without running the compiler; a source that does not
+ * compile leaves no file behind and compile reports its error */
+static void test_prebuild(void **state) {
+    (void)state;
+    tc_dev *d = tc_device_get(cpu());
+    assert_non_null(d->prebuild);
+    char srcs[4][200];
+    const char *src_p[5], *names[5] = {"pb", "pb", "pb", "pb", "bad"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(srcs[i], sizeof srcs[i],
+                 "void pb(float *restrict out, const float *restrict a, const float *restrict b)"
+                 " { for (int i = 0; i < 16; i++) out[i] = a[i] * b[i] + %d.0f; }\n", i);
+        src_p[i] = srcs[i];
+    }
+    src_p[4] = "void bad(float *out) { out[0] = undefined_name; }\n";
+    int sos = count_files(".so");
+    int64_t before = tc_cpu_compile_count();
+    assert_int_equal(d->prebuild(d, src_p, names, 5), TC_OK);
+    assert_int_equal(tc_cpu_compile_count(), before + 5);
+    assert_int_equal(count_files(".so"), sos + 4);
+    assert_int_equal(count_files(""), count_files(".so")); /* no temp files */
+    assert_int_equal(d->prebuild(d, src_p, names, 4), TC_OK); /* all on disk: nothing to do */
+    assert_int_equal(tc_cpu_compile_count(), before + 5);
+    for (int i = 0; i < 4; i++) {
+        tc_program *p = d->compile(d, src_p[i], "pb");
+        assert_non_null(p);
+        float a[16], b[16], out[16];
+        for (int k = 0; k < 16; k++) a[k] = (float)k, b[k] = 2.0f;
+        void *args[3] = {out, a, b};
+        assert_int_equal(d->launch(d, p, args, 3, NULL), TC_OK);
+        for (int k = 0; k < 16; k++) assert_true(out[k] == (float)(2 * k + i));
+    }
+    assert_int_equal(tc_cpu_compile_count(), before + 5);
+    assert_null(d->compile(d, src_p[4], "bad"));
+    assert_tc_error(TC_ERR_COMPILE, "undefined_name");
+    assert_int_equal(count_files(""), count_files(".so"));
+}
+
 /* ---- the thread pool ------------------------------------------------------------ */
 
 /* out[i] = sum_k a[i*8+k]*(k+1) + i for i in [r[0], r[1]): small integers, so
@@ -646,6 +685,7 @@ int main(void) {
         cmocka_unit_test(test_compile_out_of_memory),
         cmocka_unit_test(test_launch_arg_counts),
         cmocka_unit_test(test_processes_race),
+        cmocka_unit_test(test_prebuild),
         cmocka_unit_test(test_split_threads),
         cmocka_unit_test(test_split_from_threads),
         cmocka_unit_test(test_split_after_fork),
