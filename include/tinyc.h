@@ -186,6 +186,7 @@ typedef struct {
     /* device memory (all devices) */
     int64_t mem_used; /* bytes in live buffers now (not changed by a reset) */
     int64_t mem_peak; /* the most mem_used reached since start or the last reset */
+    int64_t mem_cached; /* bytes of released buffers kept for reuse (TC_BUFCACHE_MB) */
 } tc_counters;
 TC_API void tc_get_counters(tc_counters *out);
 TC_API void tc_reset_counters(void);

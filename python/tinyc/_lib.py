@@ -96,7 +96,7 @@ class Counters(ctypes.Structure):
                 ("schedule_s", ctypes.c_double), ("lower_s", ctypes.c_double),
                 ("compile_s", ctypes.c_double), ("launch_s", ctypes.c_double),
                 ("compile_count", ctypes.c_int64), ("mem_used", ctypes.c_int64),
-                ("mem_peak", ctypes.c_int64)]
+                ("mem_peak", ctypes.c_int64), ("mem_cached", ctypes.c_int64)]
 
 
 _UNARY = ("neg exp log exp2 log2 sqrt sin cos relu sigmoid tanh recip abs square "

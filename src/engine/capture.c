@@ -16,6 +16,7 @@ typedef struct {
     tc_dev *dev;           /* the kernel's device */
     tc_program *prog;      /* the compiled kernel */
     int n_bufs;            /* arguments */
+    int n_outs;            /* bufs[0..n_outs-1] are written (a copy: 1) */
     tc_buffer **bufs;      /* arguments, owned references */
     tc_launch_dims dims;   /* launch sizes */
     int64_t est_ops;       /* counters: ops per launch */
@@ -67,11 +68,12 @@ static record *add(tc_capture *c, int n_bufs, tc_buffer *const *bufs) {
 }
 
 tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs,
-                                   int n_bufs, const tc_launch_dims *dims, int64_t est_ops,
-                                   int64_t est_mem, const char *name) {
+                                   int n_bufs, int n_outs, const tc_launch_dims *dims,
+                                   int64_t est_ops, int64_t est_mem, const char *name) {
     if (!active) return TC_OK;
     record *r = add(active, n_bufs, bufs);
     if (!r) return TC_ERR_MEMORY;
+    r->n_outs = n_outs;
     r->dev = dev;
     r->prog = prog;
     r->dims = *dims;
@@ -87,6 +89,7 @@ tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) 
     record *r = add(active, 2, bufs);
     if (!r) return TC_ERR_MEMORY;
     r->is_copy = true;
+    r->n_outs = 1;
     r->nbytes = nbytes;
     return TC_OK;
 }
@@ -103,8 +106,8 @@ tc_status tc_capture_replay(tc_capture *c, tc_buffer *const *from, tc_buffer *co
                 if (r->bufs[k] == from[j]) args[k] = to[j];
         }
         tc_status st = r->is_copy ? tc_engine_copy(args[0], args[1], r->nbytes)
-                                  : tc_engine_launch(r->dev, r->prog, args, r->n_bufs, &r->dims,
-                                                     r->est_ops, r->est_mem, r->name, i);
+                                  : tc_engine_launch(r->dev, r->prog, args, r->n_bufs, r->n_outs,
+                                                     &r->dims, r->est_ops, r->est_mem, r->name, i);
         if (args != stack_args) tc_free(args);
         if (st != TC_OK) return st;
     }
@@ -120,4 +123,122 @@ void tc_capture_free(tc_capture *c) {
     }
     tc_free(c->recs);
     tc_free(c);
+}
+
+/* ---- memory planning ---------------------------------------------------------- */
+
+/* a buffer the capture uses */
+typedef struct {
+    tc_buffer *buf;        /* the buffer */
+    int64_t uses;          /* references the records hold */
+    int first, last;       /* records of its first and last use */
+    bool is_written_first; /* its first record writes it and does not read it */
+    int slot;              /* shared buffer it moves to; -1: stays */
+} use_info;
+
+typedef struct {
+    int device;     /* where it lives */
+    size_t nbytes;  /* the largest member */
+    int free_after; /* the last use of its latest member */
+    tc_buffer *buf; /* the shared buffer (owned until handed to the records) */
+} plan_slot;
+
+static int find_use(const use_info *u, int n, const tc_buffer *b) {
+    for (int i = 0; i < n; i++)
+        if (u[i].buf == b) return i;
+    return -1;
+}
+
+/* the buffers the records use, each with its uses and lifetime */
+static use_info *collect_uses(const tc_capture *c, int *n_out) {
+    int cap = 0, n = 0;
+    for (int i = 0; i < c->n; i++) cap += c->recs[i].n_bufs;
+    use_info *u = tc_calloc((size_t)cap + 1, sizeof *u);
+    if (!u) return NULL;
+    for (int i = 0; i < c->n; i++) {
+        const record *r = &c->recs[i];
+        for (int k = 0; k < r->n_bufs; k++) {
+            int at = find_use(u, n, r->bufs[k]);
+            if (at < 0) {
+                at = n++;
+                u[at] = (use_info){r->bufs[k], 0, i, i, k < r->n_outs, -1};
+            } else if (u[at].first == i && k >= r->n_outs) {
+                u[at].is_written_first = false; /* read by the record that writes it */
+            }
+            u[at].uses++;
+            u[at].last = i;
+        }
+    }
+    *n_out = n;
+    return u;
+}
+
+/* the free slot on device that fits nbytes best (or, failing that, the
+ * largest free one, which grows); -1 when none is free before `first` */
+static int pick_slot(const plan_slot *s, int n, int device, size_t nbytes, int first) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (s[i].device != device || s[i].free_after >= first) continue;
+        if (best < 0) {
+            best = i;
+            continue;
+        }
+        bool fits = s[i].nbytes >= nbytes, best_fits = s[best].nbytes >= nbytes;
+        if (fits != best_fits ? fits
+            : fits            ? s[i].nbytes < s[best].nbytes
+                              : s[i].nbytes > s[best].nbytes)
+            best = i;
+    }
+    return best;
+}
+
+tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after) {
+    *before = *after = 0;
+    int n = 0;
+    use_info *u = collect_uses(c, &n);
+    if (!u) return TC_ERR_MEMORY;
+    plan_slot *slots = tc_calloc((size_t)n + 1, sizeof *slots);
+    if (!slots) {
+        tc_free(u);
+        return TC_ERR_MEMORY;
+    }
+    /* uses are in order of first use: assign greedily, reusing a slot whose
+     * members are all dead before this one is first written */
+    int n_slots = 0;
+    for (int i = 0; i < n; i++) {
+        use_info *x = &u[i];
+        if (x->buf->refcount != x->uses || !x->is_written_first) continue; /* held elsewhere */
+        int sl = pick_slot(slots, n_slots, x->buf->device, x->buf->nbytes, x->first);
+        if (sl < 0) {
+            sl = n_slots++;
+            slots[sl] = (plan_slot){x->buf->device, 0, -1, NULL};
+        }
+        if (slots[sl].nbytes < x->buf->nbytes) slots[sl].nbytes = x->buf->nbytes;
+        slots[sl].free_after = x->last;
+        x->slot = sl;
+        *before += (int64_t)x->buf->nbytes;
+    }
+    tc_status st = TC_OK;
+    for (int i = 0; i < n_slots && st == TC_OK; i++) {
+        slots[i].buf = tc_buffer_new(slots[i].device, slots[i].nbytes);
+        if (!slots[i].buf) st = tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+        else *after += (int64_t)slots[i].nbytes;
+    }
+    if (st == TC_OK) { /* every record now uses the shared buffers */
+        for (int i = 0; i < c->n; i++) {
+            record *r = &c->recs[i];
+            for (int k = 0; k < r->n_bufs; k++) {
+                int at = find_use(u, n, r->bufs[k]);
+                if (u[at].slot >= 0) r->bufs[k] = tc_buffer_retain(slots[u[at].slot].buf);
+            }
+        }
+        for (int i = 0; i < n; i++) /* the records' references to the old buffers */
+            for (int64_t k = 0; u[i].slot >= 0 && k < u[i].uses; k++) tc_buffer_release(u[i].buf);
+    } else {
+        *before = *after = 0;
+    }
+    for (int i = 0; i < n_slots; i++) tc_buffer_release(slots[i].buf);
+    tc_free(slots);
+    tc_free(u);
+    return st;
 }

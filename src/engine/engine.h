@@ -26,9 +26,10 @@ void tc_engine_shutdown(void); /* frees the program cache */
  * Every kernel launch and copy of a realize goes through these two calls; a
  * JIT capture, while active, records them (program, buffers, sizes) so they
  * can be replayed later without scheduling, lowering or compiling again. */
+/* bufs[0..n_outs-1] are written, the rest read */
 tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs, int n_bufs,
-                           const tc_launch_dims *dims, int64_t est_ops, int64_t est_mem,
-                           const char *name, int index);
+                           int n_outs, const tc_launch_dims *dims, int64_t est_ops,
+                           int64_t est_mem, const char *name, int index);
 tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
 typedef struct tc_capture tc_capture; /* a recorded list of launches and copies */
@@ -38,10 +39,17 @@ int tc_capture_kernels(const tc_capture *c); /* kernels recorded */
 /* replays c: every recorded use of from[i] uses to[i] instead */
 tc_status tc_capture_replay(tc_capture *c, tc_buffer *const *from, tc_buffer *const *to, int n);
 void tc_capture_free(tc_capture *c); /* releases every buffer it holds */
+/* memory planning, once a capture is complete and its owner holds its
+ * inputs and outputs: buffers only the capture holds, first written by one
+ * of its steps, are intermediates; those whose lifetimes (first write to
+ * last use) do not overlap get one shared buffer per group. *before and
+ * *after: the intermediates' bytes without and with sharing. On failure
+ * (out of memory) the capture is unchanged and still replays right. */
+tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after);
 /* called by tc_engine_launch/copy: record when a capture is active */
 tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs,
-                                   int n_bufs, const tc_launch_dims *dims, int64_t est_ops,
-                                   int64_t est_mem, const char *name);
+                                   int n_bufs, int n_outs, const tc_launch_dims *dims,
+                                   int64_t est_ops, int64_t est_mem, const char *name);
 tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
 /* TC_BEAM=n (beam.c): the CPU optimizer's plan for item on dev, searched by

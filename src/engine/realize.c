@@ -15,7 +15,7 @@ static tc_counters counters; /* since start or the last reset */
 
 void tc_engine_get_counters(tc_counters *out) {
     *out = counters;
-    tc_runtime_mem(&out->mem_used, &out->mem_peak);
+    tc_runtime_mem(&out->mem_used, &out->mem_peak, &out->mem_cached);
 }
 
 void tc_engine_reset_counters(void) {
@@ -37,8 +37,8 @@ static size_t node_bytes(const tc_node *n) {
 }
 
 tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs, int n_bufs,
-                           const tc_launch_dims *dims, int64_t est_ops, int64_t est_mem,
-                           const char *name, int index) {
+                           int n_outs, const tc_launch_dims *dims, int64_t est_ops,
+                           int64_t est_mem, const char *name, int index) {
     int64_t debug = tc_flag_get(TC_FLAG_DEBUG);
     void *ptrs[64], **p = n_bufs <= 64 ? ptrs : tc_malloc(sizeof(void *) * (size_t)n_bufs);
     if (!p) return TC_ERR_MEMORY;
@@ -58,7 +58,8 @@ tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs
         fprintf(stderr, "  kernel %3d %-28s %8lld ops %9.3f ms %7.2f GB/s\n", index, name,
                 (long long)est_ops, dt * 1e3, dt > 0 ? (double)est_mem / dt * 1e-9 : 0.0);
     }
-    return tc_capture_record_launch(dev, prog, bufs, n_bufs, dims, est_ops, est_mem, name);
+    return tc_capture_record_launch(dev, prog, bufs, n_bufs, n_outs, dims, est_ops, est_mem,
+                                    name);
 }
 
 tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
@@ -147,7 +148,7 @@ static tc_status run_kernel(const tc_sched_item *it, const lowered *l, tc_buffer
     tc_launch_dims dims = {.cpu_range = k->cpu_range};
     memcpy(dims.global, k->global_size, sizeof dims.global);
     memcpy(dims.local, k->local_size, sizeof dims.local);
-    tc_status st = tc_engine_launch(dev, prog, bufs, it->n_bufs, &dims, k->est_ops, k->est_mem,
+    tc_status st = tc_engine_launch(dev, prog, bufs, it->n_bufs, it->n_outs, &dims, k->est_ops, k->est_mem,
                                     k->name, index);
     if (st == TC_OK && tc_cuda_check_enabled()) st = tc_cuda_check_item(it); /* TC_CUDA_CHECK=1 */
     return st;
@@ -220,16 +221,18 @@ tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
     for (int i = 0; i < s->n_items && st == TC_OK; i++) st = run_item(&s->items[i], &low[i], i);
     lowered_free(low, s->n_items);
     if (st == TC_OK && tc_flag_get(TC_FLAG_DEBUG) >= 1 && s->n_items) {
-        int64_t used, peak;
-        tc_runtime_mem(&used, &peak);
+        int64_t used, peak, cached;
+        tc_runtime_mem(&used, &peak, &cached);
         fprintf(stderr,
                 "realize: %d kernels, %d items in %.3f ms (schedule %.3f, lower %.3f, compile "
-                "%.3f for %lld built, launch %.3f ms; memory %.1f MB, peak %.1f MB)\n",
+                "%.3f for %lld built, launch %.3f ms; memory %.1f MB, peak %.1f MB, cached %.1f "
+                "MB)\n",
                 tc_schedule_n_kernels(s), s->n_items, (tc_time_now() - t0) * 1e3,
                 (counters.schedule_s - c0.schedule_s) * 1e3, (counters.lower_s - c0.lower_s) * 1e3,
                 (counters.compile_s - c0.compile_s) * 1e3,
                 (long long)(counters.compile_count - c0.compile_count),
-                (counters.launch_s - c0.launch_s) * 1e3, (double)used / 1e6, (double)peak / 1e6);
+                (counters.launch_s - c0.launch_s) * 1e3, (double)used / 1e6, (double)peak / 1e6,
+                (double)cached / 1e6);
     }
     tc_schedule_free(s);
     return st;

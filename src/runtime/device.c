@@ -179,6 +179,7 @@ tc_dev *tc_device_get(int id) {
 }
 
 void tc_runtime_shutdown(void) {
+    tc_runtime_trim();
     for (int i = 0; i < MAX_DEVICES; i++) {
         if (!devices[i]) continue;
         tc_dev *d = devices[i];
@@ -188,18 +189,124 @@ void tc_runtime_shutdown(void) {
     is_counted = false; /* ask the drivers again next time */
 }
 
-/* ---- buffers -------------------------------------------------------------- */
+/* ---- buffers and the buffer cache ------------------------------------------
+ * A released buffer's device memory is kept in the cache for the next buffer
+ * of its size class on its device instead of going back to the device (a
+ * training step allocates the same sizes every step; on the CPU a fresh
+ * block also costs page faults). Size classes: 64-byte steps up to 4 KiB,
+ * then eighths of the power of two below the size, so a block is at most
+ * 12.5% larger than asked. The cache holds at most TC_BUFCACHE_MB megabytes
+ * (default 1024; 0 turns it off), dropping its oldest blocks first; it is
+ * emptied by tc_runtime_trim, tc_runtime_shutdown, and before an allocation
+ * that failed is tried again. The cache owns the blocks it holds. */
 
-/* bytes in live buffers (all devices) and the most since the last reset */
-static int64_t mem_used, mem_peak;
+typedef struct {
+    int device;  /* where the block lives */
+    size_t size; /* its size class in bytes */
+    void *ptr;   /* device memory */
+} cached_block;
 
-void tc_runtime_mem(int64_t *used, int64_t *peak) {
+static cached_block *cache;        /* oldest first */
+static int cache_n, cache_cap;     /* blocks held, slots allocated */
+static int64_t cache_bytes;        /* bytes held */
+static int64_t mem_used, mem_peak; /* bytes in live buffers, the most since the last reset */
+
+void tc_runtime_mem(int64_t *used, int64_t *peak, int64_t *cached) {
     *used = mem_used;
     *peak = mem_peak;
+    *cached = cache_bytes;
 }
 
 void tc_runtime_mem_reset_peak(void) {
     mem_peak = mem_used;
+}
+
+/* the size class of a request: what is allocated, and what a cached block
+ * must have to serve it */
+static size_t size_class(size_t n) {
+    if (n <= 4096) return (n + 63) & ~(size_t)63;
+    size_t top = (size_t)1 << (63 - __builtin_clzll((unsigned long long)n)); /* <= n */
+    size_t step = top / 8;
+    return n > SIZE_MAX - step ? n : (n + step - 1) / step * step;
+}
+
+static int64_t cache_limit(void) {
+    const char *e = getenv("TC_BUFCACHE_MB");
+    long long mb = e && *e ? strtoll(e, NULL, 10) : 1024;
+    return mb <= 0 ? 0 : mb > ((int64_t)1 << 40) ? INT64_MAX : (int64_t)mb << 20;
+}
+
+/* under ASan a cached CPU block is poisoned: a use after release still fails */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(dev, p, n)   ((dev) == 0 && (n) ? ASAN_POISON_MEMORY_REGION((p), (n)) : (void)0)
+#define UNPOISON(dev, p, n) ((dev) == 0 && (n) ? ASAN_UNPOISON_MEMORY_REGION((p), (n)) : (void)0)
+#else
+#define POISON(dev, p, n)   ((void)0)
+#define UNPOISON(dev, p, n) ((void)0)
+#endif
+
+/* gives cached block i back to its device */
+static void cache_drop(int i) {
+    cached_block *c = &cache[i];
+    tc_dev *d = c->device >= 0 && c->device < MAX_DEVICES ? devices[c->device] : NULL;
+    UNPOISON(c->device, c->ptr, c->size);
+    if (d) d->free(d, c->ptr);
+    cache_bytes -= (int64_t)c->size;
+    memmove(c, c + 1, sizeof *c * (size_t)(cache_n - i - 1));
+    cache_n--;
+}
+
+/* empties the cache of device (-1: of every device); returns the bytes freed */
+static int64_t cache_trim(int device) {
+    int64_t before = cache_bytes;
+    for (int i = cache_n - 1; i >= 0; i--)
+        if (device < 0 || cache[i].device == device) cache_drop(i);
+    if (cache_n == 0) {
+        tc_free(cache);
+        cache = NULL;
+        cache_cap = 0;
+    }
+    return before - cache_bytes;
+}
+
+void tc_runtime_trim(void) {
+    cache_trim(-1);
+}
+
+/* a cached block of size class `size` on device, taken out of the cache; NULL if none */
+static void *cache_take(int device, size_t size) {
+    for (int i = cache_n - 1; i >= 0; i--) { /* the newest: likely still in the CPU's caches */
+        if (cache[i].device != device || cache[i].size != size) continue;
+        void *p = cache[i].ptr;
+        UNPOISON(device, p, size);
+        cache_bytes -= (int64_t)size;
+        memmove(&cache[i], &cache[i + 1], sizeof *cache * (size_t)(cache_n - i - 1));
+        cache_n--;
+        return p;
+    }
+    return NULL;
+}
+
+/* keeps a released block; false when it is not kept (the caller frees it) */
+static bool cache_put(int device, void *ptr, size_t size) {
+    int64_t limit = cache_limit();
+    if (size == 0 || (int64_t)size > limit) return false;
+    while (cache_n > 0 && cache_bytes + (int64_t)size > limit) cache_drop(0);
+    if (cache_n == cache_cap) {
+        int cap = cache_cap ? cache_cap * 2 : 64;
+        cached_block *c = tc_realloc(cache, sizeof *c * (size_t)cap);
+        if (!c) {
+            tc_error_clear(); /* not an error: the block goes back to the device */
+            return false;
+        }
+        cache = c;
+        cache_cap = cap;
+    }
+    POISON(device, ptr, size);
+    cache[cache_n++] = (cached_block){device, size, ptr};
+    cache_bytes += (int64_t)size;
+    return true;
 }
 
 /* the release hook of every runtime buffer. A buffer that outlives its
@@ -207,7 +314,7 @@ void tc_runtime_mem_reset_peak(void) {
  * cannot give its memory back: only the struct is freed. */
 static void buffer_release(tc_buffer *b) {
     tc_dev *d = b->device >= 0 && b->device < MAX_DEVICES ? devices[b->device] : NULL;
-    if (d) d->free(d, b->ptr);
+    if (d && !cache_put(b->device, b->ptr, size_class(b->nbytes))) d->free(d, b->ptr);
     mem_used -= (int64_t)b->nbytes;
     tc_free(b);
 }
@@ -217,7 +324,13 @@ tc_buffer *tc_buffer_new(int device, size_t nbytes) {
     if (!d) return NULL;
     tc_buffer *b = tc_malloc(sizeof *b);
     if (!b) return NULL;
-    b->ptr = d->alloc(d, nbytes);
+    size_t size = size_class(nbytes);
+    b->ptr = cache_take(device, size);
+    if (!b->ptr) b->ptr = d->alloc(d, size);
+    if (!b->ptr && cache_trim(device) > 0) { /* out of memory: give the cache back, retry */
+        b->ptr = d->alloc(d, size);
+        if (b->ptr) tc_error_clear();
+    }
     if (!b->ptr) {
         tc_free(b);
         return NULL;

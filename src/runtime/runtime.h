@@ -70,10 +70,13 @@ tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbyte
 tc_status tc_buffer_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
 void tc_runtime_shutdown(void); /* closes every device; buffers must be released first */
-/* bytes of live buffers on all devices now, and the most since start or the
- * last tc_runtime_mem_reset_peak (which sets it to the bytes used now) */
-void tc_runtime_mem(int64_t *used, int64_t *peak);
+/* bytes of live buffers on all devices now, the most since start or the
+ * last tc_runtime_mem_reset_peak (which sets it to the bytes used now), and
+ * the bytes of released device memory the buffer cache keeps for reuse
+ * (device.c: size classes, at most TC_BUFCACHE_MB, default 1024) */
+void tc_runtime_mem(int64_t *used, int64_t *peak, int64_t *cached);
 void tc_runtime_mem_reset_peak(void);
+void tc_runtime_trim(void); /* gives every cached block back to its device */
 
 /* ---- CPU device (cpu.c) -------------------------------------------------- */
 /* compiles C source with the system compiler (TC_CC or cc) into a shared

@@ -252,6 +252,7 @@ static void test_buffer_copy(void **state) {
 static void test_buffer_out_of_memory(void **state) {
     (void)state;
     int id = cpu();
+    tc_runtime_trim(); /* no cached block to fall back on */
     for (int n = 1; n <= 2; n++) { /* the struct, then the memory */
         tc_mem_fail_after(n);
         assert_null(tc_buffer_new(id, 128));
@@ -260,6 +261,68 @@ static void test_buffer_out_of_memory(void **state) {
     }
     assert_null(tc_buffer_new(id, SIZE_MAX - 8));
     assert_tc_error(TC_ERR_MEMORY, "cannot allocate");
+}
+
+static int64_t cached_bytes(void) {
+    int64_t used, peak, cached;
+    tc_runtime_mem(&used, &peak, &cached);
+    return cached;
+}
+
+/* a released buffer's memory serves the next buffer of its size class; the
+ * cache is bounded by TC_BUFCACHE_MB (0: off), drops its oldest blocks
+ * first, and is given back when an allocation fails */
+static void test_buffer_cache(void **state) {
+    (void)state;
+    int id = cpu();
+    tc_runtime_trim();
+    assert_int_equal(cached_bytes(), 0);
+    tc_buffer *a = tc_buffer_new(id, 1000);
+    assert_non_null(a);
+    void *p = a->ptr;
+    tc_buffer_release(a);
+    assert_int_equal(cached_bytes(), 1024); /* 1000 rounds up to 64-byte steps */
+    a = tc_buffer_new(id, 1010);            /* the same class: the same memory */
+    assert_ptr_equal(a->ptr, p);
+    assert_int_equal(a->nbytes, 1010);
+    assert_int_equal(cached_bytes(), 0);
+    tc_buffer *b = tc_buffer_new(id, 1000); /* none cached: fresh memory */
+    assert_ptr_not_equal(b->ptr, p);
+    memset(a->ptr, 1, 1010); /* the whole buffer is usable (ASan checks) */
+    memset(b->ptr, 2, 1000);
+    tc_buffer_release(a);
+    tc_buffer_release(b);
+    assert_int_equal(cached_bytes(), 2048);
+    a = tc_buffer_new(id, 5000); /* above 4 KiB: classes of 1/8 of 4096 */
+    assert_int_equal(cached_bytes(), 2048);
+    tc_buffer_release(a);
+    assert_int_equal(cached_bytes(), 2048 + 5120);
+    /* the bound: 1 MB holds three 300000-byte blocks, the oldest go first */
+    setenv("TC_BUFCACHE_MB", "1", 1);
+    tc_buffer *big[4];
+    for (int i = 0; i < 4; i++) big[i] = tc_buffer_new(id, 300000);
+    for (int i = 0; i < 4; i++) tc_buffer_release(big[i]);
+    int64_t cls = 327680; /* 300000 in eighths of 262144 */
+    assert_int_equal(cached_bytes(), 3 * cls);
+    tc_buffer *huge = tc_buffer_new(id, 2 << 20);
+    tc_buffer_release(huge); /* larger than the bound: not kept */
+    assert_int_equal(cached_bytes(), 3 * cls);
+    setenv("TC_BUFCACHE_MB", "0", 1);
+    a = tc_buffer_new(id, 100);
+    tc_buffer_release(a);
+    assert_int_equal(cached_bytes(), 3 * cls);
+    unsetenv("TC_BUFCACHE_MB");
+    /* an allocation that fails gives the cache back and tries again */
+    tc_mem_fail_after(2); /* the struct, then the memory */
+    a = tc_buffer_new(id, 100000);
+    tc_mem_fail_after(0);
+    assert_non_null(a);
+    assert_int_equal(tc_last_status(), TC_OK);
+    assert_int_equal(cached_bytes(), 0);
+    tc_buffer_release(a);
+    assert_true(cached_bytes() > 0);
+    tc_runtime_shutdown(); /* gives the cache back too */
+    assert_int_equal(cached_bytes(), 0);
 }
 
 /* ---- compile and launch ---------------------------------------------------------- */
@@ -676,6 +739,7 @@ int main(void) {
         cmocka_unit_test(test_buffer_zero_bytes),
         cmocka_unit_test(test_buffer_copy),
         cmocka_unit_test(test_buffer_out_of_memory),
+        cmocka_unit_test(test_buffer_cache),
         cmocka_unit_test(test_compile_and_run),
         cmocka_unit_test(test_disk_cache_after_shutdown),
         cmocka_unit_test(test_compile_error),
