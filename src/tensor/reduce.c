@@ -26,6 +26,33 @@ static tc_node *lowest(tc_dtype dt, int device, int ndim, const int64_t *shape) 
     return NULL;
 }
 
+/* A reduce of a large tensor to one value is split in two (tinygrad's
+ * split_reduceop): x flattened to (parts, n/parts), each part reduced (one
+ * kernel whose outer loop the CPU runtime shares between threads), then the
+ * parts (a tiny second kernel). One kernel would run on one thread. */
+enum { SPLIT_MIN = 1 << 20, SPLIT_PARTS = 1024, SPLIT_MIN_PART = 4096 };
+
+/* parts for x reduced over `real` (0: no split) */
+static int64_t split_parts(const tc_node *x, uint32_t real) {
+    int64_t n = tc_node_numel(x);
+    if (n < SPLIT_MIN) return 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (x->shape[i] != 1 && !((real >> i) & 1)) return 0; /* some output has company */
+    for (int64_t p = SPLIT_PARTS; p > 1; p--)
+        if (n % p == 0 && n / p >= SPLIT_MIN_PART) return p;
+    return 0;
+}
+
+tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask);
+
+static tc_node *split_reduce(tc_node *x, tc_op op, int64_t parts, const int64_t *out_shape) {
+    int64_t flat[2] = {parts, tc_node_numel(x) / parts};
+    int nd = x->ndim;
+    tc_node *r = tc_ew_reduce(tc_ew_reshape(x, 2, flat), op, 2u); /* (parts, 1) */
+    r = tc_ew_reduce(tc_ew_reshape(r, 1, flat), op, 1u);         /* (1) */
+    return tc_ew_reshape(r, nd, out_shape);
+}
+
 /* x (consumed) reduced with op (REDUCE_SUM or REDUCE_MAX) over mask; the
  * reduced dims stay as size 1 */
 tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask) {
@@ -38,10 +65,12 @@ tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask) {
         if (is_reduced && x->shape[i] != 1) real |= 1u << i;
     }
     tc_node *r;
+    int64_t parts = split_parts(x, real);
     if (tc_node_numel(x) == 0)
         r = op == TC_OP_REDUCE_SUM ? tc_node_const_int(0, x->dtype, x->device, x->ndim, shape)
                                    : lowest(x->dtype, x->device, x->ndim, shape);
     else if (!real) return x;
+    else if (parts > 1) return split_reduce(x, op, parts, shape);
     else r = tc_node_reduce(op, x, real);
     tc_node_release(x);
     return r;

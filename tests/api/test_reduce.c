@@ -292,8 +292,43 @@ static void test_reduce_of_expression(void **state) {
     for (int i = 0; i < (int)COUNT(all); i++) tc_release(all[i]);
 }
 
+/* a reduce of a large tensor to one value runs as two kernels (parts, then
+ * the parts: the first one shares its rows between threads); reduces whose
+ * outputs have company, and sizes with no divisor into parts, stay one */
+static void test_large_reduce_split(void **state) {
+    (void)state;
+    const int64_t n = 3 << 20;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(v);
+    double want = 0;
+    for (int64_t i = 0; i < n; i++) v[i] = (float)(i % 7 - 3), want += v[i]; /* exact in float */
+    tc_tensor *x = f32(3, SHAPE(3, 1024, 1024), v);
+    tc_tensor *s = tc_sum(x, 3, AXES(0, 1, 2), false), *m = tc_max(x, 3, AXES(0, 1, 2), false);
+    tc_tensor *mn = tc_min(x, 3, AXES(0, 1, 2), false), *rows = tc_sum(x, 2, AXES(1, 2), true);
+    assert_int_equal(tc_schedule_kernel_count(&s, 1), 2);
+    assert_int_equal(tc_schedule_kernel_count(&m, 1), 2);
+    assert_int_equal(tc_schedule_kernel_count(&rows, 1), 1);
+    expect_f32(s, (float[]){(float)want}, 1, 0, 0, "sum of 3M");
+    expect_f32(m, (float[]){3}, 1, 0, 0, "max of 3M");
+    expect_f32(mn, (float[]){-3}, 1, 0, 0, "min of 3M");
+    float rw[3] = {0, 0, 0};
+    for (int64_t i = 0; i < n; i++) rw[i >> 20] += v[i];
+    expect_f32(rows, rw, 3, 0, 0, "sums of 3 rows of 1M");
+    /* 2^20 + 7 is prime: no parts, one kernel */
+    tc_tensor *p = f32(1, SHAPE((1 << 20) + 7), v);
+    tc_tensor *ps = tc_sum(p, 1, AXES(0), false);
+    assert_int_equal(tc_schedule_kernel_count(&ps, 1), 1);
+    double pw = 0;
+    for (int64_t i = 0; i < (1 << 20) + 7; i++) pw += v[i];
+    expect_f32(ps, (float[]){(float)pw}, 1, 0, 0, "sum of a prime count");
+    tc_release(x); /* expect_f32 released the results */
+    tc_release(p);
+    free(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        TEST(test_large_reduce_split),
         TEST(test_sum_axes_and_shapes),
         TEST(test_sum_dtypes),
         TEST(test_max_min),
