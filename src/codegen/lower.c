@@ -723,13 +723,32 @@ static tc_uop *outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
     return tc_ub_range_in(&c->ub, a, c->idt, start, end, n);
 }
 
+/* The loops over the kept axes, outermost first: axis order, except that a
+ * register tile's column axis (the contiguous one, second in the plan) is
+ * opened before its row axis when it has enough steps to share between
+ * threads: the tile's columns of the reused input then stay in cache while
+ * the rows go by (matmul 2048: the 64-column panel of b, 512 KiB, stays in
+ * L2 instead of all of b passing through for every 6 rows). */
+static void loop_order(const lower_ctx *c, int *order) {
+    const tc_sched_item *it = c->it;
+    for (int a = 0; a < it->ndim; a++) order[a] = a;
+    if (c->n_up < 2 || c->split > 1) return;
+    int i = c->up_axis[0], j = c->up_axis[1];
+    if (j < i || ceil_div(it->full_shape[j], c->up_amt[1]) < 8) return;
+    for (int o = j; o > i; o--) order[o] = order[o - 1];
+    order[i] = j;
+}
+
 static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
     c->n_reps = 1;
     choose_upcast(c);
     bool is_empty = false;
-    for (int a = 0; a < it->ndim; a++) {
+    int order[TC_MAX_DIMS];
+    loop_order(c, order);
+    for (int o = 0; o < it->ndim; o++) {
+        int a = order[o];
         if ((it->reduce_axes >> a) & 1) continue;
         is_empty |= it->full_shape[a] == 0;
         if (c->tg->has_local) continue;
