@@ -515,7 +515,7 @@ static tc_status prepare_cif(tc_program *p, int n) {
  * not use its parent's pool (its workers do not exist there). */
 
 #define MAX_THREADS 64
-#define SPIN_ROUNDS 4000 /* polls (a few microseconds) before a thread sleeps */
+#define SPIN_ROUNDS 4000 /* polls (tens of microseconds) before a thread sleeps */
 
 typedef struct {
     tc_program *p;   /* the kernel */
