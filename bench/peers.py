@@ -3,6 +3,7 @@
 on the very inputs bench_ops used, checked against its outputs.
 
     peers.py DIR THREADS [--quick] [--serve]
+    peers.py - THREADS --corename     (prints the kernel set OpenBLAS picks)
 
 DIR holds bench_ops --dump's files (<case>.<part>.f32, raw float32). Prints
 "peer <case> <value> <check>" lines (GFLOPS for matmul, ms for the row ops;
@@ -21,6 +22,7 @@ QUICK = "--quick" in sys.argv[3:]
 os.environ["OPENBLAS_NUM_THREADS"] = str(THREADS)
 os.environ["OMP_NUM_THREADS"] = str(THREADS)
 
+import ctypes  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -60,7 +62,8 @@ def check(case, err, tol):
 
 
 def blas_library():
-    """the BLAS shared library numpy has loaded, from this process's maps"""
+    """the BLAS shared libraries numpy has loaded (from this process's maps),
+    and OpenBLAS's kernel set if it is one of them"""
     np.dot(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32))
     libs = set()
     with open("/proc/self/maps") as f:
@@ -68,7 +71,20 @@ def blas_library():
             path = line.split()[-1]
             if "blas" in os.path.basename(path).lower():
                 libs.add(os.path.realpath(path))
-    return ", ".join(sorted(libs)) or "none found"
+    text = ", ".join(sorted(libs)) or "none found"
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            return text + " (OpenBLAS kernels: %s)" % lib.openblas_get_corename().decode()
+        except (OSError, AttributeError):
+            pass
+    return text
+
+
+if sys.argv[3:4] == ["--corename"]:  # run.sh: which kernels OpenBLAS picks by itself
+    print(blas_library().rsplit("kernels: ", 1)[-1].rstrip(")"))
+    sys.exit(0)
 
 
 def matmul(n):

@@ -60,6 +60,20 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
+# OpenBLAS's kernel set: its own choice, or OPENBLAS_CORETYPE from the
+# environment (obeyed; the table warns when that is an AVX2 set on a CPU with
+# AVX-512, where OpenBLAS reaches about half its speed)
+coretype="OpenBLAS's own choice"
+if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+    coretype="$OPENBLAS_CORETYPE, from the environment"
+    avx512=1
+    for f in avx512f avx512cd avx512bw avx512dq avx512vl; do grep -qw "$f" /proc/cpuinfo || avx512=0; done
+    case "$avx512:$OPENBLAS_CORETYPE" in
+    1:Haswell | 1:Zen | 1:Sandybridge)
+        coretype="$coretype: WARNING, AVX2 kernels on an AVX-512 CPU (unset it for OpenBLAS's best)" ;;
+    esac
+fi
+
 # ---- build ----
 if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >&2
@@ -76,6 +90,7 @@ status=0
 {
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' (+ local changes)')"
     echo "load-before $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "openblas-coretype $coretype"
 } > "$tmp/meta.txt"
 have() { "$PY" -c "import $1" 2>/dev/null; }
 step() { echo "run.sh: $*" >&2; }

@@ -154,6 +154,8 @@ if meta:
     out.append("- libtinyc %s; load average (1, 5, 15 min) before %s, after %s (above 0 before"
                " the run: other processes share the cores, ratios are noisier)"
                % (meta.get("commit", "?"), meta.get("load-before", "?"), meta.get("load-after", "?")))
+    out.append("- OpenBLAS kernel set for numpy and PyTorch (both call OpenBLAS): %s"
+               % meta.get("openblas-coretype", "?"))
     try:
         busy = float(meta.get("load-before", "0").split()[0]) >= 0.5 * (os.cpu_count() or 1)
     except ValueError:
