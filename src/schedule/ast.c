@@ -218,7 +218,10 @@ static tc_ast *build_store(build_ctx *bc, tc_sched_item *it, int k) {
                     (long long)tc_node_numel(root), (long long)numel);
         return NULL;
     }
-    tc_st *st = keep_st(bc, tc_st_from_shape(it->ndim, shape));
+    /* a root whose elements are the rows permuted (a transposed gradient's
+     * update) is stored through the inverse permutation (group.c) */
+    const tc_binfo *ri = tc_binfo_of(root);
+    tc_st *st = ri->store_st ? (tc_st *)ri->store_st : keep_st(bc, tc_st_from_shape(it->ndim, shape));
     tc_ast *store = st ? ast_new(bc, TC_OP_STORE, root->dtype, 1) : NULL;
     if (!store) return NULL;
     store->buf = k;

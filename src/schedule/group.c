@@ -10,6 +10,15 @@
  *   reduced -> full      through a row broadcast: an expand over exactly R
  *   full    -> full      through elementwise ops and reshapes
  *   full    -> reduced   through another reduce over the same F and R
+ *   reduced -> reduced'  through a permutation: a view (permute, reshape) that
+ *                        reads every reduced value exactly once, e.g. the
+ *                        transpose of a weight gradient x.T @ dout
+ * A reduced-space value carries its *map*: which row of the loop space each
+ * of its elements belongs to (identity, or a permutation). Every path to a
+ * node must agree on its map. A root reached through a permutation is stored
+ * through the inverse permutation, indexed by the kernel's own rows, so the
+ * optimizer update of a transposed gradient is an extra output of the
+ * kernel that computes the gradient.
  * Every realized node reached becomes an output of r's kernel. Anything else
  * (another loop space, a permute/shrink/pad of a reduced value, a copy, two
  * roots that read each other) forces r to be realized on its own.
@@ -24,6 +33,7 @@
  */
 #include "schedule.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 tc_binfo *tc_group_find(tc_binfo *b) {
@@ -89,97 +99,202 @@ static bool is_row_broadcast(const tc_node *via, const space *s) {
 typedef struct {
     bool forced;         /* r must be realized on its own */
     tc_ptrvec roots;     /* realized nodes reached: r's kernel's outputs */
+    tc_ptrvec root_maps; /* parallel to roots: each root's map (NULL: identity) */
     tc_ptrvec through;   /* roots whose readers are all inside the kernel too */
     tc_ptrvec validated; /* expand_pending bases whose broadcast r absorbs */
     tc_ptrvec seen;      /* nodes visited */
-    tc_ptrvec stack;     /* pairs (node, full-space flag) to visit */
+    tc_ptrvec maps;      /* parallel to seen: each node's map (NULL: identity) */
+    tc_ptrvec stack;     /* triples (node, full-space flag, map) to visit */
+    tc_ptrvec *owner;    /* the schedule's trackers: maps made here go there */
 } reach;
 
 static void reach_free(reach *o) {
     tc_ptrvec_free(&o->roots);
+    tc_ptrvec_free(&o->root_maps);
     tc_ptrvec_free(&o->through);
     tc_ptrvec_free(&o->validated);
     tc_ptrvec_free(&o->seen);
+    tc_ptrvec_free(&o->maps);
     tc_ptrvec_free(&o->stack);
 }
 
-static void visit(reach *o, tc_node *x, bool full) {
-    if (contains(&o->seen, x)) return;
-    tc_ptrvec_push(&o->seen, x);
-    tc_ptrvec_push(&o->stack, x);
-    tc_ptrvec_push(&o->stack, (void *)(uintptr_t)full);
+static int index_of(const tc_ptrvec *v, const void *p) {
+    for (int i = 0; i < v->n; i++)
+        if (v->items[i] == p) return i;
+    return -1;
 }
 
-/* one consumer edge x -> cons (through via) of a value in the given space */
-static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_node *cons,
+static bool same_map(const tc_st *a, const tc_st *b) {
+    return a == b || (a && b && tc_st_equal(a, b));
+}
+
+/* x reached with map m: a node seen before must have been seen with the same
+ * map (two paths that disagree on which row an element belongs to) */
+static void visit(reach *o, tc_node *x, bool full, tc_st *m) {
+    int at = index_of(&o->seen, x);
+    if (at >= 0) {
+        if (!same_map(o->maps.items[at], m)) o->forced = true;
+        return;
+    }
+    tc_ptrvec_push(&o->seen, x);
+    tc_ptrvec_push(&o->maps, m);
+    tc_ptrvec_push(&o->stack, x);
+    tc_ptrvec_push(&o->stack, (void *)(uintptr_t)full);
+    tc_ptrvec_push(&o->stack, m);
+}
+
+static void add_root(reach *o, tc_node *t, tc_st *m) {
+    int at = index_of(&o->roots, t);
+    if (at >= 0) {
+        if (!same_map(o->root_maps.items[at], m)) o->forced = true;
+        return;
+    }
+    tc_ptrvec_push(&o->roots, t);
+    tc_ptrvec_push(&o->root_maps, m);
+}
+
+/* Is m (one view onto a contiguous array of numel elements) a permutation:
+ * every element read exactly once, no mask? That holds when its axes,
+ * sorted by stride, have the strides of a contiguous layout. */
+static bool is_permutation(const tc_st *m, int64_t numel) {
+    if (m->n_views != 1) return false;
+    const tc_view *v = &m->views[0];
+    if (v->has_mask || v->offset != 0) return false;
+    int64_t n = 1;
+    int order[TC_MAX_DIMS], k = 0;
+    for (int a = 0; a < v->ndim; a++) {
+        n *= v->shape[a];
+        if (v->shape[a] > 1) order[k++] = a;
+    }
+    if (n != numel) return false;
+    for (int i = 1; i < k; i++) /* insertion sort, largest stride first */
+        for (int j = i; j > 0 && v->strides[order[j]] > v->strides[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    int64_t want = 1;
+    for (int i = k - 1; i >= 0; i--) {
+        if (v->strides[order[i]] != want) return false;
+        want *= v->shape[order[i]];
+    }
+    return true;
+}
+
+/* the map of a value read through view via from x (map mx): mx composed
+ * with via's tracker; NULL when that is the identity. *ok = false when the
+ * tracker could not be made. The schedule owns what is made here. */
+static tc_st *map_through(reach *o, const tc_node *x, tc_st *mx, const tc_node *via, bool *ok) {
+    tc_st *base = mx ? mx : tc_st_from_shape(x->ndim, x->shape);
+    tc_st *m = base ? tc_st_compose(base, via->st) : NULL;
+    if (!mx) tc_st_free(base);
+    *ok = m != NULL;
+    if (m && tc_st_is_contiguous(m)) {
+        tc_st_free(m);
+        return NULL;
+    }
+    if (m && tc_ptrvec_push(o->owner, m) != TC_OK) {
+        tc_st_free(m);
+        *ok = false;
+        return NULL;
+    }
+    return m;
+}
+
+/* one consumer edge x -> cons (through via) of a value in the given space,
+ * with map m (reduced space only) */
+static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_st *m, tc_node *cons,
                         tc_node *via) {
     bool cfull = full;
+    tc_st *cm = m;
     bool reshape = via && tc_st_is_contiguous(via->st);
     if (reshape && tc_node_numel(via) != tc_node_numel(x)) { /* a shrink to nothing */
         o->forced = true;
         return;
     }
-    if (via && !tc_st_is_contiguous(via->st)) {
-        if (full || !is_row_broadcast(via, s)) {
+    if (via && (m || !tc_st_is_contiguous(via->st))) {
+        bool ok = true;
+        if (full) {
             o->forced = true;
             return;
         }
-        cfull = true;
-        if (tc_binfo_of(x)->expand_pending) push_unique(&o->validated, x);
+        if (!m && is_row_broadcast(via, s)) {
+            cfull = true;
+            cm = NULL;
+            if (tc_binfo_of(x)->expand_pending) push_unique(&o->validated, x);
+        } else {
+            cm = map_through(o, x, m, via, &ok);
+            if (!ok || (cm && !is_permutation(cm, s->red_numel))) {
+                o->forced = true;
+                return;
+            }
+        }
     }
     if (cons->op == TC_OP_COPY) {
         o->forced = true;
     } else if (tc_binfo_of(cons)->realize) {
-        push_unique(&o->roots, cons);
+        add_root(o, cons, cm);
     } else if (tc_op_is_reduce(cons->op)) {
         /* a consecutive reduce: same loop space, reading a full-space value */
         if (!cfull || cons->axes != s->axes ||
             !same_full(s, cons->srcs[0]->ndim, cons->srcs[0]->shape))
             o->forced = true;
         else
-            visit(o, cons, false); /* a reduce's value is reduced-space */
+            visit(o, cons, false, NULL); /* a reduce's value is reduced-space */
     } else {
-        visit(o, cons, cfull);
+        visit(o, cons, cfull, cm);
     }
 }
 
 static void run(reach *o, const space *s) {
     while (o->stack.n && !o->forced) {
+        tc_st *m = o->stack.items[--o->stack.n];
         bool full = (uintptr_t)o->stack.items[--o->stack.n] != 0;
         tc_node *x = o->stack.items[--o->stack.n];
         tc_binfo *xi = tc_binfo_of(x);
         for (int k = 0; k < xi->consumers.n && !o->forced; k += 2)
-            follow_edge(o, s, x, full, xi->consumers.items[k], xi->consumers.items[k + 1]);
+            follow_edge(o, s, x, full, m, xi->consumers.items[k], xi->consumers.items[k + 1]);
     }
+}
+
+static void copy_vec(tc_ptrvec *dst, const tc_ptrvec *src) {
+    dst->n = 0;
+    for (int i = 0; i < src->n; i++) tc_ptrvec_push(dst, src->items[i]);
 }
 
 /* tries to go on through root t: when everything reading t can be computed
  * in the same kernel (t's value is then recomputed, not loaded), its readers'
  * roots join; otherwise they read t's buffer and nothing changes */
-static void extend_through(reach *o, const space *s, tc_node *t) {
-    reach e = {0};
-    for (int i = 0; i < o->seen.n; i++) tc_ptrvec_push(&e.seen, o->seen.items[i]);
+static void extend_through(reach *o, const space *s, tc_node *t, tc_st *m) {
+    reach e = {.owner = o->owner};
+    copy_vec(&e.seen, &o->seen);
+    copy_vec(&e.maps, &o->maps);
+    copy_vec(&e.roots, &o->roots);
+    copy_vec(&e.root_maps, &o->root_maps);
     bool full = tc_node_numel(t) != s->red_numel;
     tc_ptrvec_push(&e.stack, t);
     tc_ptrvec_push(&e.stack, (void *)(uintptr_t)full);
+    tc_ptrvec_push(&e.stack, full ? NULL : m);
     run(&e, s);
     if (!e.forced) {
         push_unique(&o->through, t);
-        for (int i = 0; i < e.roots.n; i++) push_unique(&o->roots, e.roots.items[i]);
+        copy_vec(&o->roots, &e.roots);
+        copy_vec(&o->root_maps, &e.root_maps);
         for (int i = 0; i < e.validated.n; i++) push_unique(&o->validated, e.validated.items[i]);
-        for (int i = o->seen.n; i < e.seen.n; i++) tc_ptrvec_push(&o->seen, e.seen.items[i]);
+        copy_vec(&o->seen, &e.seen);
+        copy_vec(&o->maps, &e.maps);
     }
     reach_free(&e);
 }
 
 static void follow(tc_node *r, const space *s, reach *o) {
-    visit(o, r, false);
+    visit(o, r, false, NULL);
     run(o, s);
     /* roots found so far may lead on to more (the list grows as we go) */
     for (int i = 0; i < o->roots.n && !o->forced; i++) {
         tc_node *t = o->roots.items[i];
         if (t->op != TC_OP_COPY && !tc_binfo_of(t)->keep_stored && !contains(&o->through, t))
-            extend_through(o, s, t);
+            extend_through(o, s, t, o->root_maps.items[i]);
     }
     if (!o->roots.n) o->forced = true;
 }
@@ -311,6 +426,10 @@ static bool merge_ok(tc_sched_ctx *c, const reach *o, const space *s) {
         const tc_binfo *g = reps.items[i];
         if (g->has_reduce && (g->axes != s->axes || !same_full(s, g->full_ndim, g->full))) ok = false;
     }
+    for (int i = 0; i < o->roots.n && ok; i++) { /* an earlier reduce's store of a root agrees */
+        const tc_binfo *ri = tc_binfo_of(o->roots.items[i]);
+        if (ri->mapped && !same_map(ri->map, o->root_maps.items[i])) ok = false;
+    }
     if (ok) {
         members_of(c, &reps, &members);
         ok = !members_conflict(c, &members, &o->through);
@@ -320,7 +439,48 @@ static bool merge_ok(tc_sched_ctx *c, const reach *o, const space *s) {
     return ok;
 }
 
-static void merge(const reach *o, const space *s) {
+/* the store of a root whose elements map onto the loop space's rows by the
+ * permutation m: the loop space's reduced shape read in m's stride order is
+ * the root's index permuted, so the inverse is a permute then a reshape of
+ * the root's own layout */
+static tc_st *inverse_store(const tc_st *m, const space *s) {
+    const tc_view *v = &m->views[0];
+    int order[TC_MAX_DIMS], k = 0;
+    for (int a = 0; a < v->ndim; a++) order[k++] = a;
+    for (int i = 1; i < k; i++) /* stable, largest stride first, size-1 axes last */
+        for (int j = i; j > 0; j--) {
+            int64_t sj = v->shape[order[j]] > 1 ? v->strides[order[j]] : -1;
+            int64_t sp = v->shape[order[j - 1]] > 1 ? v->strides[order[j - 1]] : -1;
+            if (sj <= sp) break;
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    tc_st *own = tc_st_from_shape(v->ndim, v->shape);
+    tc_st *p = own ? tc_st_permute(own, order) : NULL;
+    tc_st *r = p ? tc_st_reshape(p, s->ndim, s->red) : NULL;
+    tc_st_free(own);
+    tc_st_free(p);
+    return r;
+}
+
+static bool merge(tc_sched_ctx *c, const reach *o, const space *s) {
+    for (int i = 0; i < o->roots.n; i++) { /* permuted outputs: their stores first */
+        tc_binfo *ri = tc_binfo_of(o->roots.items[i]);
+        const tc_st *m = o->root_maps.items[i];
+        if (ri->mapped || !m) continue;
+        tc_st *inv = inverse_store(m, s);
+        if (!inv || tc_ptrvec_push(&c->s->sts, inv) != TC_OK) {
+            tc_st_free(inv);
+            return false;
+        }
+        ri->store_st = inv;
+    }
+    for (int i = 0; i < o->roots.n; i++) {
+        tc_binfo *ri = tc_binfo_of(o->roots.items[i]);
+        ri->mapped = true;
+        ri->map = o->root_maps.items[i];
+    }
     tc_binfo *rep = tc_group_find(tc_binfo_of(o->roots.items[0]));
     for (int i = 1; i < o->roots.n; i++) {
         tc_binfo *g = tc_group_find(tc_binfo_of(o->roots.items[i]));
@@ -332,6 +492,7 @@ static void merge(const reach *o, const space *s) {
     rep->axes = s->axes;
     for (int i = 0; i < o->validated.n; i++) tc_binfo_of(o->validated.items[i])->validated = true;
     for (int i = 0; i < o->through.n; i++) tc_binfo_of(o->through.items[i])->inlinable = true;
+    return true;
 }
 
 /* every root alone in its group; a realized reduce runs over its own input */
@@ -345,6 +506,8 @@ static void reset_groups(tc_sched_ctx *c) {
         bi->has_reduce = false;
         bi->loads.n = 0;
         bi->loads_done = false;
+        bi->mapped = false;
+        bi->map = bi->store_st = NULL;
         if (bi->realize && tc_op_is_reduce(b->op)) {
             space s;
             space_of(b, &s);
@@ -563,33 +726,72 @@ static bool split_old_readers(tc_sched_ctx *c) {
     return unchanged;
 }
 
-/* one grouping pass; false when it realized something (run another pass) */
+static int by_id(const void *a, const void *b) {
+    const tc_node *x = *(tc_node *const *)a, *y = *(tc_node *const *)b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* does the unrealized cone under b hold one of the nodes in set? */
+static bool cone_holds(tc_node *b, const tc_ptrvec *set) {
+    tc_ptrvec stack = {0}, seen = {0};
+    bool found = false;
+    tc_ptrvec_push(&stack, b);
+    while (stack.n && !found) {
+        tc_node *x = tc_node_base(stack.items[--stack.n]);
+        if (x->op == TC_OP_BUFFER || x->op == TC_OP_CONST || contains(&seen, x)) continue;
+        if (x != b && tc_binfo_of(x)->realize) continue;
+        tc_ptrvec_push(&seen, x);
+        found = contains(set, x);
+        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return found;
+}
+
+/* One grouping pass; false when it realized something (run another pass).
+ * Reduces are placed producers first. A reduce whose consumers cannot be
+ * followed (another loop space, a bent view) is realized at once. A reduce
+ * whose kernel would conflict (an assign hazard, a cycle) is only deferred:
+ * the conflict often comes from an intermediate still unrealized that the
+ * end of this pass realizes (a broadcast value no reduce absorbed), and the
+ * next pass may merge it; only when nothing else changes is it realized. */
 static bool group_pass(tc_sched_ctx *c) {
     reset_groups(c);
-    for (int i = c->bases.n - 1; i >= 0; i--) { /* inputs first */
-        tc_node *r = c->bases.items[i];
+    tc_ptrvec reduces = {0}, deferred = {0}; /* producers first: a node's id is above its sources' */
+    for (int i = 0; i < c->bases.n; i++)
+        if (tc_op_is_reduce(((tc_node *)c->bases.items[i])->op)) tc_ptrvec_push(&reduces, c->bases.items[i]);
+    if (reduces.n > 1) qsort(reduces.items, (size_t)reduces.n, sizeof(void *), by_id);
+    bool stable = true;
+    for (int i = 0; i < reduces.n && stable; i++) {
+        tc_node *r = reduces.items[i];
         tc_binfo *ri = tc_binfo_of(r);
-        if (!tc_op_is_reduce(r->op) || ri->realize) continue;
+        if (ri->realize) continue;
         space s;
         space_of(r, &s);
-        reach o = {0};
+        reach o = {.owner = &c->s->sts};
         follow(r, &s, &o);
-        bool ok = !o.forced && merge_ok(c, &o, &s);
-        if (ok) merge(&o, &s);
-        reach_free(&o);
-        if (!ok) {
+        if (o.forced) {
             ri->realize = true;
-            return false;
+            stable = false;
+        } else if (!(merge_ok(c, &o, &s) && merge(c, &o, &s))) {
+            tc_ptrvec_push(&deferred, r);
         }
+        reach_free(&o);
     }
-    bool stable = true;
-    for (int i = 0; i < c->bases.n; i++) {
+    tc_ptrvec_free(&reduces);
+    for (int i = 0; i < c->bases.n && stable; i++) {
         tc_binfo *bi = tc_binfo_of(c->bases.items[i]);
-        if (bi->expand_pending && !bi->validated && !bi->realize) {
+        if (bi->expand_pending && !bi->validated && !bi->realize && !cone_holds(bi->node, &deferred)) {
             bi->realize = true; /* its reduce went elsewhere: the expand recomputes it */
             stable = false;
         }
     }
+    if (stable && deferred.n) {
+        tc_binfo_of(deferred.items[0])->realize = true;
+        stable = false;
+    }
+    tc_ptrvec_free(&deferred);
     if (stable) merge_elementwise(c);
     return stable && protect_assign_targets(c) && split_old_readers(c);
 }

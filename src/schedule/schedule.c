@@ -120,6 +120,36 @@ static bool reads_memory(tc_node *b) {
     return found;
 }
 
+/* Is b a scalar worth recomputing wherever it is broadcast: one element, a
+ * few elementwise ops over constants and one-element buffers (Adam's
+ * lr/(1-b1^t) and sqrt(1-b2^t))? Each reader then spends a handful of flops
+ * on a value every lane shares, instead of the schedule spending a kernel on
+ * it. */
+enum { CHEAP_SCALAR_OPS = 16 };
+static bool is_cheap_scalar(tc_node *b) {
+    if (tc_node_numel(b) != 1) return false;
+    tc_ptrvec stack = {0}, seen = {0};
+    bool cheap = true;
+    tc_ptrvec_push(&stack, b);
+    while (stack.n && cheap) {
+        tc_node *x = tc_node_base(stack.items[--stack.n]);
+        if (x->op == TC_OP_CONST) continue;
+        if (is_realized(x) || (x != b && tc_binfo_of(x)->realize)) {
+            cheap = tc_node_numel(x) == 1;
+            continue;
+        }
+        bool dup = false;
+        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == x;
+        if (dup) continue;
+        tc_ptrvec_push(&seen, x);
+        cheap = tc_op_is_elementwise(x->op) && seen.n <= CHEAP_SCALAR_OPS;
+        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return cheap;
+}
+
 /* realize points that follow from the op or from how a base is read */
 static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     for (int i = 0; i < n; i++) {
@@ -145,6 +175,7 @@ static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) 
                  * unless b is a per-row value of a reduce that a kernel can keep
                  * in a register (group.c decides) */
                 if (!reads_memory(b)) continue; /* made of constants only: free to recompute */
+                if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && is_cheap_scalar(b)) continue;
                 if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && tc_sched_cone_has(b, true, is_reduce_node))
                     bi->expand_pending = true;
                 else

@@ -89,6 +89,9 @@ struct tc_binfo {
     tc_ptrvec loads;        /* roots: realized nodes its kernel reads (per grouping pass) */
     bool loads_done;        /* loads is filled in */
     int item;               /* roots: index of the producing item, -1 */
+    bool mapped;            /* root of a reduce group: map is decided (this pass) */
+    const tc_st *map;       /* its elements -> rows of the loop space (NULL: identity) */
+    const tc_st *store_st;  /* loop space -> its elements when map is a permutation */
 };
 
 typedef struct {
