@@ -192,6 +192,24 @@ static void test_optimizer_update(void **state) {
     tc_shutdown();
 }
 
+/* relu(conv2d(x, w) + b): the conv's reduce with the bias add and the relu
+ * as its elementwise consumers, one kernel; also with padding and stride 2
+ * (the input read through a padded window view) */
+static void test_conv_bias_relu(void **state) {
+    (void)state;
+    const int64_t xs[4] = {2, 3, 9, 10}, ws[4] = {4, 3, 3, 3}, bs[1] = {4};
+    tc_tensor *x = tc_test_randn(4, xs, 31, -1, 1), *w = tc_test_randn(4, ws, 32, -1, 1);
+    tc_tensor *b = tc_test_randn(1, bs, 33, -1, 1);
+    tc_tensor *inputs[3] = {x, w, b};
+    assert_int_equal(tc_realize(inputs, 3), TC_OK);
+    tc_tensor *c = tc_conv2d(x, w, b, 1, 0), *y = tc_relu(c);
+    tc_check_schedule(y, 1, 1e-5, 1e-5, "relu(conv2d(x, w) + b)");
+    tc_tensor *c2 = tc_conv2d(x, w, b, 2, 1), *y2 = tc_relu(c2);
+    tc_check_schedule(y2, 1, 1e-5, 1e-5, "relu(conv2d(x, w, stride 2, pad 1) + b)");
+    drop((tc_tensor *[]){x, w, b, c, y, c2, y2, NULL});
+    tc_shutdown();
+}
+
 /* TC_NOFUSE=1: one kernel per reduce (softmax is 3: max, sum, store) and the
  * same numbers */
 static void test_nofuse(void **state) {
@@ -213,7 +231,7 @@ int main(void) {
         cmocka_unit_test(test_parallel_reduces), cmocka_unit_test(test_reduce_expand_reduce),
         cmocka_unit_test(test_branching_outputs), cmocka_unit_test(test_different_spaces),
         cmocka_unit_test(test_unsafe_pads),      cmocka_unit_test(test_nofuse),
-        cmocka_unit_test(test_optimizer_update),
+        cmocka_unit_test(test_optimizer_update), cmocka_unit_test(test_conv_bias_relu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
