@@ -97,7 +97,8 @@ static bool is_row_broadcast(const tc_node *via, const space *s) {
 /* ---- following a reduce's consumers ---- */
 
 typedef struct {
-    bool forced;         /* r must be realized on its own */
+    bool forced;         /* r must be realized on its own ... */
+    tc_node *cut;        /* ... or, better, this value it reaches (see group_pass) */
     tc_ptrvec roots;     /* realized nodes reached: r's kernel's outputs */
     tc_ptrvec root_maps; /* parallel to roots: each root's map (NULL: identity) */
     tc_ptrvec through;   /* roots whose readers are all inside the kernel too */
@@ -214,8 +215,10 @@ static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_st *
     }
     if (via && (m || !tc_st_is_contiguous(via->st))) {
         bool ok = true;
+        bool cuttable = !tc_op_is_reduce(x->op) && tc_binfo_of(x)->expand_pending;
         if (full) {
             o->forced = true;
+            if (cuttable) o->cut = x;
             return;
         }
         if (!m && is_row_broadcast(via, s)) {
@@ -226,6 +229,7 @@ static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_st *
             cm = map_through(o, x, m, via, &ok);
             if (!ok || (cm && !is_permutation(cm, s->red_numel))) {
                 o->forced = true;
+                if (ok && cuttable) o->cut = x;
                 return;
             }
         }
@@ -772,7 +776,12 @@ static bool group_pass(tc_sched_ctx *c) {
         reach o = {.owner = &c->s->sts};
         follow(r, &s, &o);
         if (o.forced) {
-            ri->realize = true;
+            /* A value of r's loop space read through a broadcasting view by
+             * another loop space (relu(conv + b) read by the next conv's
+             * windows) would be realized anyway, being read through an
+             * expand: realizing it now, rather than r, lets r's kernel store
+             * it (conv, bias and relu in one kernel) */
+            tc_binfo_of(o.cut ? o.cut : r)->realize = true;
             stable = false;
         } else if (!(merge_ok(c, &o, &s) && merge(c, &o, &s))) {
             tc_ptrvec_push(&deferred, r);
