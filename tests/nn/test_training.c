@@ -170,8 +170,73 @@ static void test_training_errors(void **state) {
     net_free(&n);
 }
 
+/* The kernels of one beautiful_mnist training step (examples/mnist.c --model
+ * conv: forward, backward and Adam with the loss and BatchNorm's running
+ * statistics in one realize), counted exactly. examples/mnist prints the
+ * same count at batch 512 (tinygrad mid-2024: 84). The batch here is 257:
+ * every batch-sized tensor still has more than 256 elements (the scheduler
+ * merges smaller same-size kernels), so the schedule is the same. */
+enum { MNIST_STEP_KERNELS = 56, MNIST_BATCH = 257 };
+
+/* *h = t (checked), the old *h released */
+static void next(tc_tensor **h, tc_tensor *t) {
+    CHECK_T(t);
+    tc_release(*h);
+    *h = t;
+}
+
+static void test_beautiful_mnist_step_kernels(void **state) {
+    (void)state;
+    tc_manual_seed(42);
+    tc_layer *L[7] = {
+        tc_nn_conv2d(1, 32, 5, 1, 0, true, NULL),  tc_nn_conv2d(32, 32, 5, 1, 0, true, NULL),
+        tc_nn_batchnorm2d(32, 1e-5, 0.1, NULL),    tc_nn_conv2d(32, 64, 3, 1, 0, true, NULL),
+        tc_nn_conv2d(64, 64, 3, 1, 0, true, NULL), tc_nn_batchnorm2d(64, 1e-5, 0.1, NULL),
+        tc_nn_linear(576, 10, true, NULL)};
+    for (int i = 0; i < 7; i++) CHECK_T(L[i]);
+    tc_tensor *ps[16], *also[5];
+    int np = tc_nn_parameters(L, 7, ps, 16);
+    assert_int_equal(tc_nn_buffers(L, 7, also + 1, 4), 4);
+    tc_optimizer *opt = tc_adam(ps, np, 0.001, 0.9, 0.999, 1e-8);
+    CHECK_T(opt);
+    uint8_t *px = malloc(MNIST_BATCH * 784);
+    int32_t lb[MNIST_BATCH];
+    assert_non_null(px);
+    for (int i = 0; i < MNIST_BATCH * 784; i++) px[i] = (uint8_t)((i * 2654435761u) >> 24);
+    for (int i = 0; i < MNIST_BATCH; i++) lb[i] = (i * 7) % 10;
+    tc_tensor *x = tc_from_data(px, TC_UINT8, 4, SHAPE(MNIST_BATCH, 1, 28, 28), NULL);
+    tc_tensor *y = tc_from_data(lb, TC_INT32, 1, SHAPE(MNIST_BATCH), NULL);
+    free(px);
+    CHECK_T(x);
+    CHECK_T(y);
+    tc_tensor *h = tc_cast(x, TC_FLOAT32);
+    next(&h, tc_layer_forward(L[0], h)), next(&h, tc_relu(h)), next(&h, tc_layer_forward(L[1], h));
+    next(&h, tc_relu(h)), next(&h, tc_layer_forward(L[2], h)), next(&h, tc_max_pool2d(h, 2, 2));
+    next(&h, tc_layer_forward(L[3], h)), next(&h, tc_relu(h)), next(&h, tc_layer_forward(L[4], h));
+    next(&h, tc_relu(h)), next(&h, tc_layer_forward(L[5], h)), next(&h, tc_max_pool2d(h, 2, 2));
+    next(&h, tc_reshape(h, 2, SHAPE(MNIST_BATCH, 576))), next(&h, tc_layer_forward(L[6], h));
+    tc_tensor *loss = tc_cross_entropy(h, y);
+    CHECK_T(loss);
+    CHECK_OK(tc_backward(loss));
+    also[0] = loss;
+    tc_counters c0, c1;
+    tc_get_counters(&c0);
+    CHECK_OK(tc_optimizer_step_with(opt, also, 5));
+    tc_get_counters(&c1);
+    fprintf(stderr, "  beautiful_mnist step (batch %d): %lld kernels\n", MNIST_BATCH,
+            (long long)(c1.kernel_count - c0.kernel_count));
+    assert_int_equal(c1.kernel_count - c0.kernel_count, MNIST_STEP_KERNELS);
+    float lv;
+    CHECK_OK(tc_to_host(loss, &lv, sizeof lv));
+    assert_true(isfinite(lv) && lv > 0);
+    tc_release(loss), tc_release(h), tc_release(x), tc_release(y);
+    tc_optimizer_free(opt);
+    for (int i = 0; i < 7; i++) tc_layer_free(L[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        TEST(test_beautiful_mnist_step_kernels),
         TEST(test_adam_jit_matches_eager),
         TEST(test_sgd_jit_matches_eager),
         TEST(test_training_errors),
