@@ -444,18 +444,20 @@ static void test_kernels_vectorize(void **state) {
     assert_true(k.packed >= 6); /* exp2: 6 FMAs per vector */
     remove_cache();
 
-    /* elementwise exp2, log2, sin kernels */
-    for (int f = 0; f < 3; f++) {
+    /* elementwise exp2, log2, sin kernels: a constant trip count, and one
+     * large enough to be split across threads (a runtime trip count) */
+    for (int f = 0; f < 6; f++) {
         fresh_cache();
-        enum { N = 1 << 14 };
-        float *v = malloc(sizeof(float) * N);
+        int64_t n = f < 3 ? 1 << 14 : 1 << 16;
+        float *v = malloc(sizeof(float) * (size_t)n);
         assert_non_null(v);
-        for (int i = 0; i < N; i++) v[i] = 0.001f + (float)i * 0.01f;
-        free(kernel_results((fn)f, v, N));
+        for (int64_t i = 0; i < n; i++) v[i] = 0.001f + (float)i * 0.01f;
+        free(kernel_results((fn)(f % 3), v, n));
         free(v);
         k = scan_kernels();
-        printf("  %s kernel: %d packed float FMAs, %d libm calls\n",
-               f == F_EXP2 ? "exp2" : f == F_LOG2 ? "log2" : "sin", k.packed, k.libm_calls);
+        printf("  %s kernel of %lld: %d packed float FMAs, %d libm calls\n",
+               f % 3 == F_EXP2 ? "exp2" : f % 3 == F_LOG2 ? "log2" : "sin", (long long)n, k.packed,
+               k.libm_calls);
         assert_int_equal(k.sos, 1);
         assert_int_equal(k.libm_calls, 0);
         assert_true(k.packed >= 6); /* exp2: 6 FMAs per vector */
