@@ -241,9 +241,10 @@ static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_st *
     } else if (tc_op_is_reduce(cons->op)) {
         /* a consecutive reduce: same loop space, reading a full-space value */
         if (!cfull || cons->axes != s->axes ||
-            !same_full(s, cons->srcs[0]->ndim, cons->srcs[0]->shape))
+            !same_full(s, cons->srcs[0]->ndim, cons->srcs[0]->shape)) {
             o->forced = true;
-        else
+            if (!tc_op_is_reduce(x->op) && tc_binfo_of(x)->expand_pending) o->cut = x;
+        } else
             visit(o, cons, false, NULL); /* a reduce's value is reduced-space */
     } else {
         visit(o, cons, cfull, cm);
@@ -776,11 +777,12 @@ static bool group_pass(tc_sched_ctx *c) {
         reach o = {.owner = &c->s->sts};
         follow(r, &s, &o);
         if (o.forced) {
-            /* A value of r's loop space read through a broadcasting view by
-             * another loop space (relu(conv + b) read by the next conv's
-             * windows) would be realized anyway, being read through an
-             * expand: realizing it now, rather than r, lets r's kernel store
-             * it (conv, bias and relu in one kernel) */
+            /* A value of r's loop space read by another loop space (through
+             * a broadcasting view: relu(conv + b) read by the next conv's
+             * windows; or by a reduce over other axes) that is also read
+             * through an expand would be realized anyway: realizing it now,
+             * rather than r, lets r's kernel store it (conv, bias and relu
+             * in one kernel) */
             tc_binfo_of(o.cut ? o.cut : r)->realize = true;
             stable = false;
         } else if (!(merge_ok(c, &o, &s) && merge(c, &o, &s))) {
