@@ -150,6 +150,41 @@ static bool is_cheap_scalar(tc_node *b) {
     return cheap;
 }
 
+/* Is b a cheap conversion of one buffer worth recomputing wherever it is
+ * broadcast: a cast or a little plain arithmetic (no transcendental, no
+ * division) of a single realized input and constants? A reader loads that
+ * input where it would have loaded b, so the broadcast costs no more memory
+ * traffic, and the schedule saves a kernel (the uint8 -> float cast of
+ * beautiful_mnist's images, read 25 times by the first conv's windows). */
+enum { CHEAP_CONVERT_OPS = 4 };
+static bool is_cheap_convert(tc_node *b) {
+    tc_ptrvec stack = {0}, seen = {0};
+    tc_node *input = NULL;
+    bool cheap = true;
+    tc_ptrvec_push(&stack, b);
+    while (stack.n && cheap) {
+        tc_node *src = stack.items[--stack.n], *x = tc_node_base(src);
+        if (x->op == TC_OP_CONST) continue;
+        if (is_realized(x) || (x != b && tc_binfo_of(x)->realize)) {
+            /* the one input, read whole at the reader's index */
+            cheap = (!input || input == x) && (src == x || tc_st_is_contiguous(src->st));
+            input = x;
+            continue;
+        }
+        bool dup = false;
+        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == x;
+        if (dup) continue;
+        tc_ptrvec_push(&seen, x);
+        tc_op op = x->op;
+        cheap = (op == TC_OP_CAST || op == TC_OP_ADD || op == TC_OP_MUL || op == TC_OP_NEG ||
+                 op == TC_OP_MAX) && seen.n <= CHEAP_CONVERT_OPS;
+        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return cheap && input;
+}
+
 /* realize points that follow from the op or from how a base is read */
 static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     for (int i = 0; i < n; i++) {
@@ -175,7 +210,8 @@ static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) 
                  * unless b is a per-row value of a reduce that a kernel can keep
                  * in a register (group.c decides) */
                 if (!reads_memory(b)) continue; /* made of constants only: free to recompute */
-                if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && is_cheap_scalar(b)) continue;
+                if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && (is_cheap_scalar(b) || is_cheap_convert(b)))
+                    continue;
                 if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && tc_sched_cone_has(b, true, is_reduce_node))
                     bi->expand_pending = true;
                 else
