@@ -52,6 +52,25 @@ tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *con
                                    int64_t est_ops, int64_t est_mem, const char *name);
 tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
+/* ---- the lowering cache (lcache.c) ------------------------------------------
+ * A kernel item lowered once in this process (codegen + render for a device
+ * and plan) is not lowered again: the cache keys an exact serialization of
+ * the item (device, plan, TC_NOOPT, loop space, AST with its views). */
+typedef struct {
+    char *src;          /* the kernel source (owned by whoever holds the struct) */
+    char name[96];      /* its function name */
+    int64_t cpu_range;  /* launch: as tc_kernel_uops */
+    int64_t global[3];
+    int64_t local[3];
+    int64_t est_ops;    /* counters: as tc_kernel_uops */
+    int64_t est_mem;
+} tc_lowered;
+/* out: the lowered item (out->src owned by the caller); *hit: it came from the cache */
+tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan,
+                          tc_lowered *out, bool *hit);
+void tc_lcache_clear(void); /* empties it (tc_shutdown) */
+int tc_lcache_size(void);   /* entries (tests) */
+
 /* TC_BEAM=n (beam.c): the CPU optimizer's plan for item on dev, searched by
  * timing with a beam of n (cached on disk); without TC_BEAM, on targets with
  * work-groups and for small kernels: opt.c's heuristic plan */

@@ -30,6 +30,7 @@ static int64_t builds(void) {
 
 void tc_engine_shutdown(void) {
     tc_engine_reset_counters();
+    tc_lcache_clear();
 }
 
 static size_t node_bytes(const tc_node *n) {
@@ -67,13 +68,10 @@ tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
     return st == TC_OK ? tc_capture_record_copy(dst, src, nbytes) : st;
 }
 
-/* a kernel item lowered for its device: UOps and source (both owned) */
-typedef struct {
-    tc_kernel_uops *k;
-    char *src;
-} lowered;
+typedef tc_lowered lowered; /* src owned */
 
-/* codegen + render of a kernel item for the device of its output */
+/* codegen + render of a kernel item for the device of its output (or the
+ * lowering cache's copy of the same) */
 static tc_status lower_item(const tc_sched_item *it, lowered *out) {
     int64_t debug = tc_flag_get(TC_FLAG_DEBUG);
     tc_dev *dev = tc_device_get(it->bufs[0]->device);
@@ -82,11 +80,10 @@ static tc_status lower_item(const tc_sched_item *it, lowered *out) {
     tc_kopt plan; /* TC_BEAM's search (compiles and runs candidates) is not lowering time */
     if (tc_beam_plan(dev, it, &plan) != TC_OK) return tc_error_code();
     double t0 = tc_time_now();
-    out->k = tc_codegen_plan(it, &dev->target, &plan);
-    if (out->k && debug >= 5) tc_uops_dump(stderr, out->k);
-    out->src = out->k ? tc_render(dev->dialect, out->k) : NULL;
+    bool hit = false;
+    tc_status st = tc_lcache_lower(dev, it, &plan, out, &hit);
     counters.lower_s += tc_time_now() - t0;
-    if (!out->src) return tc_error_code();
+    if (st != TC_OK) return st;
     if (debug >= 4) fprintf(stderr, "%s", out->src);
     return TC_OK;
 }
@@ -111,7 +108,7 @@ static tc_status lower_all(const tc_schedule *s, lowered *low) {
         for (int j = i; j < s->n_items; j++) {
             if (!low[j].src || s->items[j].bufs[0]->device != device) continue;
             srcs[m] = low[j].src;
-            names[m++] = low[j].k->name;
+            names[m++] = low[j].name;
         }
         double t0 = tc_time_now();
         int64_t built = builds();
@@ -125,10 +122,7 @@ static tc_status lower_all(const tc_schedule *s, lowered *low) {
 }
 
 static void lowered_free(lowered *low, int n) {
-    for (int i = 0; low && i < n; i++) {
-        tc_free(low[i].src);
-        tc_kernel_uops_free(low[i].k);
-    }
+    for (int i = 0; low && i < n; i++) tc_free(low[i].src);
     tc_free(low);
 }
 
@@ -138,18 +132,17 @@ static tc_status run_kernel(const tc_sched_item *it, const lowered *l, tc_buffer
                             int index) {
     tc_dev *dev = tc_device_get(bufs[0]->device);
     if (!dev) return tc_error_code();
-    const tc_kernel_uops *k = l->k;
     double t0 = tc_time_now();
     int64_t built = builds();
-    tc_program *prog = dev->compile(dev, l->src, k->name);
+    tc_program *prog = dev->compile(dev, l->src, l->name);
     counters.compile_s += tc_time_now() - t0;
     counters.compile_count += builds() - built;
     if (!prog) return tc_error_code();
-    tc_launch_dims dims = {.cpu_range = k->cpu_range};
-    memcpy(dims.global, k->global_size, sizeof dims.global);
-    memcpy(dims.local, k->local_size, sizeof dims.local);
-    tc_status st = tc_engine_launch(dev, prog, bufs, it->n_bufs, it->n_outs, &dims, k->est_ops, k->est_mem,
-                                    k->name, index);
+    tc_launch_dims dims = {.cpu_range = l->cpu_range};
+    memcpy(dims.global, l->global, sizeof dims.global);
+    memcpy(dims.local, l->local, sizeof dims.local);
+    tc_status st = tc_engine_launch(dev, prog, bufs, it->n_bufs, it->n_outs, &dims, l->est_ops,
+                                    l->est_mem, l->name, index);
     if (st == TC_OK && tc_cuda_check_enabled()) st = tc_cuda_check_item(it); /* TC_CUDA_CHECK=1 */
     return st;
 }

@@ -2,6 +2,7 @@
  * run compiles nothing), TC_DEBUG output, and realize of shared inputs. */
 #include "tc_test.h"
 
+#include "engine/engine.h"
 #include "runtime/runtime.h"
 #include "util/util.h"
 
@@ -238,6 +239,43 @@ static void test_threads(void **state) {
     tc_shutdown();
 }
 
+/* x * c + y over fresh tensors: same structure each call */
+static float scaled_sum(double c, int64_t n) {
+    int64_t sh[1] = {n};
+    tc_tensor *x = tc_full(1, sh, 2.0, TC_FLOAT32, NULL), *y = tc_full(1, sh, 1.0, TC_FLOAT32, NULL);
+    tc_tensor *xy[2] = {x, y};
+    assert_int_equal(tc_realize(xy, 2), TC_OK); /* buffers, not constants, in the kernel below */
+    tc_tensor *k = tc_full(0, NULL, c, TC_FLOAT32, NULL);
+    tc_tensor *xc = tc_mul(x, k), *r = tc_add(xc, y);
+    int ax = 0;
+    tc_tensor *s = tc_sum(r, 1, &ax, false);
+    float *v = tc_test_read(s);
+    float out = v[0];
+    free(v);
+    tc_release(x), tc_release(y), tc_release(k), tc_release(xc), tc_release(r), tc_release(s);
+    return out;
+}
+
+/* a kernel lowered once is not lowered again (the lowering cache), and its
+ * key tells apart what changes the code: constants, shapes */
+static void test_lowering_cache(void **state) {
+    (void)state;
+    tc_shutdown();
+    assert_int_equal(tc_lcache_size(), 0);
+    assert_true(scaled_sum(3, 10) == 70.0f);
+    int n = tc_lcache_size();
+    assert_true(n >= 1);
+    assert_true(scaled_sum(3, 10) == 70.0f); /* the same kernel: a hit */
+    assert_int_equal(tc_lcache_size(), n);
+    assert_true(scaled_sum(5, 10) == 110.0f); /* another constant: another kernel */
+    assert_true(tc_lcache_size() > n);
+    n = tc_lcache_size();
+    assert_true(scaled_sum(3, 12) == 84.0f); /* another shape */
+    assert_true(tc_lcache_size() > n);
+    tc_shutdown();
+    assert_int_equal(tc_lcache_size(), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_run_compiles_nothing),
@@ -247,6 +285,7 @@ int main(void) {
         cmocka_unit_test(test_debug_output),
         cmocka_unit_test(test_save_schedule),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_lowering_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
