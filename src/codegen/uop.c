@@ -183,47 +183,6 @@ static int64_t wrap_int(tc_dtype dt, int64_t v) {
     return v;
 }
 
-static bool fold_int(tc_op op, int64_t a, int64_t b, int64_t c, int64_t *out) {
-    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
-    switch (op) {
-    case TC_OP_NEG: *out = (int64_t)(0 - ua); return true;
-    case TC_OP_ADD: *out = (int64_t)(ua + ub); return true;
-    case TC_OP_MUL: *out = (int64_t)(ua * ub); return true;
-    case TC_OP_IDIV: *out = b == 0 ? 0 : (b == -1 ? (int64_t)(0 - ua) : a / b); return true;
-    case TC_OP_MOD: *out = b == 0 || b == -1 ? 0 : a % b; return true;
-    case TC_OP_MAX: *out = a > b ? a : b; return true;
-    case TC_OP_CMPLT: *out = a < b; return true;
-    case TC_OP_CMPNE: *out = a != b; return true;
-    case TC_OP_AND: *out = a & b; return true;
-    case TC_OP_OR: *out = a | b; return true;
-    case TC_OP_XOR: *out = a ^ b; return true;
-    case TC_OP_WHERE: *out = a ? b : c; return true;
-    case TC_OP_MULACC: *out = (int64_t)(ua * ub + (uint64_t)c); return true;
-    case TC_OP_SHL:
-    case TC_OP_SHR:
-    case TC_OP_EXP2:
-    case TC_OP_LOG2:
-    case TC_OP_SIN:
-    case TC_OP_SQRT:
-    case TC_OP_RECIP:
-    case TC_OP_CAST:
-    case TC_OP_BITCAST:
-    case TC_OP_REDUCE_SUM:
-    case TC_OP_REDUCE_MAX:
-    case TC_OP_CONST:
-    case TC_OP_BUFFER:
-    case TC_OP_VIEW:
-    case TC_OP_COPY:
-    case TC_OP_CONTIGUOUS:
-    case TC_OP_ASSIGN:
-    case TC_OP_LOAD:
-    case TC_OP_STORE:
-    case TC_OP_SINK:
-    case TC_OP_COUNT: return false;
-    }
-    return false;
-}
-
 /* ---- integer range analysis ---- */
 
 static int64_t clamp_add(int64_t a, int64_t b) {
@@ -236,74 +195,40 @@ static void set_bounds(tc_uop *u) {
     int64_t lo, hi;
     dtype_bounds(u->dtype, &lo, &hi);
     const tc_uop *a = u->srcs[0], *b = u->n_srcs > 1 ? u->srcs[1] : NULL;
-    switch (u->alu) {
-    case TC_OP_ADD: lo = clamp_add(a->vmin, b->vmin), hi = clamp_add(a->vmax, b->vmax); break;
-    case TC_OP_MUL: {
-        int64_t p[4], m;
+    tc_op op = u->alu;
+    if (tc_ops[op].is_comparison) {
+        lo = 0, hi = 1;
+    } else if (op == TC_OP_ADD) {
+        lo = clamp_add(a->vmin, b->vmin), hi = clamp_add(a->vmax, b->vmax);
+    } else if (op == TC_OP_MUL) {
+        int64_t p[4];
         bool ovf = __builtin_mul_overflow(a->vmin, b->vmin, &p[0]) |
                    __builtin_mul_overflow(a->vmin, b->vmax, &p[1]) |
                    __builtin_mul_overflow(a->vmax, b->vmin, &p[2]) |
                    __builtin_mul_overflow(a->vmax, b->vmax, &p[3]);
-        if (ovf) break;
-        lo = hi = p[0];
-        for (int i = 1; i < 4; i++) {
-            m = p[i];
-            lo = m < lo ? m : lo;
-            hi = m > hi ? m : hi;
+        if (!ovf) {
+            lo = hi = p[0];
+            for (int i = 1; i < 4; i++) lo = p[i] < lo ? p[i] : lo, hi = p[i] > hi ? p[i] : hi;
         }
-        break;
-    }
-    case TC_OP_IDIV:
+    } else if (op == TC_OP_IDIV) {
         if (b->op == TC_UOP_CONST && b->ivalue > 0) lo = a->vmin / b->ivalue, hi = a->vmax / b->ivalue;
-        break;
-    case TC_OP_MOD:
+    } else if (op == TC_OP_MOD) {
         if (b->op == TC_UOP_CONST && b->ivalue > 0) {
             hi = a->vmax < b->ivalue - 1 ? (a->vmax > 0 ? a->vmax : 0) : b->ivalue - 1;
             lo = a->vmin >= 0 ? 0 : -(b->ivalue - 1);
         }
-        break;
-    case TC_OP_MAX:
+    } else if (op == TC_OP_MAX) {
         lo = a->vmin > b->vmin ? a->vmin : b->vmin;
         hi = a->vmax > b->vmax ? a->vmax : b->vmax;
-        break;
-    case TC_OP_NEG:
+    } else if (op == TC_OP_NEG) {
         if (u->dtype != TC_BOOL) lo = -a->vmax, hi = -a->vmin;
-        break;
-    case TC_OP_CMPLT:
-    case TC_OP_CMPNE: lo = 0, hi = 1; break;
-    case TC_OP_WHERE:
+    } else if (op == TC_OP_WHERE) {
         lo = b->vmin < u->srcs[2]->vmin ? b->vmin : u->srcs[2]->vmin;
         hi = b->vmax > u->srcs[2]->vmax ? b->vmax : u->srcs[2]->vmax;
-        break;
-    case TC_OP_AND:
+    } else if (op == TC_OP_AND) {
         if (u->dtype == TC_BOOL || (a->vmin >= 0 && b->vmin >= 0))
             lo = 0, hi = a->vmax < b->vmax ? a->vmax : b->vmax;
-        break;
-    case TC_OP_OR:
-    case TC_OP_XOR:
-    case TC_OP_SHL:
-    case TC_OP_SHR:
-    case TC_OP_MULACC:
-    case TC_OP_EXP2:
-    case TC_OP_LOG2:
-    case TC_OP_SIN:
-    case TC_OP_SQRT:
-    case TC_OP_RECIP:
-    case TC_OP_CAST:
-    case TC_OP_BITCAST:
-    case TC_OP_REDUCE_SUM:
-    case TC_OP_REDUCE_MAX:
-    case TC_OP_CONST:
-    case TC_OP_BUFFER:
-    case TC_OP_VIEW:
-    case TC_OP_COPY:
-    case TC_OP_CONTIGUOUS:
-    case TC_OP_ASSIGN:
-    case TC_OP_LOAD:
-    case TC_OP_STORE:
-    case TC_OP_SINK:
-    case TC_OP_COUNT: break;
-    }
+    } /* any other op: the dtype's range */
     int64_t dlo, dhi;
     dtype_bounds(u->dtype, &dlo, &dhi);
     u->vmin = lo < dlo ? dlo : lo;
@@ -376,27 +301,38 @@ static tc_uop *fold_divmod(tc_ub *ub, tc_op op, tc_uop *x, int64_t c) {
 
 /* ---- building with simplification ---- */
 
-static double fold_float(tc_op op, double a, double b, double c, bool *ok) {
-    *ok = true;
+/* op over constant operands, both ways: *ri on the int64 values (wrapping;
+ * the caller wraps to the dtype), *rx on the doubles (float32 math for the
+ * transcendentals). Returns whether op folds in the domain `ints` says (the
+ * other domain's result is computed from 0s or converted values, and traps on
+ * nothing). Shifts are not folded. */
+static bool fold(tc_op op, bool ints, const int64_t *i, const double *x, int64_t *ri, double *rx) {
+    if (ints ? tc_ops[op].is_float_only : tc_ops[op].is_int_only) return false;
+    int64_t a = i[0], b = i[1], c = i[2];
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     switch (op) {
-    case TC_OP_EXP2: return exp2f((float)a);
-    case TC_OP_LOG2: return log2f((float)a);
-    case TC_OP_SIN: return sinf((float)a);
-    case TC_OP_SQRT: return sqrtf((float)a);
-    case TC_OP_RECIP: return 1.0f / (float)a;
-    case TC_OP_NEG: return -a;
-    case TC_OP_ADD: return a + b;
-    case TC_OP_MUL: return a * b;
-    case TC_OP_MAX: return a > b || a != a ? a : b; /* NaN wins, as in torch */
-    case TC_OP_CMPLT: return a < b;
-    case TC_OP_CMPNE: return a != b;
-    case TC_OP_WHERE: return a != 0 ? b : c;
-    case TC_OP_MULACC: return a * b + c;
-    case TC_OP_IDIV:
-    case TC_OP_MOD:
-    case TC_OP_AND:
-    case TC_OP_OR:
-    case TC_OP_XOR:
+    case TC_OP_EXP2: *rx = exp2f((float)x[0]); return true;
+    case TC_OP_LOG2: *rx = log2f((float)x[0]); return true;
+    case TC_OP_SIN: *rx = sinf((float)x[0]); return true;
+    case TC_OP_SQRT: *rx = sqrtf((float)x[0]); return true;
+    case TC_OP_RECIP: *rx = 1.0f / (float)x[0]; return true;
+    case TC_OP_NEG: *ri = (int64_t)(0 - ua), *rx = -x[0]; return true;
+    case TC_OP_ADD: *ri = (int64_t)(ua + ub), *rx = x[0] + x[1]; return true;
+    case TC_OP_MUL: *ri = (int64_t)(ua * ub), *rx = x[0] * x[1]; return true;
+    case TC_OP_IDIV: *ri = b == 0 ? 0 : (b == -1 ? (int64_t)(0 - ua) : a / b); return ints;
+    case TC_OP_MOD: *ri = b == 0 || b == -1 ? 0 : a % b; return ints;
+    case TC_OP_MAX: /* NaN wins, as in torch */
+        *ri = a > b ? a : b, *rx = x[0] > x[1] || x[0] != x[0] ? x[0] : x[1];
+        return true;
+    case TC_OP_CMPLT: *ri = a < b, *rx = x[0] < x[1]; return true;
+    case TC_OP_CMPNE: *ri = a != b, *rx = x[0] != x[1]; return true;
+    case TC_OP_AND: *ri = a & b; return true;
+    case TC_OP_OR: *ri = a | b; return true;
+    case TC_OP_XOR: *ri = a ^ b; return true;
+    case TC_OP_WHERE: *ri = a ? b : c, *rx = x[0] != 0 ? x[1] : x[2]; return true;
+    case TC_OP_MULACC:
+        *ri = (int64_t)(ua * ub + (uint64_t)c), *rx = x[0] * x[1] + x[2];
+        return true;
     case TC_OP_SHL:
     case TC_OP_SHR:
     case TC_OP_CAST:
@@ -414,8 +350,7 @@ static double fold_float(tc_op op, double a, double b, double c, bool *ok) {
     case TC_OP_SINK:
     case TC_OP_COUNT: break;
     }
-    *ok = false;
-    return 0;
+    return false;
 }
 
 static tc_uop *try_fold_consts(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop *const *s) {
@@ -423,16 +358,12 @@ static tc_uop *try_fold_consts(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop *
         if (!is_const(s[i])) return NULL;
     /* the operand dtype decides the arithmetic (CMPLT of floats gives bool) */
     tc_dtype in = op == TC_OP_WHERE ? s[1]->dtype : s[0]->dtype;
-    if (is_int(in)) {
-        int64_t r;
-        if (!fold_int(op, s[0]->ivalue, n > 1 ? s[1]->ivalue : 0, n > 2 ? s[2]->ivalue : 0, &r))
-            return NULL;
-        return tc_ub_iconst(ub, dt, wrap_int(dt, r));
-    }
-    bool ok;
-    double r = fold_float(op, s[0]->value, n > 1 ? s[1]->value : 0, n > 2 ? s[2]->value : 0, &ok);
-    if (!ok) return NULL;
-    return is_int(dt) ? tc_ub_iconst(ub, dt, (int64_t)r) : tc_ub_const(ub, dt, r, 0);
+    int64_t iv[3] = {0, 0, 0}, ri = 0;
+    double xv[3] = {0, 0, 0}, rx = 0;
+    for (int k = 0; k < n; k++) iv[k] = s[k]->ivalue, xv[k] = s[k]->value;
+    if (!fold(op, is_int(in), iv, xv, &ri, &rx)) return NULL;
+    if (is_int(in)) return tc_ub_iconst(ub, dt, wrap_int(dt, ri));
+    return is_int(dt) ? tc_ub_iconst(ub, dt, (int64_t)rx) : tc_ub_const(ub, dt, rx, 0);
 }
 
 /* identities and range-based folds; NULL when nothing applies */
@@ -441,83 +372,43 @@ static tc_uop *simplify(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop **s) {
     if (r || ub->failed) return r;
     tc_uop *a = s[0], *b = n > 1 ? s[1] : NULL;
     bool ints = is_int(a->dtype) && dt != TC_BOOL;
-    switch (op) {
-    case TC_OP_ADD:
+    if (op == TC_OP_ADD) {
         if (is_iconst(b, 0) || (is_const(b) && !ints && b->value == 0 && dt != TC_BOOL)) return a;
         if (ints && is_const(b) && a->op == TC_UOP_ALU && a->alu == TC_OP_ADD && is_const(a->srcs[1]))
             return tc_ub_alu(ub, TC_OP_ADD, dt, 2, a->srcs[0],
                              tc_ub_iconst(ub, dt, wrap_int(dt, a->srcs[1]->ivalue + b->ivalue)), NULL);
-        break;
-    case TC_OP_MUL:
+    } else if (op == TC_OP_MUL) {
         if (ints && is_iconst(b, 1)) return a;
         if (!ints && is_const(b) && b->value == 1 && dt != TC_BOOL) return a;
         if (ints && is_iconst(b, 0)) return b;
         if (ints && is_const(b) && a->op == TC_UOP_ALU && a->alu == TC_OP_MUL && is_const(a->srcs[1]))
             return tc_ub_alu(ub, TC_OP_MUL, dt, 2, a->srcs[0],
                              tc_ub_iconst(ub, dt, wrap_int(dt, a->srcs[1]->ivalue * b->ivalue)), NULL);
-        break;
-    case TC_OP_IDIV:
-    case TC_OP_MOD:
-        if (!ints || !is_const(b) || b->ivalue <= 0) break;
+    } else if (op == TC_OP_IDIV || op == TC_OP_MOD) {
+        if (!ints || !is_const(b) || b->ivalue <= 0) return NULL;
         if (b->ivalue == 1) return op == TC_OP_IDIV ? a : tc_ub_iconst(ub, dt, 0);
         if (a->vmin >= 0 && a->vmax < b->ivalue) return op == TC_OP_IDIV ? tc_ub_iconst(ub, dt, 0) : a;
         if (a->vmin >= 0) return fold_divmod(ub, op, a, b->ivalue);
-        break;
-    case TC_OP_CMPLT:
+    } else if (op == TC_OP_CMPLT) {
         if (is_int(a->dtype) && a->vmax < b->vmin) return tc_ub_iconst(ub, TC_BOOL, 1);
         if (is_int(a->dtype) && a->vmin >= b->vmax) return tc_ub_iconst(ub, TC_BOOL, 0);
-        break;
-    case TC_OP_AND:
+    } else if (op == TC_OP_AND) {
         if (dt == TC_BOOL && is_iconst(b, 1)) return a;
         if (dt == TC_BOOL && is_iconst(a, 1)) return b;
         if (dt == TC_BOOL && (is_iconst(a, 0) || is_iconst(b, 0))) return tc_ub_iconst(ub, dt, 0);
         if (a == b) return a;
-        break;
-    case TC_OP_WHERE:
+    } else if (op == TC_OP_WHERE) {
         if (is_const(a)) return a->ivalue ? s[1] : s[2];
         if (s[1] == s[2]) return s[1];
-        break;
-    case TC_OP_EXP2:
-    case TC_OP_LOG2:
-    case TC_OP_SIN:
-    case TC_OP_SQRT:
-    case TC_OP_RECIP:
-    case TC_OP_NEG:
-    case TC_OP_CAST:
-    case TC_OP_BITCAST:
-    case TC_OP_MAX:
-    case TC_OP_CMPNE:
-    case TC_OP_OR:
-    case TC_OP_XOR:
-    case TC_OP_SHL:
-    case TC_OP_SHR:
-    case TC_OP_MULACC:
-    case TC_OP_REDUCE_SUM:
-    case TC_OP_REDUCE_MAX:
-    case TC_OP_CONST:
-    case TC_OP_BUFFER:
-    case TC_OP_VIEW:
-    case TC_OP_COPY:
-    case TC_OP_CONTIGUOUS:
-    case TC_OP_ASSIGN:
-    case TC_OP_LOAD:
-    case TC_OP_STORE:
-    case TC_OP_SINK:
-    case TC_OP_COUNT: break;
-    }
+    } /* any other op: no rule */
     return NULL;
-}
-
-static bool commutative(tc_op op) {
-    return op == TC_OP_ADD || op == TC_OP_MUL || op == TC_OP_MAX || op == TC_OP_CMPNE ||
-           op == TC_OP_AND || op == TC_OP_OR || op == TC_OP_XOR;
 }
 
 tc_uop *tc_ub_alu(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop *a, tc_uop *b, tc_uop *c) {
     tc_uop *s[3] = {a, b, c};
     for (int i = 0; i < n; i++)
         if (!s[i] || ub->failed) return NULL;
-    if (commutative(op) && is_const(s[0]) && !is_const(s[1])) { /* constants go right */
+    if (tc_ops[op].is_commutative && is_const(s[0]) && !is_const(s[1])) { /* constants go right */
         s[0] = b;
         s[1] = a;
     }

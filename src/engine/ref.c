@@ -217,72 +217,47 @@ static void sti(void *p, tc_dtype dt, int64_t i, int64_t v) {
 
 /* ---- elementwise ops ---------------------------------------------------- */
 
-/* one op in float; the caller checked that op applies to floats */
-static float alu_f(tc_op op, float a, float b, float c) {
-    switch (op) {
-    case TC_OP_EXP2: return exp2f(a);
-    case TC_OP_LOG2: return log2f(a);
-    case TC_OP_SIN: return sinf(a);
-    case TC_OP_SQRT: return sqrtf(a);
-    case TC_OP_RECIP: return 1.0f / a;
-    case TC_OP_NEG: return -a;
-    case TC_OP_ADD: return a + b;
-    case TC_OP_MUL: return a * b;
-    case TC_OP_IDIV: return truncf(a / b);
-    case TC_OP_MOD: return fmodf(a, b);
-    case TC_OP_MAX: return a > b || a != a ? a : b; /* NaN wins, as in torch */
-    case TC_OP_CMPLT: return a < b;
-    case TC_OP_CMPNE: return a != b;
-    case TC_OP_MULACC: return a * b + c;
-    case TC_OP_CAST:
-    case TC_OP_BITCAST:
-    case TC_OP_AND:
-    case TC_OP_OR:
-    case TC_OP_XOR:
-    case TC_OP_SHL:
-    case TC_OP_SHR:
-    case TC_OP_WHERE:
-    case TC_OP_REDUCE_SUM:
-    case TC_OP_REDUCE_MAX:
-    case TC_OP_CONST:
-    case TC_OP_BUFFER:
-    case TC_OP_VIEW:
-    case TC_OP_COPY:
-    case TC_OP_CONTIGUOUS:
-    case TC_OP_ASSIGN:
-    case TC_OP_LOAD:
-    case TC_OP_STORE:
-    case TC_OP_SINK:
-    case TC_OP_COUNT: break;
-    }
-    return 0;
-}
+/* one element of an operand or a result: .f in float arithmetic, .i on
+ * integers held in int64 */
+typedef struct {
+    float f;
+    int64_t i;
+} num;
 
-/* one op on integers held in int64 (the store wraps to the dtype's width);
- * no undefined behaviour: overflow wraps, division by zero gives 0 */
-static int64_t alu_i(tc_op op, int64_t a, int64_t b, int64_t c, bool is_bool) {
-    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+/* one op on one element, both ways: .f in float (check_alu made sure op
+ * applies to the float domain when it is the one used), .i on integers (the
+ * store wraps to the dtype's width; no undefined behaviour: overflow wraps,
+ * division by zero gives 0). The caller reads the half of its domain; the
+ * other half is computed from zeros and traps on nothing. */
+static num alu(tc_op op, num a, num b, num c, bool is_bool) {
+    uint64_t ua = (uint64_t)a.i, ub = (uint64_t)b.i;
+    int64_t x = a.i, y = b.i;
+    num r = {0, 0};
     switch (op) {
-    case TC_OP_NEG: return is_bool ? !a : (int64_t)(0 - ua);
-    case TC_OP_ADD: return (int64_t)(ua + ub);
-    case TC_OP_MUL: return (int64_t)(ua * ub);
-    case TC_OP_IDIV: return b == 0 ? 0 : b == -1 ? (int64_t)(0 - ua) : a / b;
-    case TC_OP_MOD: return b == 0 || b == -1 ? 0 : a % b;
-    case TC_OP_MAX: return a > b ? a : b;
-    case TC_OP_CMPLT: return a < b;
-    case TC_OP_CMPNE: return a != b;
-    case TC_OP_AND: return a & b;
-    case TC_OP_OR: return a | b;
-    case TC_OP_XOR: return a ^ b;
-    case TC_OP_SHL: return b < 0 || b > 63 ? 0 : (int64_t)(ua << b);
-    case TC_OP_SHR: return b < 0 || b > 63 ? (a < 0 ? -1 : 0) : a >> b;
-    case TC_OP_MULACC: return (int64_t)(ua * ub + (uint64_t)c);
-    case TC_OP_EXP2:
-    case TC_OP_LOG2:
-    case TC_OP_SIN:
-    case TC_OP_SQRT:
-    case TC_OP_RECIP:
-    case TC_OP_CAST:
+    case TC_OP_EXP2: r.f = exp2f(a.f); break;
+    case TC_OP_LOG2: r.f = log2f(a.f); break;
+    case TC_OP_SIN: r.f = sinf(a.f); break;
+    case TC_OP_SQRT: r.f = sqrtf(a.f); break;
+    case TC_OP_RECIP: r.f = 1.0f / a.f; break;
+    case TC_OP_NEG: r.f = -a.f, r.i = is_bool ? !x : (int64_t)(0 - ua); break;
+    case TC_OP_ADD: r.f = a.f + b.f, r.i = (int64_t)(ua + ub); break;
+    case TC_OP_MUL: r.f = a.f * b.f, r.i = (int64_t)(ua * ub); break;
+    case TC_OP_IDIV:
+        r.f = truncf(a.f / b.f), r.i = y == 0 ? 0 : y == -1 ? (int64_t)(0 - ua) : x / y;
+        break;
+    case TC_OP_MOD: r.f = fmodf(a.f, b.f), r.i = y == 0 || y == -1 ? 0 : x % y; break;
+    case TC_OP_MAX: /* NaN wins, as in torch */
+        r.f = a.f > b.f || a.f != a.f ? a.f : b.f, r.i = x > y ? x : y;
+        break;
+    case TC_OP_CMPLT: r.f = a.f < b.f, r.i = x < y; break;
+    case TC_OP_CMPNE: r.f = a.f != b.f, r.i = x != y; break;
+    case TC_OP_AND: r.i = x & y; break;
+    case TC_OP_OR: r.i = x | y; break;
+    case TC_OP_XOR: r.i = x ^ y; break;
+    case TC_OP_SHL: r.i = y < 0 || y > 63 ? 0 : (int64_t)(ua << y); break;
+    case TC_OP_SHR: r.i = y < 0 || y > 63 ? (x < 0 ? -1 : 0) : x >> y; break;
+    case TC_OP_MULACC: r.f = a.f * b.f + c.f, r.i = (int64_t)(ua * ub + (uint64_t)c.i); break;
+    case TC_OP_CAST: /* eval_alu copies CAST, WHERE and BITCAST itself */
     case TC_OP_BITCAST:
     case TC_OP_WHERE:
     case TC_OP_REDUCE_SUM:
@@ -298,7 +273,7 @@ static int64_t alu_i(tc_op op, int64_t a, int64_t b, int64_t c, bool is_bool) {
     case TC_OP_SINK:
     case TC_OP_COUNT: break;
     }
-    return 0;
+    return r;
 }
 
 /* the dtype an elementwise op computes in */
@@ -309,11 +284,7 @@ static tc_dtype alu_domain(const tc_node *n) {
 static tc_status check_alu(const tc_node *n) {
     tc_dtype d = alu_domain(n);
     tc_op op = n->op;
-    bool bits =
-        op == TC_OP_AND || op == TC_OP_OR || op == TC_OP_XOR || op == TC_OP_SHL || op == TC_OP_SHR;
-    bool transcendental = op == TC_OP_EXP2 || op == TC_OP_LOG2 || op == TC_OP_SIN ||
-                          op == TC_OP_SQRT || op == TC_OP_RECIP;
-    if ((is_float(d) && bits) || (!is_float(d) && transcendental))
+    if (is_float(d) ? tc_ops[op].is_int_only : tc_ops[op].is_float_only)
         return tc_error_set(TC_ERR_DTYPE, "tc_ref_eval: %s on %s (node n%llu)", tc_ops[op].name,
                             tc_dtypes[d].name, (unsigned long long)n->id);
     for (int i = 0; i < n->n_srcs; i++)
@@ -342,16 +313,15 @@ static tc_status eval_alu(const tc_node *n, void *out, void *const *in) {
             int k = n->op == TC_OP_CAST ? 0 : truthy(in[0], s[0], i) ? 1 : 2;
             if (is_float(s[k])) stf(out, dt, i, ldf(in[k], s[k], i));
             else sti(out, dt, i, ldi(in[k], s[k], i));
-        } else if (is_float(d)) {
-            float a = ldf(in[0], s[0], i);
-            float b = n->n_srcs > 1 ? ldf(in[1], s[1], i) : 0;
-            float c = n->n_srcs > 2 ? ldf(in[2], s[2], i) : 0;
-            stf(out, dt, i, alu_f(n->op, a, b, c));
         } else {
-            int64_t a = ldi(in[0], s[0], i);
-            int64_t b = n->n_srcs > 1 ? ldi(in[1], s[1], i) : 0;
-            int64_t c = n->n_srcs > 2 ? ldi(in[2], s[2], i) : 0;
-            sti(out, dt, i, alu_i(n->op, a, b, c, d == TC_BOOL));
+            num v[3] = {{0, 0}, {0, 0}, {0, 0}};
+            for (int k = 0; k < n->n_srcs; k++) {
+                if (is_float(d)) v[k].f = ldf(in[k], s[k], i);
+                else v[k].i = ldi(in[k], s[k], i);
+            }
+            num r = alu(n->op, v[0], v[1], v[2], d == TC_BOOL);
+            if (is_float(d)) stf(out, dt, i, r.f);
+            else sti(out, dt, i, r.i);
         }
     }
     return TC_OK;

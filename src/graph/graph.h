@@ -70,6 +70,10 @@ typedef struct {
     const char *name;   /* as tinygrad spells it: "EXP2", "CMPLT", ... */
     tc_op_kind kind;    /* family */
     bool is_unsafe_pad; /* f(0) != 0: a padded view must not be pushed through it */
+    bool is_float_only; /* computed in float: no integer operands (EXP2 LOG2 SIN SQRT RECIP) */
+    bool is_int_only;   /* bitwise: integer or bool operands only (AND OR XOR SHL SHR) */
+    bool is_comparison; /* bool result from operands of any dtype (CMPLT CMPNE) */
+    bool is_commutative; /* op(a,b) == op(b,a) */
 } tc_op_info;
 extern const tc_op_info tc_ops[TC_OP_COUNT];
 static inline bool tc_op_is_elementwise(tc_op op) {
