@@ -10,6 +10,7 @@
 #include "runtime/runtime.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,4 +103,23 @@ tc_status tc_cache_store(const char *key, const char *ext, const void *data, siz
                             strerror(err));
     }
     return TC_OK;
+}
+
+tc_status tc_cache_key(char key[33], const char *who, const char *fmt, ...) {
+    tc_strbuf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    tc_sb_vprintf(&b, fmt, ap);
+    va_end(ap);
+    tc_status st = TC_OK;
+    if (b.failed || !b.s)
+        st = tc_error_set(TC_ERR_MEMORY, "%s compile: out of memory hashing the source", who);
+    else
+        tc_hash_hex(b.s, b.len, key);
+    tc_sb_free(&b);
+    return st;
+}
+
+void tc_cache_put(const char *key, const char *ext, const void *data, size_t n) {
+    if (tc_cache_store(key, ext, data, n) != TC_OK) tc_error_clear();
 }

@@ -284,20 +284,15 @@ tc_status tc_cuda_check_item(const tc_sched_item *it) {
     char *src = tc_render(&tc_dialect_cuda, k);
     tc_status st = src ? TC_OK : tc_error_code();
     char key[33];
-    if (st == TC_OK) { /* a source that compiled cleanly once is not compiled again */
-        tc_strbuf b = {0};
-        tc_sb_printf(&b, "cuda-check\n%d.%d\n%s\n%s", nv.major, nv.minor,
-                     getenv("TC_CUDA_ARCH") ? getenv("TC_CUDA_ARCH") : "", src);
-        if (b.s) tc_hash_hex(b.s, b.len, key);
-        st = b.failed || !b.s ? TC_ERR_MEMORY : TC_OK;
-        tc_sb_free(&b);
-    }
+    if (st == TC_OK) /* a source that compiled cleanly once is not compiled again */
+        st = tc_cache_key(key, "CUDA check", "cuda-check\n%d.%d\n%s\n%s", nv.major, nv.minor,
+                          getenv("TC_CUDA_ARCH") ? getenv("TC_CUDA_ARCH") : "", src);
     char *done = NULL;
     size_t n = 0;
     if (st == TC_OK && tc_cache_load(key, ".ok", &done, &n) == TC_OK && !done) {
         st = tc_cuda_compile(src, k->name, NULL, true, NULL);
         if (st != TC_OK) fprintf(stderr, "%s", src);
-        else if (tc_cache_store(key, ".ok", "ok\n", 3) != TC_OK) tc_error_clear();
+        else tc_cache_put(key, ".ok", "ok\n", 3);
     }
     tc_free(done);
     tc_free(src);
@@ -392,7 +387,7 @@ static tc_status device_ptx(const cuda_ctx *c, const char *key, const char *src,
     tc_status st = tc_cache_load(key, ".ptx", ptx, &n);
     if (st != TC_OK || *ptx) return st;
     st = tc_cuda_compile(src, fn_name, c->arch, false, ptx);
-    if (st == TC_OK && tc_cache_store(key, ".ptx", *ptx, strlen(*ptx)) != TC_OK) tc_error_clear();
+    if (st == TC_OK) tc_cache_put(key, ".ptx", *ptx, strlen(*ptx));
     return st;
 }
 
@@ -427,16 +422,10 @@ static tc_program *cuda_compile(tc_dev *d, const char *src, const char *fn_name)
         return NULL;
     }
     if (!current(d)) return NULL;
-    char key[33];
-    tc_strbuf b = {0};
-    tc_sb_printf(&b, "cuda\n%s\n%d.%d\n%s", c->arch, nv.major, nv.minor, src);
-    if (b.failed || !b.s) {
-        tc_sb_free(&b);
-        tc_error_set(TC_ERR_MEMORY, "%s compile: out of memory hashing the source", d->name);
+    char key[33]; /* the PTX depends on the arch, the NVRTC version and the source */
+    if (tc_cache_key(key, d->name, "cuda\n%s\n%d.%d\n%s", c->arch, nv.major, nv.minor, src) !=
+        TC_OK)
         return NULL;
-    }
-    tc_hash_hex(b.s, b.len, key);
-    tc_sb_free(&b);
     for (int i = 0; i < c->programs.n; i++) {
         tc_program *p = c->programs.items[i];
         if (strcmp(p->key, key) == 0 && strcmp(p->fn_name, fn_name) == 0) return p;

@@ -194,19 +194,6 @@ static void program_free(tc_program *p) {
     tc_free(p);
 }
 
-/* the key: hash of device name, driver version and source */
-static tc_status program_key(const ocl_ctx *c, const char *src, char key[33]) {
-    tc_strbuf b = {0};
-    tc_sb_printf(&b, "opencl\n%s\n%s\n%s", c->device_name, c->driver, src);
-    if (b.failed || !b.s) {
-        tc_sb_free(&b);
-        return tc_error_set(TC_ERR_MEMORY, "OpenCL compile: out of memory hashing the source");
-    }
-    tc_hash_hex(b.s, b.len, key);
-    tc_sb_free(&b);
-    return TC_OK;
-}
-
 /* the cached binary of key, built; NULL when absent or unusable */
 static cl_program load_binary(const ocl_ctx *c, const char *key) {
     char *bin = NULL;
@@ -226,15 +213,13 @@ static cl_program load_binary(const ocl_ctx *c, const char *key) {
 }
 
 /* stores the binary of p under key (failures only cost the next build) */
-static void store_binary(const ocl_ctx *c, cl_program p, const char *key) {
+static void store_binary(cl_program p, const char *key) {
     size_t n = 0;
     if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || n == 0)
         return;
     unsigned char *bin = tc_malloc(n);
-    if (bin && clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS &&
-        tc_cache_store(key, ".clbin", bin, n) != TC_OK)
-        tc_error_clear(); /* the program is fine; only the cache missed out */
-    (void)c;
+    if (bin && clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+        tc_cache_put(key, ".clbin", bin, n);
     tc_free(bin);
 }
 
@@ -284,7 +269,7 @@ static tc_program *program_new(const tc_dev *d, const char *key, const char *src
     p->program = load_binary(c, key);
     if (!p->program) {
         p->program = build_source(d, src, fn_name);
-        if (p->program) store_binary(c, p->program, key);
+        if (p->program) store_binary(p->program, key);
     }
     cl_int err = CL_SUCCESS;
     if (p->program) p->kernel = clCreateKernel(p->program, fn_name, &err);
@@ -306,7 +291,9 @@ static tc_program *ocl_compile(tc_dev *d, const char *src, const char *fn_name) 
     }
     ocl_ctx *c = d->ctx;
     char key[33];
-    if (program_key(c, src, key) != TC_OK) return NULL;
+    /* the binary depends on the device, its driver and the source */
+    if (tc_cache_key(key, d->name, "opencl\n%s\n%s\n%s", c->device_name, c->driver, src) != TC_OK)
+        return NULL;
     for (int i = 0; i < c->programs.n; i++) {
         tc_program *p = c->programs.items[i];
         if (strcmp(p->key, key) == 0 && strcmp(p->fn_name, fn_name) == 0) return p;

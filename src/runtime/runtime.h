@@ -95,6 +95,13 @@ int tc_cpu_pool_workers(void);
  * bytes (tc_malloc'ed, NUL-terminated) or *data NULL when it is absent. */
 tc_status tc_cache_load(const char *key, const char *ext, char **data, size_t *n);
 tc_status tc_cache_store(const char *key, const char *ext, const void *data, size_t n);
+/* key = the 32-hex-character hash of the printf-formatted text (what a
+ * program depends on: backend, device or arch, compiler version, source);
+ * TC_ERR_MEMORY with "<who> compile: out of memory ..." when it cannot */
+tc_status tc_cache_key(char key[33], const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* tc_cache_store when a failure only costs a later compile: clears the error */
+void tc_cache_put(const char *key, const char *ext, const void *data, size_t n);
 
 /* ---- OpenCL devices (opencl.c) --------------------------------------------
  * Through the ICD loader (built when TC_HAVE_OPENCL is defined). Devices are
