@@ -59,37 +59,14 @@ static tc_node *operand(const tc_tensor *t, tc_dtype dt, int ndim, const int64_t
     return tc_ew_broadcast(tc_ew_cast(tc_node_retain(t->node), dt), ndim, shape);
 }
 
-/* ---- binary builders: a and b consumed, same shape and dtype ---- */
+/* ---- binary builders: a and b consumed, same shape and dtype (an op that
+ * is one primitive needs none: binary() takes the primitive) ---- */
 
-static tc_node *build_add(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_ADD, a, b);
-}
-static tc_node *build_mul(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_MUL, a, b);
-}
 static tc_node *build_div(tc_node *a, tc_node *b) {
     return tc_ew_binary(TC_OP_MUL, a, tc_ew_unary(TC_OP_RECIP, b));
 }
-static tc_node *build_idiv(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_IDIV, a, b);
-}
-static tc_node *build_mod(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_MOD, a, b);
-}
-static tc_node *build_maximum(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_MAX, a, b);
-}
 static tc_node *build_minimum(tc_node *a, tc_node *b) {
     return tc_ew_order_flip(tc_ew_binary(TC_OP_MAX, tc_ew_order_flip(a), tc_ew_order_flip(b)));
-}
-static tc_node *build_and(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_AND, a, b);
-}
-static tc_node *build_or(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_OR, a, b);
-}
-static tc_node *build_xor(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_XOR, a, b);
 }
 
 static tc_node *build_lt(tc_node *a, tc_node *b) {
@@ -97,9 +74,6 @@ static tc_node *build_lt(tc_node *a, tc_node *b) {
 }
 static tc_node *build_gt(tc_node *a, tc_node *b) {
     return tc_ew_binary(TC_OP_CMPLT, b, a);
-}
-static tc_node *build_ne(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_CMPNE, a, b);
 }
 static tc_node *build_eq(tc_node *a, tc_node *b) {
     return tc_ew_not(tc_ew_binary(TC_OP_CMPNE, a, b));
@@ -176,10 +150,11 @@ static tc_status binary_dtype(const char *api, binary_kind kind, tc_dtype a, tc_
     return TC_OK;
 }
 
-/* the public binary op `api`: checks, promotes, broadcasts, builds, and
- * records `ag` for autograd */
-static tc_tensor *binary(const char *api, tc_tensor *a, tc_tensor *b, binary_kind kind,
-                         tc_node *(*build)(tc_node *, tc_node *), tc_ag_op ag) {
+/* the public binary op `api`: checks, promotes, broadcasts, builds (with
+ * build, or as the primitive op when build is NULL), and records `ag` for
+ * autograd */
+static tc_tensor *binary_make(const char *api, tc_tensor *a, tc_tensor *b, binary_kind kind,
+                              tc_op op, tc_node *(*build)(tc_node *, tc_node *), tc_ag_op ag) {
     tc_lock();
     tc_tensor *out = NULL, *ts[2] = {a, b};
     static const char *const names[2] = {"a", "b"};
@@ -189,32 +164,45 @@ static tc_tensor *binary(const char *api, tc_tensor *a, tc_tensor *b, binary_kin
     if (check_operands(api, 2, ts, names, &ndim, shape) == TC_OK &&
         binary_dtype(api, kind, a->node->dtype, b->node->dtype, &dt) == TC_OK) {
         tc_node *x = operand(a, dt, ndim, shape), *y = operand(b, dt, ndim, shape);
-        out = tc_ag_record(tc_tensor_wrap(build(x, y)), ag, 2, ts, NULL);
+        tc_node *r = build ? build(x, y) : tc_ew_binary(op, x, y);
+        out = tc_ag_record(tc_tensor_wrap(r), ag, 2, ts, NULL);
     }
     tc_unlock();
     return out;
 }
 
+/* an op composed by build */
+static tc_tensor *binary(const char *api, tc_tensor *a, tc_tensor *b, binary_kind kind,
+                         tc_node *(*build)(tc_node *, tc_node *), tc_ag_op ag) {
+    return binary_make(api, a, b, kind, TC_OP_COUNT, build, ag);
+}
+
+/* an op that is one primitive */
+static tc_tensor *binary_op(const char *api, tc_tensor *a, tc_tensor *b, binary_kind kind, tc_op op,
+                            tc_ag_op ag) {
+    return binary_make(api, a, b, kind, op, NULL, ag);
+}
+
 TC_API tc_tensor *tc_add(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_add", a, b, B_ANY, build_add, TC_AG_ADD);
+    return binary_op("tc_add", a, b, B_ANY, TC_OP_ADD, TC_AG_ADD);
 }
 TC_API tc_tensor *tc_sub(tc_tensor *a, tc_tensor *b) {
     return binary("tc_sub", a, b, B_NOBOOL, tc_ew_sub, TC_AG_SUB);
 }
 TC_API tc_tensor *tc_mul(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_mul", a, b, B_ANY, build_mul, TC_AG_MUL);
+    return binary_op("tc_mul", a, b, B_ANY, TC_OP_MUL, TC_AG_MUL);
 }
 TC_API tc_tensor *tc_div(tc_tensor *a, tc_tensor *b) {
     return binary("tc_div", a, b, B_FLOAT, build_div, TC_AG_DIV);
 }
 TC_API tc_tensor *tc_idiv(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_idiv", a, b, B_INT, build_idiv, TC_AG_NONE);
+    return binary_op("tc_idiv", a, b, B_INT, TC_OP_IDIV, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_mod(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_mod", a, b, B_INT, build_mod, TC_AG_NONE);
+    return binary_op("tc_mod", a, b, B_INT, TC_OP_MOD, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_maximum(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_maximum", a, b, B_ANY, build_maximum, TC_AG_MAXIMUM);
+    return binary_op("tc_maximum", a, b, B_ANY, TC_OP_MAX, TC_AG_MAXIMUM);
 }
 TC_API tc_tensor *tc_minimum(tc_tensor *a, tc_tensor *b) {
     return binary("tc_minimum", a, b, B_ANY, build_minimum, TC_AG_MINIMUM);
@@ -223,7 +211,7 @@ TC_API tc_tensor *tc_pow(tc_tensor *a, tc_tensor *b) {
     return binary("tc_pow", a, b, B_FLOAT, tc_ew_pow, TC_AG_POW);
 }
 TC_API tc_tensor *tc_lt(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_lt", a, b, B_ANY, build_lt, TC_AG_NONE);
+    return binary_op("tc_lt", a, b, B_ANY, TC_OP_CMPLT, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_gt(tc_tensor *a, tc_tensor *b) {
     return binary("tc_gt", a, b, B_ANY, build_gt, TC_AG_NONE);
@@ -238,16 +226,16 @@ TC_API tc_tensor *tc_eq(tc_tensor *a, tc_tensor *b) {
     return binary("tc_eq", a, b, B_ANY, build_eq, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_ne(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_ne", a, b, B_ANY, build_ne, TC_AG_NONE);
+    return binary_op("tc_ne", a, b, B_ANY, TC_OP_CMPNE, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_and(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_logical_and", a, b, B_LOGIC, build_and, TC_AG_NONE);
+    return binary_op("tc_logical_and", a, b, B_LOGIC, TC_OP_AND, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_or(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_logical_or", a, b, B_LOGIC, build_or, TC_AG_NONE);
+    return binary_op("tc_logical_or", a, b, B_LOGIC, TC_OP_OR, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_xor(tc_tensor *a, tc_tensor *b) {
-    return binary("tc_logical_xor", a, b, B_LOGIC, build_xor, TC_AG_NONE);
+    return binary_op("tc_logical_xor", a, b, B_LOGIC, TC_OP_XOR, TC_AG_NONE);
 }
 
 /* ---- where and cast ---- */

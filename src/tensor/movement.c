@@ -155,6 +155,16 @@ done:
 
 /* ---- pad, shrink, flip ---- */
 
+/* a through `move` (pad or shrink) by the 2*ndim checked numbers ba, recorded
+ * as ag with ba as its args; a no-op gives a's node itself */
+static tc_tensor *pad_or_shrink(tc_tensor *a, const int64_t *ba, bool is_noop, tc_ag_op ag,
+                                tc_node *(*move)(tc_node *, const int64_t *)) {
+    tc_ag_args args = {0};
+    memcpy(args.pads, ba, sizeof(int64_t) * 2 * (size_t)a->node->ndim);
+    tc_node *n = is_noop ? tc_node_retain(a->node) : move(a->node, ba);
+    return tc_ag_record(tc_tensor_wrap(n), ag, 1, &a, &args);
+}
+
 TC_API tc_tensor *tc_pad(tc_tensor *a, const int64_t *before_after) {
     tc_lock();
     tc_tensor *out = NULL;
@@ -175,11 +185,7 @@ TC_API tc_tensor *tc_pad(tc_tensor *a, const int64_t *before_after) {
         is_noop = is_noop && b == 0 && e == 0;
     }
     if (tc_tensor_check_shape("tc_pad", x->ndim, s) != TC_OK) goto done;
-    tc_ag_args args = {0};
-    memcpy(args.pads, before_after, sizeof(int64_t) * 2 * (size_t)x->ndim);
-    out = tc_ag_record(
-        tc_tensor_wrap(is_noop ? tc_node_retain(a->node) : tc_node_pad(a->node, before_after)),
-        TC_AG_PAD, 1, &a, &args);
+    out = pad_or_shrink(a, before_after, is_noop, TC_AG_PAD, tc_node_pad);
 done:
     tc_unlock();
     return out;
@@ -202,11 +208,7 @@ TC_API tc_tensor *tc_shrink(tc_tensor *a, const int64_t *begin_end) {
         }
         is_noop = is_noop && b == 0 && e == x->shape[i];
     }
-    tc_ag_args args = {0};
-    memcpy(args.pads, begin_end, sizeof(int64_t) * 2 * (size_t)x->ndim);
-    out = tc_ag_record(
-        tc_tensor_wrap(is_noop ? tc_node_retain(a->node) : tc_node_shrink(a->node, begin_end)),
-        TC_AG_SHRINK, 1, &a, &args);
+    out = pad_or_shrink(a, begin_end, is_noop, TC_AG_SHRINK, tc_node_shrink);
 done:
     tc_unlock();
     return out;
