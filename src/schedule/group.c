@@ -343,31 +343,49 @@ static bool is_member_target(const tc_ptrvec *members, const tc_node *l, const t
     return false;
 }
 
+/* links each group's realized roots from its representative (needs_member's
+ * scratch, tagged with epoch): one pass over the bases per search */
+static void link_groups(tc_sched_ctx *c, unsigned epoch) {
+    for (int b = 0; b < c->bases.n; b++) {
+        tc_binfo *yi = tc_binfo_of(c->bases.items[b]);
+        if (!yi->realize || yi->node->op == TC_OP_BUFFER) continue;
+        tc_binfo *g = tc_group_find(yi);
+        if (g->link_epoch != epoch) {
+            g->link_epoch = epoch;
+            g->link_visited = false;
+            g->link_head = NULL;
+        }
+        yi->link_next = g->link_head;
+        g->link_head = yi;
+    }
+}
+
 /* does root k need (through loads of other kernels) the output of a member?
- * A kernel needs whatever any root of its group loads. */
+ * A kernel needs whatever any root of its group loads; each group is
+ * searched once (the scan was once per node reached, over every base). */
 static bool needs_member(tc_sched_ctx *c, tc_node *k, const tc_ptrvec *members) {
-    tc_ptrvec stack = {0}, seen = {0};
+    static unsigned epochs; /* under the API lock */
+    unsigned epoch = ++epochs;
+    link_groups(c, epoch);
+    tc_ptrvec stack = {0};
     bool found = false;
     tc_ptrvec_push(&stack, k);
     while (stack.n && !found) {
         tc_node *x = stack.items[--stack.n];
         tc_binfo *g = tc_group_find(tc_binfo_of(x));
-        for (int b = 0; b < c->bases.n && !found; b++) { /* x's whole kernel */
-            tc_node *y = c->bases.items[b];
-            tc_binfo *yi = tc_binfo_of(y);
-            if (!yi->realize || y->op == TC_OP_BUFFER || tc_group_find(yi) != g) continue;
+        if (g->link_epoch != epoch || g->link_visited) continue;
+        g->link_visited = true;
+        for (tc_binfo *yi = g->link_head; yi && !found; yi = yi->link_next) {
             const tc_ptrvec *loads = root_loads(yi);
             for (int i = 0; i < loads->n && !found; i++) {
                 tc_node *l = loads->items[i];
-                if (l->op == TC_OP_BUFFER || contains(&seen, l)) continue;
+                if (l->op == TC_OP_BUFFER) continue;
                 if (contains(members, l)) found = true;
-                tc_ptrvec_push(&seen, l);
-                tc_ptrvec_push(&stack, l);
+                else tc_ptrvec_push(&stack, l);
             }
         }
     }
     tc_ptrvec_free(&stack);
-    tc_ptrvec_free(&seen);
     return found;
 }
 

@@ -92,6 +92,10 @@ struct tc_binfo {
     bool mapped;            /* root of a reduce group: map is decided (this pass) */
     const tc_st *map;       /* its elements -> rows of the loop space (NULL: identity) */
     const tc_st *store_st;  /* loop space -> its elements when map is a permutation */
+    unsigned link_epoch;    /* group.c needs_member's scratch: the call that linked ... */
+    bool link_visited;      /* representative: its group was searched in that call */
+    tc_binfo *link_head;    /* representative: its realized roots, linked */
+    tc_binfo *link_next;    /* root: the next one of its group */
 };
 
 typedef struct {
