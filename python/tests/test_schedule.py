@@ -79,6 +79,11 @@ def test_global_counters():
     assert GlobalCounters.time_sum_s >= 0.0
     (a - b).sum().realize()
     assert GlobalCounters.kernel_count == 2
+    assert GlobalCounters.schedule_s > 0.0 and GlobalCounters.lower_s >= 0.0
+    assert GlobalCounters.launch_s > 0.0 and GlobalCounters.compile_s >= 0.0
+    assert isinstance(GlobalCounters.compile_count, int) and GlobalCounters.compile_count >= 0
+    assert GlobalCounters.mem_peak >= GlobalCounters.mem_used >= 0 and GlobalCounters.mem_peak > 0
+    assert GlobalCounters.mem_cached >= 0
     GlobalCounters.reset()
     assert GlobalCounters.kernel_count == 0 and GlobalCounters.global_ops == 0
 
