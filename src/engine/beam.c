@@ -13,7 +13,6 @@
  */
 #include "engine.h"
 
-#include "render/render.h"
 #include "schedule/schedule.h"
 
 #include <stdio.h>
@@ -37,31 +36,18 @@ typedef struct {
     int timed;     /* candidates timed */
 } search;
 
-/* renders it with plan (NULL: the heuristic); the caller frees */
-static char *render(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan, tc_launch_dims *dims) {
-    tc_kernel_uops *k = tc_codegen_plan(it, &dev->target, plan);
-    if (!k) return NULL;
-    char *src = tc_render(dev->dialect, k);
-    if (dims) {
-        *dims = (tc_launch_dims){.cpu_range = k->cpu_range};
-        memcpy(dims->global, k->global_size, sizeof dims->global);
-        memcpy(dims->local, k->local_size, sizeof dims->local);
-    }
-    tc_kernel_uops_free(k);
-    return src;
-}
-
 /* best of three runs of it with plan on the scratch buffers; < 0: failed */
 static double time_plan(search *s, const tc_kopt *plan) {
-    tc_launch_dims dims;
-    char *src = render(s->dev, s->it, plan, &dims);
-    tc_program *prog = src ? s->dev->compile(s->dev, src, s->it->name) : NULL;
-    tc_free(src);
+    tc_lowered l;
+    tc_program *prog = tc_lcache_lower(s->dev, s->it, plan, &l) == TC_OK
+                           ? s->dev->compile(s->dev, l.src, l.name)
+                           : NULL;
+    tc_free(l.src);
     if (!prog) return -1;
     double best = -1;
     for (int r = 0; r < 3; r++) {
         double t0 = tc_time_now();
-        if (s->dev->launch(s->dev, prog, s->ptrs, s->it->n_bufs, &dims) != TC_OK ||
+        if (s->dev->launch(s->dev, prog, s->ptrs, s->it->n_bufs, &l.dims) != TC_OK ||
             s->dev->synchronize(s->dev) != TC_OK)
             return -1;
         double t = tc_time_now() - t0;
@@ -138,12 +124,12 @@ tc_status tc_beam_plan(tc_dev *dev, const tc_sched_item *it, tc_kopt *plan) {
     if (width <= 0 || dev->target.has_local || !it->reduce_axes || work < MIN_WORK) return TC_OK;
     if (width > MAX_BEAM) width = MAX_BEAM;
     /* the cache key: the heuristic kernel, the device, the beam width */
-    char *src = render(dev, it, NULL, NULL);
-    if (!src) return tc_error_code();
+    tc_lowered heur;
+    if (tc_lcache_lower(dev, it, plan, &heur) != TC_OK) return tc_error_code();
     tc_strbuf b = {0};
     tc_sb_printf(&b, "beam %lld simd %d/%d %s\n%s", (long long)width, dev->target.simd_floats,
-                     dev->target.simd_regs, dev->name, src);
-    tc_free(src);
+                     dev->target.simd_regs, dev->name, heur.src);
+    tc_free(heur.src);
     if (b.failed) {
         tc_sb_free(&b);
         return TC_ERR_MEMORY;

@@ -59,15 +59,13 @@ tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 typedef struct {
     char *src;          /* the kernel source (owned by whoever holds the struct) */
     char name[96];      /* its function name */
-    int64_t cpu_range;  /* launch: as tc_kernel_uops */
-    int64_t global[3];
-    int64_t local[3];
+    tc_launch_dims dims; /* what its launch needs */
     int64_t est_ops;    /* counters: as tc_kernel_uops */
     int64_t est_mem;
 } tc_lowered;
-/* out: the lowered item (out->src owned by the caller); *hit: it came from the cache */
+/* out: the lowered item (out->src owned by the caller) */
 tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan,
-                          tc_lowered *out, bool *hit);
+                          tc_lowered *out);
 void tc_lcache_clear(void); /* empties it (tc_shutdown) */
 int tc_lcache_size(void);   /* entries (tests) */
 

@@ -116,9 +116,7 @@ void tc_lcache_clear(void) {
     n_entries = 0;
 }
 
-tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan, tc_lowered *out,
-                          bool *hit) {
-    *hit = false;
+tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan, tc_lowered *out) {
     memset(out, 0, sizeof *out);
     ser *s = tc_malloc(sizeof *s);
     bool keyed = s && make_key(s, dev, it, plan);
@@ -129,17 +127,16 @@ tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *p
         out->src = tc_strdup(e->val.src);
         tc_sb_free(&s->b);
         tc_free(s);
-        *hit = true;
         return out->src ? TC_OK : TC_ERR_MEMORY;
     }
     tc_kernel_uops *k = tc_codegen_plan(it, &dev->target, plan);
     char *src = k ? tc_render(dev->dialect, k) : NULL;
     tc_status st = src ? TC_OK : tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
     if (src) {
-        *out = (tc_lowered){.src = src, .cpu_range = k->cpu_range, .est_ops = k->est_ops,
+        *out = (tc_lowered){.src = src, .dims = {.cpu_range = k->cpu_range}, .est_ops = k->est_ops,
                             .est_mem = k->est_mem};
-        memcpy(out->global, k->global_size, sizeof out->global);
-        memcpy(out->local, k->local_size, sizeof out->local);
+        memcpy(out->dims.global, k->global_size, sizeof out->dims.global);
+        memcpy(out->dims.local, k->local_size, sizeof out->dims.local);
         snprintf(out->name, sizeof out->name, "%s", k->name);
         if (tc_flag_get(TC_FLAG_DEBUG) >= 5) tc_uops_dump(stderr, k);
     }

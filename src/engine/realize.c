@@ -80,8 +80,7 @@ static tc_status lower_item(const tc_sched_item *it, lowered *out) {
     tc_kopt plan; /* TC_BEAM's search (compiles and runs candidates) is not lowering time */
     if (tc_beam_plan(dev, it, &plan) != TC_OK) return tc_error_code();
     double t0 = tc_time_now();
-    bool hit = false;
-    tc_status st = tc_lcache_lower(dev, it, &plan, out, &hit);
+    tc_status st = tc_lcache_lower(dev, it, &plan, out);
     counters.lower_s += tc_time_now() - t0;
     if (st != TC_OK) return st;
     if (debug >= 4) fprintf(stderr, "%s", out->src);
@@ -138,10 +137,7 @@ static tc_status run_kernel(const tc_sched_item *it, const lowered *l, tc_buffer
     counters.compile_s += tc_time_now() - t0;
     counters.compile_count += builds() - built;
     if (!prog) return tc_error_code();
-    tc_launch_dims dims = {.cpu_range = l->cpu_range};
-    memcpy(dims.global, l->global, sizeof dims.global);
-    memcpy(dims.local, l->local, sizeof dims.local);
-    tc_status st = tc_engine_launch(dev, prog, bufs, it->n_bufs, it->n_outs, &dims, l->est_ops,
+    tc_status st = tc_engine_launch(dev, prog, bufs, it->n_bufs, it->n_outs, &l->dims, l->est_ops,
                                     l->est_mem, l->name, index);
     if (st == TC_OK && tc_cuda_check_enabled()) st = tc_cuda_check_item(it); /* TC_CUDA_CHECK=1 */
     return st;
