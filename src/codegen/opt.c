@@ -35,7 +35,8 @@
 
 enum {
     TILE_VECS = 4,  /* vectors of a register tile along the contiguous axis */
-    MAX_COPIES = 512, /* body copies of one kernel (compile-time guard) */
+    MAX_COPIES = 512, /* body copies of one kernel a search may try (compile-time guard) */
+    ROW_COPIES = 16,  /* body copies of plan_rows' accumulator chains */
 };
 
 /* stride of tracker st along axis a; 0 for a size-1 axis; -1 when unknown
@@ -130,12 +131,12 @@ static bool is_reused(const kinfo *k, int a) {
 }
 
 /* up to two kept axes, reused ones first, innermost first */
-static void plan_rows(const tc_sched_item *it, const kinfo *k, int64_t max_copies, tc_kopt *p) {
+static void plan_rows(const tc_sched_item *it, const kinfo *k, tc_kopt *p) {
     int64_t copies = 1;
     for (int pass = 0; pass < 2 && p->n < 2; pass++) {
         for (int a = it->ndim - 1; a >= 0 && p->n < 2; a--) {
             int64_t n = it->full_shape[a], amt = n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1;
-            if (!is_kept(it, a) || amt == 1 || copies * amt > max_copies) continue;
+            if (!is_kept(it, a) || amt == 1 || copies * amt > ROW_COPIES) continue;
             if (p->n && p->axis[0] == a) continue;
             if (pass == 0 && !is_reused(k, a)) continue;
             p->axis[p->n] = a;
@@ -178,10 +179,7 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
     int64_t amt = 0;
     int r = split_axis(it, &k, l, &amt);
     if (r >= 0) *p = (tc_kopt){.n = 1, .axis = {r}, .amt = {amt}};
-    else plan_rows(it, &k, 16, p);
-    int64_t copies = 1;
-    for (int i = 0; i < p->n; i++) copies *= p->amt[i];
-    if (copies > MAX_COPIES) *p = (tc_kopt){0};
+    else plan_rows(it, &k, p);
 }
 
 /* ---- search (TC_BEAM): the plans one step away from a plan ---- */
