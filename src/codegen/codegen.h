@@ -40,13 +40,15 @@ typedef enum {
     TC_UOP_BARRIER,       /* work-group barrier: local stores before it are seen by loads after */
     TC_UOP_IF,            /* srcs[0] = condition; opens a block (body) closed by ENDIF */
     TC_UOP_ENDIF,         /* end of the block srcs[0] */
+    TC_UOP_GEP,           /* lane arg of the vector srcs[0] */
     TC_UOP_COUNT
 } tc_uop_op;
 
 typedef struct tc_uop tc_uop;
 struct tc_uop {
     tc_uop_op op;      /* kind */
-    tc_dtype dtype;    /* result dtype (buffers: element dtype) */
+    tc_dtype dtype;    /* result dtype (buffers: element dtype; vectors: of a lane) */
+    int vcount;        /* lanes of a vector value (vector targets); 1 for a scalar */
     tc_op alu;         /* ALU: the operation */
     int n_srcs;        /* 0..4 */
     tc_uop *srcs[4];   /* operands */
@@ -82,16 +84,26 @@ typedef struct {
     int64_t shared_max;    /* bytes of local memory per work-group (has_local) */
     int simd_floats;       /* CPU: float32 lanes of a SIMD register (0: unknown, taken as 4) */
     int simd_regs;         /* CPU: SIMD registers (0: unknown, taken as 16) */
+    bool has_vec;          /* the renderer prints vector values (loads, ALUs, accumulators) */
 } tc_target;
 
 /* the CPU kernel optimizer's plan (opt.c): axis[i] is computed amt[i]
- * indices at a time (a reduced axis: in amt[i] partial accumulators) */
+ * indices at a time (a reduced axis: in amt[i] partial accumulators, held
+ * in vectors of `lanes` when lanes > 1 and the kernel allows it) */
 typedef struct {
     int n;           /* entries; 0 = plain loops */
     int axis[3];     /* loop-space axes */
     int64_t amt[3];  /* indices at a time */
+    int lanes;       /* a split reduced axis (the last entry): vector lanes, 0 = scalars */
 } tc_kopt;
 void tc_opt_choose(const tc_sched_item *it, const tc_target *target, tc_kopt *plan);
+/* stride of tracker st along loop axis a: 0 for a size-1 axis, -1 when not
+ * one stride (several views, or a mask cutting the axis) */
+int64_t tc_st_stride(const tc_st *st, int a);
+/* the reduces of it can keep vector partials along reduced axis a: every
+ * load under them reads a contiguously or not at all, and every op has a
+ * vector form (float add, mul, neg, max, reciprocal, casts to float) */
+bool tc_opt_vec_ok(const tc_sched_item *it, int a);
 /* search (TC_BEAM): the valid plans one change away from base (another
  * amount for an entry, an entry dropped, an axis added), at most max */
 int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out, int max);
@@ -165,6 +177,12 @@ tc_uop *tc_ub_global(tc_ub *ub, int slot, tc_dtype dt);
 tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid);
 tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value);
 tc_uop *tc_ub_acc(tc_ub *ub, tc_uop *init);            /* at the current depth */
+/* vectors (has_vec targets): a load of `lanes` consecutive elements from
+ * idx, an accumulator of `lanes` copies of init, lane `lane` of vector v.
+ * ALUs and casts over a vector are vectors; scalar operands are broadcast */
+tc_uop *tc_ub_load_vec(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid, int lanes);
+tc_uop *tc_ub_acc_vec(tc_ub *ub, tc_uop *init, int lanes);
+tc_uop *tc_ub_gep(tc_ub *ub, tc_uop *v, int lane);
 tc_uop *tc_ub_acc_update(tc_ub *ub, tc_op op, tc_uop *acc, tc_uop *x); /* acc = acc op x */
 tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n); /* opens a loop */
 /* opens a loop over [start, end), a part of [0, n) known only at run time */

@@ -73,6 +73,8 @@ typedef struct {
     tc_uop *up_base[3];        /* upcast: loop index * amount (a split: inside its stage) */
     int n_reps;                /* upcast: copies of the loop body (product of amounts) */
     int64_t split;             /* upcast: partial accumulators per reduce (1: no split) */
+    int vl;                    /* upcast: lanes of each partial accumulator (vectors, has_vec
+                                  targets; 1: scalars); a split steps by split * vl */
     int rep;                   /* upcast: the copy being lowered */
     struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */
 } lower_ctx;
@@ -207,13 +209,13 @@ static int open_stage(lower_ctx *c, bool is_reduce) {
             c->idx[a] = tc_ub_iconst(&c->ub, c->idt, 0);
             continue;
         }
-        bool is_split = is_reduce && c->split > 1 && c->up_axis[c->n_up - 1] == a;
-        int64_t n = c->it->full_shape[a] / (is_split ? c->split : 1);
-        c->idx[a] = tc_ub_range(&c->ub, a, c->idt, n);
+        bool is_split = is_reduce && c->split * c->vl > 1 && c->up_axis[c->n_up - 1] == a;
+        int64_t step = is_split ? c->split * c->vl : 1;
+        c->idx[a] = tc_ub_range(&c->ub, a, c->idt, c->it->full_shape[a] / step);
         opened++;
         if (!is_split) continue;
         c->ub.index_mode = true;
-        c->up_base[c->n_up - 1] = ix(c, TC_OP_MUL, c->idx[a], ic(c, c->split));
+        c->up_base[c->n_up - 1] = ix(c, TC_OP_MUL, c->idx[a], ic(c, step));
         c->ub.index_mode = false;
     }
     return opened;
@@ -223,7 +225,7 @@ static void close_stage(lower_ctx *c, int opened) {
     while (opened--) tc_ub_end_range(&c->ub);
     for (int a = 0; a < c->it->ndim; a++)
         if ((c->it->reduce_axes >> a) & 1) c->idx[a] = NULL;
-    if (c->split > 1) c->up_base[c->n_up - 1] = NULL;
+    if (c->split * c->vl > 1) c->up_base[c->n_up - 1] = NULL;
     c->epoch = ++epoch_counter;
 }
 
@@ -336,7 +338,8 @@ static void set_copy(lower_ctx *c, int r) {
         r /= (int)c->up_amt[i];
         if (!c->up_base[i]) continue;
         c->ub.index_mode = true;
-        tc_uop *at = ix(c, TC_OP_ADD, c->up_base[i], ic(c, off));
+        bool is_vec_split = i == c->n_up - 1 && c->vl > 1; /* copies are vectors of vl indices */
+        tc_uop *at = ix(c, TC_OP_ADD, c->up_base[i], ic(c, is_vec_split ? off * c->vl : off));
         if (c->up_clamp[i] && off > 0) {
             int64_t last = c->it->full_shape[c->up_axis[i]] - 1;
             at = tc_ub_alu(&c->ub, TC_OP_WHERE, c->idt, 3, ix(c, TC_OP_CMPLT, at, ic(c, last + 1)), at,
@@ -363,6 +366,13 @@ static tc_uop *copy_gate(lower_ctx *c, int r) {
     return gate;
 }
 
+/* ---- vector partials (has_vec targets): opt.c's tc_opt_vec_ok says when ---- */
+
+/* inside the split stage of a vector plan: loads along the split axis are vectors */
+static bool in_vec_stage(const lower_ctx *c) {
+    return c->vl > 1 && c->up_base[c->n_up - 1];
+}
+
 /* takes opt.c's plan: kept axes first, a split reduced axis last */
 static void choose_upcast(lower_ctx *c) {
     tc_kopt p = {0};
@@ -370,13 +380,21 @@ static void choose_upcast(lower_ctx *c) {
     else tc_opt_choose(c->it, c->tg, &p);
     c->n_reps = 1;
     c->split = 1;
+    c->vl = 1;
     for (int i = 0; i < p.n; i++) {
         int a = p.axis[i];
+        int64_t amt = p.amt[i];
+        bool red = (c->it->reduce_axes >> a) & 1;
+        if (red && p.lanes > 1 && p.lanes <= 16 && !(p.lanes & (p.lanes - 1)) && c->tg->has_vec &&
+            amt % p.lanes == 0 && tc_opt_vec_ok(c->it, a)) {
+            c->vl = p.lanes;
+            amt /= p.lanes;
+        }
         c->up_axis[c->n_up] = a;
-        c->up_amt[c->n_up] = p.amt[i];
+        c->up_amt[c->n_up] = amt;
         c->up_clamp[c->n_up++] = c->it->full_shape[a] % p.amt[i] != 0;
-        c->n_reps *= (int)p.amt[i];
-        if ((c->it->reduce_axes >> a) & 1) c->split = p.amt[i];
+        c->n_reps *= (int)amt;
+        if (red) c->split = amt;
     }
 }
 
@@ -396,7 +414,7 @@ static tc_uop *lower_reduce_copies(lower_ctx *c, tc_ast *a) {
         c->ub.failed = true;
         return NULL;
     }
-    for (int r = 0; r < c->n_reps; r++) accs[r] = tc_ub_acc(&c->ub, reduce_init(c, a->op, a->dtype));
+    for (int r = 0; r < c->n_reps; r++) accs[r] = tc_ub_acc_vec(&c->ub, reduce_init(c, a->op, a->dtype), c->vl);
     int opened = open_stage(c, true);
     for (int r = 0; r < c->n_reps; r++) {
         set_copy(c, r);
@@ -409,6 +427,12 @@ static tc_uop *lower_reduce_copies(lower_ctx *c, tc_ast *a) {
         for (int w = 1; w < s; w *= 2)
             for (int r = r0; r + w < r0 + s; r += 2 * w)
                 accs[r] = tc_ub_alu(&c->ub, acc_op(a), a->dtype, 2, accs[r], accs[r + w], NULL);
+        tc_uop *lanes[64]; /* a vector's lanes, folded pairwise */
+        for (int l = 0; l < c->vl; l++) lanes[l] = tc_ub_gep(&c->ub, accs[r0], l);
+        for (int w = 1; w < c->vl; w *= 2)
+            for (int l = 0; l + w < c->vl; l += 2 * w)
+                lanes[l] = tc_ub_alu(&c->ub, acc_op(a), a->dtype, 2, lanes[l], lanes[l + w], NULL);
+        accs[r0] = lanes[0];
         for (int r = r0; r < r0 + s; r++) rmemo_put(c, a, r, accs[r0], c->epoch);
     }
     set_copy(c, me);
@@ -423,7 +447,7 @@ static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
         return NULL;
     }
     prelower_reduces(c, a->srcs[0]); /* earlier stages: reduces this one reads */
-    if (c->n_reps > 1) return lower_reduce_copies(c, a);
+    if (c->n_reps > 1 || c->vl > 1) return lower_reduce_copies(c, a);
     tc_uop *acc = tc_ub_acc(&c->ub, reduce_init(c, a->op, a->dtype));
     int opened = open_stage(c, true);
     tc_uop *x = lower(c, a->srcs[0]);
@@ -438,6 +462,8 @@ static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
         c->ub.failed = true;
         return NULL;
     }
+    if (a->op == TC_OP_LOAD && in_vec_stage(c) && tc_st_stride(a->st, c->up_axis[c->n_up - 1]) == 1)
+        return tc_ub_load_vec(&c->ub, c->globals[a->buf], idx, valid, c->vl);
     if (a->op == TC_OP_LOAD) return tc_ub_load(&c->ub, c->globals[a->buf], idx, valid);
     tc_uop *k = tc_ub_const(&c->ub, a->dtype, a->value, a->ivalue);
     return tc_ub_alu(&c->ub, TC_OP_WHERE, a->dtype, 3, valid, k, tc_ub_const(&c->ub, a->dtype, 0, 0));
@@ -755,7 +781,7 @@ static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
         } else if (u->op == TC_UOP_ENDRANGE && d > 0) {
             d--;
         } else if (u->op == TC_UOP_ALU && !u->is_index) {
-            k->est_ops += mult[d];
+            k->est_ops += mult[d] * u->vcount;
         }
     }
     for (int i = 0; i < it->n_bufs; i++)
@@ -793,7 +819,7 @@ static tc_uop *outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
 static void loop_order(const lower_ctx *c, int *order) {
     const tc_sched_item *it = c->it;
     for (int a = 0; a < it->ndim; a++) order[a] = a;
-    if (c->n_up < 2 || c->split > 1) return;
+    if (c->n_up < 2 || c->split * c->vl > 1) return;
     int i = c->up_axis[0], j = c->up_axis[1];
     if (j < i || ceil_div(it->full_shape[j], c->up_amt[1]) < 8) return;
     for (int o = j; o > i; o--) order[o] = order[o - 1];

@@ -41,7 +41,7 @@ enum {
 
 /* stride of tracker st along axis a; 0 for a size-1 axis; -1 when unknown
  * (several views, or a mask that cuts the axis) */
-static int64_t st_stride(const tc_st *st, int a) {
+int64_t tc_st_stride(const tc_st *st, int a) {
     if (st->n_views != 1) return -1;
     const tc_view *v = &st->views[0];
     if (a >= v->ndim) return -1;
@@ -79,6 +79,54 @@ static bool is_kept(const tc_sched_item *it, int a) {
     return !((it->reduce_axes >> a) & 1) && it->full_shape[a] > 1;
 }
 
+/* ---- vector partials ---- */
+
+typedef struct {
+    const tc_ast *seen[256]; /* nodes checked (ASTs are DAGs) */
+    int n;
+} vec_walk;
+
+static bool vec_seen(vec_walk *w, const tc_ast *a) {
+    for (int i = 0; i < w->n; i++)
+        if (w->seen[i] == a) return true;
+    if (w->n < 256) w->seen[w->n++] = a;
+    return false;
+}
+
+/* a node under a reduce: a vector form exists (an earlier reduce is a scalar) */
+static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
+    if (tc_op_is_reduce(a->op)) return true;
+    if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {
+        int64_t st = tc_st_stride(a->st, axis);
+        bool dt_ok = a->dtype == TC_FLOAT32 || a->dtype == TC_UINT8 || a->dtype == TC_INT32;
+        return dt_ok && (st == 0 || (st == 1 && a->op == TC_OP_LOAD));
+    }
+    bool op_ok = a->op == TC_OP_CAST || a->op == TC_OP_ADD || a->op == TC_OP_MUL ||
+                 a->op == TC_OP_NEG || a->op == TC_OP_MAX || a->op == TC_OP_RECIP;
+    if (!op_ok || a->dtype != TC_FLOAT32 || w->n == 256) return false;
+    if (vec_seen(w, a)) return true;
+    for (int i = 0; i < a->n_srcs; i++)
+        if (!vec_node_ok(w, a->srcs[i], axis)) return false;
+    return true;
+}
+
+/* every reduce under a (walk w: nodes visited; ops: nodes checked) */
+static bool vec_reduces_ok(vec_walk *w, vec_walk *ops, const tc_ast *a, int axis) {
+    if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) return true;
+    if (w->n == 256) return false;
+    if (vec_seen(w, a)) return true;
+    if (tc_op_is_reduce(a->op) && (a->dtype != TC_FLOAT32 || !vec_node_ok(ops, a->srcs[0], axis)))
+        return false;
+    for (int i = 0; i < a->n_srcs; i++)
+        if (!vec_reduces_ok(w, ops, a->srcs[i], axis)) return false;
+    return true;
+}
+
+bool tc_opt_vec_ok(const tc_sched_item *it, int a) {
+    vec_walk w = {.n = 0}, ops = {.n = 0};
+    return vec_reduces_ok(&w, &ops, it->ast, a);
+}
+
 /* the largest divisor of n that is at most cap, preferring multiples of l */
 static int64_t best_divisor(int64_t n, int64_t cap, int64_t l) {
     for (int64_t d = cap - cap % l; d >= l; d -= l)
@@ -101,16 +149,16 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
     for (int j = it->ndim - 1; j >= 0; j--) {
         if (!is_kept(it, j)) continue;
         bool stores_ok = k->n_stores > 0;
-        for (int s = 0; s < k->n_stores; s++) stores_ok &= st_stride(k->stores[s]->st, j) == 1;
+        for (int s = 0; s < k->n_stores; s++) stores_ok &= tc_st_stride(k->stores[s]->st, j) == 1;
         if (!stores_ok) continue;
         for (int li = 0; li < k->n_loads; li++) {
             const tc_st *vst = k->loads[li]->st;
-            if (st_stride(vst, j) != 1) continue;
+            if (tc_st_stride(vst, j) != 1) continue;
             int64_t cj = best_divisor(it->full_shape[j], TILE_VECS * l, l);
             if (cj < 2) return false;
             int64_t vecs = (cj + l - 1) / l;
             for (int i = it->ndim - 1; i >= 0; i--) {
-                if (i == j || !is_kept(it, i) || st_stride(vst, i) != 0) continue;
+                if (i == j || !is_kept(it, i) || tc_st_stride(vst, i) != 0) continue;
                 int64_t ri = tile_rows(it->full_shape[i], regs / vecs);
                 if (ri < 2) continue;
                 *p = (tc_kopt){.n = 2, .axis = {i, j}, .amt = {ri, cj}};
@@ -126,7 +174,7 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
 /* reused by some load under a reduce along kept axis a */
 static bool is_reused(const kinfo *k, int a) {
     for (int i = 0; i < k->n_loads; i++)
-        if (st_stride(k->loads[i]->st, a) == 0) return true;
+        if (tc_st_stride(k->loads[i]->st, a) == 0) return true;
     return false;
 }
 
@@ -157,8 +205,44 @@ static int split_axis(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
     *amt = best_divisor(it->full_shape[r], 2 * l, l);
     if (*amt < 4) return -1;
     for (int i = 0; i < k->n_loads; i++)
-        if (st_stride(k->loads[i]->st, r) == 1) return r;
+        if (tc_st_stride(k->loads[i]->st, r) == 1) return r;
     return -1;
+}
+
+/* the widest power-of-two vector (at most l lanes, at least 4) dividing n; 0 if none */
+static int vec_lanes(int64_t n, int64_t l) {
+    for (int64_t v = l; v >= 4; v /= 2)
+        if (n % v == 0) return (int)v;
+    return 0;
+}
+
+/* dot products (the split axis r is read contiguously by the loads that
+ * read it): partials in vectors along r, and up to two kept axes along which
+ * an input is reused, innermost first, as rows: per step the tile loads one
+ * vector per row of each input and does rows_i * rows_j vector FMAs (x @
+ * w.T, a conv's weight gradient). Without rows, two vectors of partials. */
+static bool plan_dot(const tc_sched_item *it, const kinfo *k, int r, int64_t l, int64_t regs, tc_kopt *p) {
+    int lanes = vec_lanes(it->full_shape[r], l);
+    if (!lanes || !tc_opt_vec_ok(it, r)) return false;
+    static const int64_t rows[] = {4, 5, 3, 6, 2};
+    int64_t accs = 1;
+    *p = (tc_kopt){0};
+    for (int a = it->ndim - 1; a >= 0 && p->n < 2; a--) {
+        if (!is_kept(it, a) || !is_reused(k, a)) continue;
+        for (size_t m = 0; m < sizeof rows / sizeof rows[0]; m++) {
+            int64_t n = it->full_shape[a], amt = rows[m];
+            if (n % amt != 0 || accs * amt > regs) continue;
+            p->axis[p->n] = a;
+            p->amt[p->n++] = amt;
+            accs *= amt;
+            break;
+        }
+    }
+    int64_t vecs = p->n == 0 && it->full_shape[r] % (2 * lanes) == 0 ? 2 : 1;
+    p->axis[p->n] = r;
+    p->amt[p->n++] = vecs * lanes;
+    p->lanes = lanes;
+    return true;
 }
 
 void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
@@ -170,14 +254,22 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
     if (k.overflow) return;
     int64_t l = tg->simd_floats > 1 ? tg->simd_floats : 4;
     int64_t regs = tg->simd_regs >= 32 ? 24 : 12; /* accumulators, leaving room for operands */
-    if (plan_tile(it, &k, l, regs, p)) return;
+    int64_t amt = 0;
+    int r = split_axis(it, &k, l, &amt);
+    tc_kopt tile;
+    bool has_tile = plan_tile(it, &k, l, regs, &tile);
+    /* a tile narrower than a vector loses to a dot tile where there is one */
+    bool narrow = has_tile && tile.amt[tile.n - 1] < l;
+    if (tg->has_vec && r >= 0 && (!has_tile || narrow) && plan_dot(it, &k, r, l, regs, p)) return;
+    if (has_tile) {
+        *p = tile;
+        return;
+    }
     /* a split alone: the compiler packs the partial sums of one output into
      * vectors, but with several outputs per iteration it packs across them
      * (their stores are the consecutive ones) and uses 4-wide vectors:
      * x @ w.T (128x784x128) 2.3 ms with 4 rows and a split, 0.8 ms with the
      * split alone (TC_BEAM found it) */
-    int64_t amt = 0;
-    int r = split_axis(it, &k, l, &amt);
     if (r >= 0) *p = (tc_kopt){.n = 1, .axis = {r}, .amt = {amt}};
     else plan_rows(it, &k, p);
 }
@@ -210,6 +302,11 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
             kept++;
         }
     }
+    if (p->lanes > 1) { /* vectors: a power of two dividing the split's amount */
+        bool has_split = p->n > 0 && ((it->reduce_axes >> p->axis[p->n - 1]) & 1);
+        if (!has_split || p->lanes > 16 || (p->lanes & (p->lanes - 1)) || p->amt[p->n - 1] % p->lanes)
+            return false;
+    }
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
 }
 
@@ -234,6 +331,13 @@ int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out,
         memmove(&p.amt[i], &p.amt[i + 1], sizeof(int64_t) * (size_t)(p.n - i - 1));
         p.n--;
         add_plan(it, out, &n, max, &p);
+    }
+    if (base->n > 0) { /* a split with vectors of other widths, or scalars */
+        for (int lanes = 0; lanes <= 16; lanes = lanes ? lanes * 2 : 4) {
+            tc_kopt p = *base;
+            p.lanes = lanes;
+            add_plan(it, out, &n, max, &p);
+        }
     }
     if (base->n < 3) { /* one more axis: kept ones before a split */
         for (int a = 0; a < it->ndim; a++) {
@@ -261,6 +365,7 @@ int tc_opt_format(const tc_kopt *p, char *buf, size_t size) {
     for (int i = 0; i < p->n && len < size; i++)
         len += (size_t)snprintf(buf + len, size - len, "%s%d:%lld", i ? "," : "", p->axis[i],
                                 (long long)p->amt[i]);
+    if (p->lanes > 1 && len < size) len += (size_t)snprintf(buf + len, size - len, "/%d", p->lanes);
     return len < size ? (int)len : -1;
 }
 
@@ -274,6 +379,8 @@ bool tc_opt_parse(const tc_sched_item *it, const char *s, tc_kopt *p) {
         p->amt[p->n++] = m;
         s += used;
         if (*s == ',') s++;
+        int lanes = 0;
+        if (*s == '/' && sscanf(s, "/%d%n", &lanes, &used) == 1 && lanes > 1) p->lanes = lanes, s += used;
     }
     return !*s && (p->n == 0 || plan_valid(it, p));
 }

@@ -24,6 +24,7 @@ const char *const tc_uop_names[TC_UOP_COUNT] = {
     [TC_UOP_BITCAST] = "BITCAST",             [TC_UOP_ASSIGN] = "ASSIGN",
     [TC_UOP_DEFINE_LOCAL] = "DEFINE_LOCAL",   [TC_UOP_BARRIER] = "BARRIER",
     [TC_UOP_IF] = "IF",                       [TC_UOP_ENDIF] = "ENDIF",
+    [TC_UOP_GEP] = "GEP",
 };
 
 static const int64_t BIG = (int64_t)1 << 62; /* bounds beyond this are "unknown" */
@@ -94,7 +95,7 @@ static tc_uop *place(tc_ub *ub, tc_uop *u, bool pinned) {
 
 static uint64_t uop_hash(const tc_uop *u) {
     uint64_t h = tc_hash_combine((uint64_t)u->op * 131 + (uint64_t)u->dtype,
-                                 (uint64_t)u->alu * 2 + u->is_lane);
+                                 ((uint64_t)u->alu * 2 + u->is_lane) * 64 + (uint64_t)u->vcount);
     for (int i = 0; i < u->n_srcs; i++) h = tc_hash_combine(h, (uint64_t)(uintptr_t)u->srcs[i]);
     h = tc_hash_combine(h, (uint64_t)u->arg);
     h = tc_hash_combine(h, (uint64_t)u->ivalue);
@@ -102,7 +103,8 @@ static uint64_t uop_hash(const tc_uop *u) {
 }
 
 static bool uop_same(const tc_uop *a, const tc_uop *b) {
-    if (a->op != b->op || a->dtype != b->dtype || a->alu != b->alu || a->n_srcs != b->n_srcs ||
+    if (a->op != b->op || a->dtype != b->dtype || a->vcount != b->vcount || a->alu != b->alu ||
+        a->n_srcs != b->n_srcs ||
         a->arg != b->arg || a->ivalue != b->ivalue || a->is_lane != b->is_lane ||
         memcmp(&a->value, &b->value, sizeof a->value) != 0)
         return false;
@@ -134,8 +136,13 @@ static tc_uop *new_uop(tc_ub *ub, tc_uop_op op, tc_dtype dt, int n, tc_uop *cons
     }
     u->op = op;
     u->dtype = dt;
+    u->vcount = 1;
     u->n_srcs = n;
-    for (int i = 0; i < n; i++) u->srcs[i] = srcs[i];
+    for (int i = 0; i < n; i++) {
+        u->srcs[i] = srcs[i];
+        /* an ALU or cast of a vector is a vector (scalar operands broadcast) */
+        if ((op == TC_UOP_ALU || op == TC_UOP_CAST) && srcs[i]->vcount > u->vcount) u->vcount = srcs[i]->vcount;
+    }
     u->is_index = ub->index_mode;
     dtype_bounds(dt, &u->vmin, &u->vmax);
     return u;
@@ -471,6 +478,23 @@ tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
     return u ? intern(ub, u) : NULL;
 }
 
+tc_uop *tc_ub_load_vec(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid, int lanes) {
+    if (valid && is_iconst(valid, 1)) valid = NULL;
+    tc_uop *s[3] = {buf, idx, valid};
+    tc_uop *u = new_uop(ub, TC_UOP_LOAD, buf ? buf->dtype : TC_FLOAT32, valid ? 3 : 2, s);
+    if (!u) return NULL;
+    u->vcount = lanes;
+    return intern(ub, u);
+}
+
+tc_uop *tc_ub_gep(tc_ub *ub, tc_uop *v, int lane) {
+    if (!v || v->vcount <= 1) return v;
+    tc_uop *u = new_uop(ub, TC_UOP_GEP, v->dtype, 1, &v);
+    if (!u) return NULL;
+    u->arg = lane;
+    return intern(ub, u);
+}
+
 tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value) {
     if (buf && buf->op == TC_UOP_DEFINE_LOCAL && !tc_ub_local_store_sync(ub, buf)) return NULL;
     tc_uop *s[3] = {buf, idx, value};
@@ -479,7 +503,12 @@ tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value) {
 }
 
 tc_uop *tc_ub_acc(tc_ub *ub, tc_uop *init) {
+    return tc_ub_acc_vec(ub, init, 1);
+}
+
+tc_uop *tc_ub_acc_vec(tc_ub *ub, tc_uop *init, int lanes) {
     tc_uop *u = new_uop(ub, TC_UOP_DEFINE_ACC, init ? init->dtype : TC_FLOAT32, 1, &init);
+    if (u) u->vcount = lanes;
     return u ? place(ub, u, true) : NULL;
 }
 
@@ -489,9 +518,11 @@ tc_uop *tc_ub_acc_update(tc_ub *ub, tc_op op, tc_uop *acc, tc_uop *x) {
     tc_uop *v = new_uop(ub, TC_UOP_ALU, acc ? acc->dtype : TC_FLOAT32, 2, s);
     if (!v) return NULL;
     v->alu = op;
+    v->vcount = acc->vcount;
     if (!place(ub, v, true)) return NULL;
     tc_uop *s2[2] = {acc, v};
     tc_uop *u = new_uop(ub, TC_UOP_ASSIGN, acc->dtype, 2, s2);
+    if (u) u->vcount = acc->vcount;
     return u ? place(ub, u, true) : NULL;
 }
 
@@ -613,6 +644,7 @@ static bool has_effect(const tc_uop *u) {
     case TC_UOP_CAST:
     case TC_UOP_BITCAST:
     case TC_UOP_DEFINE_LOCAL:
+    case TC_UOP_GEP:
     case TC_UOP_COUNT: return false;
     }
     return false;

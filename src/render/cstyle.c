@@ -30,7 +30,7 @@ const tc_dialect tc_dialect_c = {
     .int64_suffix = "LL",
     .math_fn = {[TC_OP_EXP2] = "tc_exp2f", [TC_OP_LOG2] = "tc_log2f", [TC_OP_SIN] = "tc_sinf",
                 [TC_OP_SQRT] = "sqrtf"},
-    .target = {.has_local = false},
+    .target = {.has_local = false, .has_vec = true},
 };
 
 typedef struct {
@@ -46,6 +46,69 @@ typedef struct {
 static const char *ctype(const rctx *r, tc_dtype dt) {
     if (dt == TC_FLOAT16) return r->d->is_half_in_float ? "float" : r->d->half_type;
     return r->d->type_names[dt] ? r->d->type_names[dt] : tc_dtypes[dt].cname;
+}
+
+/* vectors (C only): GCC/Clang vector extensions. tc_<type><n> is a value,
+ * tc_<type><n>_u the same vector at element alignment (loads at any index) */
+static const char *const vec_elem[TC_DTYPE_COUNT] = {
+    [TC_FLOAT32] = "float", [TC_INT32] = "int", [TC_UINT8] = "uchar",
+};
+static const char *const vec_ctype[TC_DTYPE_COUNT] = {
+    [TC_FLOAT32] = "float", [TC_INT32] = "int", [TC_UINT8] = "unsigned char",
+};
+enum { VEC_MAX = 16 };
+
+/* the type of u's value: its dtype's, or a vector of it */
+static const char *utype(const rctx *r, const tc_uop *u) {
+    static char names[TC_DTYPE_COUNT][VEC_MAX + 1][24]; /* written once per name, same text */
+    if (u->vcount <= 1 || u->vcount > VEC_MAX || !vec_elem[u->dtype]) return ctype(r, u->dtype);
+    char *n = names[u->dtype][u->vcount];
+    if (!n[0]) snprintf(n, sizeof names[0][0], "tc_%s%d", vec_elem[u->dtype], u->vcount);
+    return n;
+}
+
+/* a cast of 16 uint8 lanes to float: gcc 12 converts them one by one with
+ * __builtin_convertvector; AVX-512 does it in two instructions */
+static bool is_u8_cast16(const tc_uop *u) {
+    return u->op == TC_UOP_CAST && u->vcount == 16 && u->dtype == TC_FLOAT32 &&
+           u->srcs[0]->dtype == TC_UINT8;
+}
+
+static const char u8_cast16_fn[] =
+    "#if defined(__AVX512F__)\n#include <immintrin.h>\n#endif\n"
+    "static inline tc_float16 tc_u8_float16(tc_uchar16 x) {\n"
+    "#if defined(__AVX512F__)\n"
+    "  return (tc_float16)_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32((__m128i)x));\n"
+    "#else\n  return __builtin_convertvector(x, tc_float16);\n#endif\n}\n";
+
+/* typedefs of the vector types the kernel uses (and max for float vectors) */
+static void vector_typedefs(rctx *r) {
+    bool used[TC_DTYPE_COUNT][VEC_MAX + 1] = {{false}}, u8_cast = false;
+    for (int i = 0; i < r->k->n_uops; i++) {
+        const tc_uop *u = r->k->uops[i];
+        if (u->vcount > 1 && u->vcount <= VEC_MAX && vec_elem[u->dtype]) used[u->dtype][u->vcount] = true;
+        u8_cast |= is_u8_cast16(u);
+    }
+    for (int t = 0; t < TC_DTYPE_COUNT; t++) {
+        for (int n = 2; n <= VEC_MAX; n++) {
+            if (!used[t][n]) continue;
+            const char *e = vec_elem[t], *c = vec_ctype[t];
+            int bytes = n * (int)tc_dtypes[t].size;
+            tc_sb_printf(&r->out,
+                         "typedef %s tc_%s%d __attribute__((vector_size(%d)));\n"
+                         "typedef %s tc_%s%d_u __attribute__((vector_size(%d), aligned(%d)));\n",
+                         c, e, n, bytes, c, e, n, bytes, (int)tc_dtypes[t].size);
+            if (t != TC_FLOAT32) continue;
+            /* max with NaN winning, as the scalar form; mask from the compares */
+            tc_sb_printf(&r->out,
+                         "typedef int tc_mask%d __attribute__((vector_size(%d)));\n"
+                         "static inline tc_float%d tc_max_float%d(tc_float%d a, tc_float%d b) {\n"
+                         "  tc_mask%d m = (a > b) | (a != a);\n"
+                         "  return (tc_float%d)((m & (tc_mask%d)a) | (~m & (tc_mask%d)b));\n}\n",
+                         n, bytes, n, n, n, n, n, n, n, n);
+        }
+    }
+    if (u8_cast) tc_sb_printf(&r->out, "%s", u8_cast16_fn);
 }
 
 /* the element type of a global buffer of dtype dt */
@@ -145,7 +208,29 @@ static char *render_alu_value(const rctx *r, const tc_uop *u) {
     return is_half_float(r, u->dtype) ? half_rounded(r, x) : x;
 }
 
+/* a vector ALU: + * - and 1/x take scalar operands as they are (the
+ * compiler broadcasts them); max gets both as vectors */
+static char *render_vec_alu(const rctx *r, const tc_uop *u) {
+    char *const *e = r->expr;
+    const char *t = utype(r, u);
+    const char *a = e[u->srcs[0]->id], *b = u->n_srcs > 1 ? e[u->srcs[1]->id] : "";
+    if (u->alu == TC_OP_ADD) return fmt("(%s+%s)", a, b);
+    if (u->alu == TC_OP_MUL) return fmt("(%s*%s)", a, b);
+    if (u->alu == TC_OP_NEG) return fmt("(-%s)", a);
+    if (u->alu == TC_OP_RECIP) return fmt("(1.0f/%s)", a);
+    if (u->alu == TC_OP_MAX) {
+        /* a scalar operand: ((tc_floatN){0}+x), the zero vector plus x in every lane */
+        bool va = u->srcs[0]->vcount > 1, vb = u->srcs[1]->vcount > 1;
+        return fmt("tc_max_%s(%s%s%s%s%s, %s%s%s%s%s)", t + 3, va ? "" : "((", va ? "" : t,
+                   va ? "" : "){0}+", a, va ? "" : ")", vb ? "" : "((", vb ? "" : t,
+                   vb ? "" : "){0}+", b, vb ? "" : ")");
+    }
+    TC_INTERNAL("cannot render vector ALU %s", tc_ops[u->alu].name);
+    return NULL;
+}
+
 static char *render_alu(const rctx *r, const tc_uop *u) {
+    if (u->vcount > 1) return render_vec_alu(r, u);
     char *const *e = r->expr;
     const char *a = e[u->srcs[0]->id], *b = u->n_srcs > 1 ? e[u->srcs[1]->id] : "";
     const char *c = u->n_srcs > 2 ? e[u->srcs[2]->id] : "";
@@ -192,7 +277,7 @@ static char *bind(rctx *r, const tc_uop *u, const char *prefix, char *expr) {
     bool inl = u->uses == 1 && r->user_depth[u->id] == u->depth;
     if (inl) return expr;
     char *name = fmt("%s%d", prefix, u->id);
-    if (name) line(r, "%s %s = %s;", ctype(r, u->dtype), name, expr);
+    if (name) line(r, "%s %s = %s;", utype(r, u), name, expr);
     tc_free(expr);
     return name;
 }
@@ -207,15 +292,17 @@ static char *render_load(rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
     bool is_gated = u->n_srcs > 2 && u->srcs[2]->op != TC_UOP_BARRIER;
-    char *x = is_global_half(r, u->srcs[0]) ? fmt(r->d->half_load, buf, idx)
-                                            : fmt("%s[%s]", buf, idx);
+    char *x = u->vcount > 1               ? fmt("*(const %s_u *)(%s+%s)", utype(r, u), buf, idx)
+              : is_global_half(r, u->srcs[0]) ? fmt(r->d->half_load, buf, idx)
+                                              : fmt("%s[%s]", buf, idx);
     if (x && is_gated) {
-        char *g = fmt("(%s?%s:(%s)0)", e[u->srcs[2]->id], x, ctype(r, u->dtype));
+        char *g = u->vcount > 1 ? fmt("(%s?%s:(%s){0})", e[u->srcs[2]->id], x, utype(r, u))
+                                : fmt("(%s?%s:(%s)0)", e[u->srcs[2]->id], x, ctype(r, u->dtype));
         tc_free(x);
         x = g;
     }
     char *name = x ? fmt("val%d", u->id) : NULL; /* never inlined: it must read before any store */
-    if (name) line(r, "%s %s = %s;", ctype(r, u->dtype), name, x);
+    if (name) line(r, "%s %s = %s;", utype(r, u), name, x);
     tc_free(x);
     return name;
 }
@@ -236,6 +323,9 @@ static char *render_store(rctx *r, const tc_uop *u) {
 static char *render_cast(rctx *r, const tc_uop *u) {
     const char *x = r->expr[u->srcs[0]->id];
     const char *to = ctype(r, u->dtype), *from = ctype(r, u->srcs[0]->dtype);
+    if (is_u8_cast16(u)) return bind(r, u, "cast", fmt("tc_u8_float16(%s)", x));
+    if (u->op == TC_UOP_CAST && u->vcount > 1)
+        return bind(r, u, "cast", fmt("__builtin_convertvector(%s, %s)", x, utype(r, u)));
     if (u->op == TC_UOP_CAST) {
         char *c = fmt("((%s)%s)", to, x);
         return bind(r, u, "cast", is_half_float(r, u->dtype) ? half_rounded(r, c) : c);
@@ -289,6 +379,7 @@ static char *render_gpu(rctx *r, const tc_uop *u) {
     case TC_UOP_CAST:
     case TC_UOP_BITCAST:
     case TC_UOP_ASSIGN:
+    case TC_UOP_GEP:
     case TC_UOP_COUNT: break;
     }
     TC_INTERNAL("cannot render UOp %s", tc_uop_names[u->op]);
@@ -314,9 +405,20 @@ static char *render_uop(rctx *r, const tc_uop *u) {
         return fmt("%s", "");
     case TC_UOP_DEFINE_ACC: {
         char *name = fmt("acc%d", u->id);
-        if (name) line(r, "%s %s = %s;", ctype(r, u->dtype), name, e[u->srcs[0]->id]);
-        return name;
+        if (!name) return NULL;
+        if (u->vcount <= 1) {
+            line(r, "%s %s = %s;", ctype(r, u->dtype), name, e[u->srcs[0]->id]);
+            return name;
+        }
+        tc_strbuf init = {0}; /* every lane the initial value */
+        for (int l = 0; l < u->vcount; l++) tc_sb_printf(&init, "%s%s", l ? ", " : "", e[u->srcs[0]->id]);
+        if (!init.failed) line(r, "%s %s = {%s};", utype(r, u), name, init.s);
+        bool ok = !init.failed;
+        tc_sb_free(&init);
+        if (!ok) tc_free(name);
+        return ok ? name : NULL;
     }
+    case TC_UOP_GEP: return bind(r, u, "alu", fmt("%s[%lld]", e[u->srcs[0]->id], (long long)u->arg));
     case TC_UOP_LOAD: return render_load(r, u);
     case TC_UOP_STORE: return render_store(r, u);
     case TC_UOP_ALU: return bind(r, u, "alu", render_alu_value(r, u));
@@ -352,6 +454,7 @@ static void signature(rctx *r) {
     const tc_kernel_uops *k = r->k;
     tc_sb_printf(&r->out, "%s", r->d->preamble);
     if (r->d->half_preamble && uses_half(k)) tc_sb_printf(&r->out, "%s", r->d->half_preamble);
+    vector_typedefs(r);
     tc_sb_printf(&r->out, "%s", r->d->kernel_prefix);
     if (r->d->map_prefix && !has_reduce(k)) tc_sb_printf(&r->out, "%s", r->d->map_prefix);
     tc_sb_printf(&r->out, "void ");

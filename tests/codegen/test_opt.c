@@ -16,6 +16,7 @@
 
 static const tc_target avx512 = {.simd_floats = 16, .simd_regs = 32};
 static const tc_target avx2 = {.simd_floats = 8, .simd_regs = 16};
+static const tc_target avx512v = {.simd_floats = 16, .simd_regs = 32, .has_vec = true};
 
 /* the plan of the only kernel of t's schedule */
 static tc_kopt plan_of(tc_tensor *t, const tc_target *tg, tc_schedule **keep) {
@@ -112,6 +113,105 @@ static void test_plan_split_sum(void **state) {
     tc_release(m);
 }
 
+/* x @ w.T: both inputs read along the reduce; w reused by rows of x, x by rows of w */
+static tc_tensor *matmul_t(int64_t m, int64_t k, int64_t n, bool x_u8) {
+    int64_t sx[2] = {m, k}, sw[2] = {n, k};
+    tc_tensor *x = tc_rand(2, sx, TC_FLOAT32, NULL);
+    if (x_u8) { /* 0..254 */
+        tc_tensor *f = tc_full(2, sx, 255, TC_FLOAT32, NULL), *xk = tc_mul(x, f);
+        tc_release(x), tc_release(f);
+        x = tc_cast(xk, TC_UINT8);
+        tc_release(xk);
+    }
+    tc_tensor *w = tc_randn(2, sw, TC_FLOAT32, NULL);
+    tc_tensor *xw[2] = {x, w};
+    assert_int_equal(tc_realize(xw, 2), TC_OK);
+    tc_tensor *xf = x_u8 ? tc_cast(x, TC_FLOAT32) : x;
+    tc_tensor *wt = tc_transpose(w, 0, 1), *c = tc_matmul(xf, wt);
+    if (x_u8) tc_release(xf);
+    tc_release(x), tc_release(w), tc_release(wt);
+    return c;
+}
+
+/* vector partials along the reduce (a dot tile) on a target that prints vectors */
+static void test_plan_dot(void **state) {
+    (void)state;
+    tc_tensor *c = matmul_t(64, 784, 128, false);
+    tc_schedule *s = NULL;
+    tc_kopt p = plan_of(c, &avx512v, &s);
+    const tc_sched_item *it = &s->items[0];
+    /* 4x4 rows of the two outputs axes, one vector of 16 partials along 784 */
+    assert_int_equal(p.n, 3);
+    assert_int_equal(p.amt[0], 4);
+    assert_int_equal(p.amt[1], 4);
+    assert_true((it->reduce_axes >> p.axis[2]) & 1);
+    assert_int_equal(p.amt[2], 16);
+    assert_int_equal(p.lanes, 16);
+    char text[64];
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    tc_kopt back;
+    assert_true(tc_opt_parse(it, text, &back));
+    assert_memory_equal(&back, &p, sizeof p);
+    tc_schedule_free(s);
+    p = plan_of(c, &avx512, NULL); /* no vectors: the split alone, as scalars */
+    assert_int_equal(p.n, 1);
+    assert_int_equal(p.lanes, 0);
+    tc_release(c);
+}
+
+/* kernels with vector partials on this machine give the reference's numbers */
+static void test_vector_partials(void **state) {
+    (void)state;
+    tc_tensor *c = matmul_t(64, 784, 128, false);
+    tc_check_schedule(c, 1, 1e-4, 1e-4, "x @ w.T, vector partials");
+    tc_release(c);
+    c = matmul_t(33, 784, 10, true); /* uint8 x cast in the kernel; rows clamped nowhere */
+    tc_check_schedule(c, 1, 1e-4, 1e-3, "uint8 x @ w.T, vector partials");
+    tc_release(c);
+    int64_t sh[2] = {50, 20};
+    tc_tensor *x = tc_randn(2, sh, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&x, 1), TC_OK);
+    int ax = 1;
+    tc_tensor *sm = tc_sum(x, 1, &ax, false), *mx = tc_max(x, 1, &ax, false);
+    tc_check_schedule(sm, 1, 1e-5, 1e-5, "row sum of 20 (4 lanes)");
+    tc_check_schedule(mx, 1, 0, 0, "row max of 20 (exact)");
+    tc_release(sm), tc_release(mx);
+    /* softmax's denominator: exp has no vector form, the partials stay scalar */
+    tc_tensor *m = tc_max(x, 1, &ax, true), *d = tc_sub(x, m), *e = tc_exp(d), *se = tc_sum(e, 1, &ax, false);
+    tc_check_schedule(se, 1, 1e-5, 1e-5, "sum(exp(x - max))");
+    tc_release(m), tc_release(d), tc_release(e), tc_release(se), tc_release(x);
+    /* NaN wins a max, -inf loses, in every lane position */
+    float v[4 * 32];
+    for (int i = 0; i < 4 * 32; i++) v[i] = (float)(i % 7) - 3.0f;
+    v[5] = __builtin_nanf(""), v[32 + 31] = __builtin_inff(), v[64 + 16] = -__builtin_inff();
+    int64_t sv[2] = {4, 32};
+    tc_tensor *xv = tc_from_data(v, TC_FLOAT32, 2, sv, NULL), *mv = tc_max(xv, 1, &ax, false);
+    float got[4];
+    assert_int_equal(tc_to_host(mv, got, sizeof got), TC_OK);
+    assert_true(got[0] != got[0]);
+    assert_true(got[1] == __builtin_inff());
+    assert_true(got[2] == 3.0f && got[3] == 3.0f);
+    tc_release(xv), tc_release(mv);
+}
+
+/* a conv's weight gradient reduces over (batch, y, x): dot tiles along x */
+static void test_conv_weight_grad(void **state) {
+    (void)state;
+    for (int pad = 0; pad < 2; pad++) {
+        int64_t sx[4] = {3, 4, 12, 12}, sw[4] = {8, 4, 5, 5};
+        tc_tensor *x = tc_randn(4, sx, TC_FLOAT32, NULL), *w = tc_randn(4, sw, TC_FLOAT32, NULL);
+        tc_set_requires_grad(w, true);
+        tc_tensor *xw[2] = {x, w};
+        assert_int_equal(tc_realize(xw, 2), TC_OK);
+        tc_tensor *y = tc_conv2d(x, w, NULL, 1, pad), *l = tc_sum(y, 0, NULL, false);
+        assert_int_equal(tc_backward(l), TC_OK);
+        tc_tensor *g = tc_grad(w);
+        int kernels = tc_schedule_kernel_count(&g, 1);
+        tc_check_schedule(g, kernels, 1e-4, 1e-4, pad ? "conv weight grad, padded" : "conv weight grad");
+        tc_release(g), tc_release(y), tc_release(l), tc_release(x), tc_release(w);
+    }
+}
+
 /* a tiled kernel whose tile is larger than the axis it covers */
 static void test_small_shapes(void **state) {
     (void)state;
@@ -187,6 +287,25 @@ static void test_vectorized(void **state) {
 #endif
 }
 
+/* the dot tile of x @ w.T is packed FMAs: vectors of the renderer, not the
+ * compiler's SLP (which packed across the tile's outputs, 4 wide) */
+static void test_dot_vectorized(void **state) {
+    (void)state;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!__builtin_cpu_supports("avx2")) {
+        skip();
+        return;
+    }
+    tc_tensor *c = matmul_t(64, 784, 128, false);
+    int packed = packed_fmas(c);
+    fprintf(stderr, "packed FMAs in the x @ w.T kernel: %d\n", packed);
+    assert_true(packed >= 16); /* a 4x4 tile: 16 per step of the reduce */
+    tc_release(c);
+#else
+    skip();
+#endif
+}
+
 /* relu(a @ b + bias): the relu's comparison after the reduce would keep the
  * tile scalar; its store goes out in two passes (lower.c, epilogue_reduce) */
 static void test_epilogue_vectorized(void **state) {
@@ -238,6 +357,8 @@ int main(void) {
         cmocka_unit_test(test_plan_conv),      cmocka_unit_test(test_plan_split_sum),
         cmocka_unit_test(test_small_shapes),   cmocka_unit_test(test_vectorized),
         cmocka_unit_test(test_epilogue_vectorized), cmocka_unit_test(test_beam),
+        cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_vector_partials),
+        cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
