@@ -102,7 +102,7 @@ static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
         return dt_ok && (st == 0 || (st == 1 && a->op == TC_OP_LOAD));
     }
     bool op_ok = a->op == TC_OP_CAST || a->op == TC_OP_ADD || a->op == TC_OP_MUL ||
-                 a->op == TC_OP_NEG || a->op == TC_OP_MAX || a->op == TC_OP_RECIP;
+                 a->op == TC_OP_NEG || a->op == TC_OP_MAX || a->op == TC_OP_RECIP || a->op == TC_OP_EXP2;
     if (!op_ok || a->dtype != TC_FLOAT32 || w->n == 256) return false;
     if (vec_seen(w, a)) return true;
     for (int i = 0; i < a->n_srcs; i++)

@@ -83,10 +83,12 @@ static const char u8_cast16_fn[] =
 
 /* typedefs of the vector types the kernel uses (and max for float vectors) */
 static void vector_typedefs(rctx *r) {
-    bool used[TC_DTYPE_COUNT][VEC_MAX + 1] = {{false}}, u8_cast = false;
+    bool used[TC_DTYPE_COUNT][VEC_MAX + 1] = {{false}}, exp2[VEC_MAX + 1] = {false}, u8_cast = false;
     for (int i = 0; i < r->k->n_uops; i++) {
         const tc_uop *u = r->k->uops[i];
         if (u->vcount > 1 && u->vcount <= VEC_MAX && vec_elem[u->dtype]) used[u->dtype][u->vcount] = true;
+        if (u->vcount > 1 && u->vcount <= VEC_MAX && u->op == TC_UOP_ALU && u->alu == TC_OP_EXP2)
+            exp2[u->vcount] = true;
         u8_cast |= is_u8_cast16(u);
     }
     for (int t = 0; t < TC_DTYPE_COUNT; t++) {
@@ -106,6 +108,27 @@ static void vector_typedefs(rctx *r) {
                          "  tc_mask%d m = (a > b) | (a != a);\n"
                          "  return (tc_float%d)((m & (tc_mask%d)a) | (~m & (tc_mask%d)b));\n}\n",
                          n, bytes, n, n, n, n, n, n, n, n);
+            if (!exp2[n]) continue;
+            /* tc_exp2f of the prelude (cmath_src.h) lane-wise: the same steps */
+            tc_sb_printf(&r->out,
+                         "typedef unsigned int tc_uint%d __attribute__((vector_size(%d)));\n"
+                         "static inline tc_float%d tc_sel_float%d(tc_mask%d m, tc_float%d a, tc_float%d b) {\n"
+                         "  return (tc_float%d)((m & (tc_mask%d)a) | (~m & (tc_mask%d)b));\n}\n",
+                         n, bytes, n, n, n, n, n, n, n, n);
+            tc_sb_printf(&r->out,
+                         "static inline tc_float%d tc_exp2_float%d(tc_float%d x) {\n"
+                         "  tc_float%d z = {0};\n"
+                         "  tc_float%d xc = tc_sel_float%d(x > -150.0f, x, z - 150.0f);\n"
+                         "  xc = tc_sel_float%d(xc < 128.0f, xc, z + 128.0f);\n"
+                         "  tc_float%d t = xc + 12582912.0f, f = xc - (t - 12582912.0f);\n"
+                         "  tc_uint%d b = (tc_uint%d)t - 0x4b400000u + 1000u, h = b >> 1;\n"
+                         "  tc_float%d s1 = (tc_float%d)((h - 373u) << 23), s2 = (tc_float%d)((b - h - 373u) << 23);\n"
+                         "  tc_float%d p = z + 1.559467782e-04f;\n"
+                         "  p = p * f + 1.340664341e-03f;\n  p = p * f + 9.617692791e-03f;\n"
+                         "  p = p * f + 5.550310388e-02f;\n  p = p * f + 2.402265221e-01f;\n"
+                         "  p = p * f + 6.931472421e-01f;\n  p = p * f + 1.0f;\n"
+                         "  return (p * s1) * s2 + (tc_float%d)((tc_uint%d)(x != x) & 0x7fc00000u);\n}\n",
+                         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
         }
     }
     if (u8_cast) tc_sb_printf(&r->out, "%s", u8_cast16_fn);
@@ -218,6 +241,7 @@ static char *render_vec_alu(const rctx *r, const tc_uop *u) {
     if (u->alu == TC_OP_MUL) return fmt("(%s*%s)", a, b);
     if (u->alu == TC_OP_NEG) return fmt("(-%s)", a);
     if (u->alu == TC_OP_RECIP) return fmt("(1.0f/%s)", a);
+    if (u->alu == TC_OP_EXP2) return fmt("tc_exp2_%s(%s)", t + 3, a);
     if (u->alu == TC_OP_MAX) {
         /* a scalar operand: ((tc_floatN){0}+x), the zero vector plus x in every lane */
         bool va = u->srcs[0]->vcount > 1, vb = u->srcs[1]->vcount > 1;

@@ -31,6 +31,29 @@ static tc_kopt plan_of(tc_tensor *t, const tc_target *tg, tc_schedule **keep) {
     return p;
 }
 
+/* the C source of t's only kernel on the CPU device (free it) */
+static char *kernel_source(tc_tensor *t) {
+    tc_dev *d = tc_device_get(0);
+    assert_non_null(d);
+    tc_schedule *s = NULL;
+    plan_of(t, &d->target, &s);
+    tc_kernel_uops *k = tc_codegen(&s->items[0], &d->target);
+    assert_non_null(k);
+    char *src = tc_render(d->dialect, k);
+    assert_non_null(src);
+    tc_kernel_uops_free(k);
+    tc_schedule_free(s);
+    return src;
+}
+
+/* t's kernel holds vector values (the renderer's float vector types) */
+static bool has_vectors(tc_tensor *t) {
+    char *src = kernel_source(t);
+    bool v = strstr(src, "tc_float") != NULL;
+    free(src);
+    return v;
+}
+
 static tc_tensor *matmul(int64_t m, int64_t k, int64_t n) {
     int64_t sa[2] = {m, k}, sb[2] = {k, n};
     tc_tensor *a = tc_rand(2, sa, TC_FLOAT32, NULL), *b = tc_rand(2, sb, TC_FLOAT32, NULL);
@@ -176,10 +199,31 @@ static void test_vector_partials(void **state) {
     tc_check_schedule(sm, 1, 1e-5, 1e-5, "row sum of 20 (4 lanes)");
     tc_check_schedule(mx, 1, 0, 0, "row max of 20 (exact)");
     tc_release(sm), tc_release(mx);
-    /* softmax's denominator: exp has no vector form, the partials stay scalar */
+    /* softmax's denominator: max and exp2 (the prelude's, lane-wise) in vectors */
     tc_tensor *m = tc_max(x, 1, &ax, true), *d = tc_sub(x, m), *e = tc_exp(d), *se = tc_sum(e, 1, &ax, false);
+    assert_true(has_vectors(se));
     tc_check_schedule(se, 1, 1e-5, 1e-5, "sum(exp(x - max))");
+    /* log has no vector form: scalar partials */
+    tc_tensor *ax2 = tc_abs(x), *lg = tc_log(ax2), *sl = tc_sum(lg, 1, &ax, false);
+    assert_false(has_vectors(sl));
+    tc_check_schedule(sl, 1, 1e-5, 1e-5, "sum(log|x|), scalar partials");
     tc_release(m), tc_release(d), tc_release(e), tc_release(se), tc_release(x);
+    tc_release(ax2), tc_release(lg), tc_release(sl);
+    /* exp2's special values lane by lane: NaN, +-inf, overflow, underflow */
+    float sp[2 * 16] = {0, 1, -1, 0.5f, 127.9f, 128, -149, -150, -151, 3.3f, -7.7f, 20, 1e-3f, 100, -100, 64};
+    for (int i = 16; i < 32; i++) sp[i] = sp[i - 16] * 0.5f;
+    sp[16 + 3] = __builtin_inff(), sp[16 + 4] = -__builtin_inff();
+    int64_t ss[2] = {2, 16};
+    tc_tensor *xs = tc_from_data(sp, TC_FLOAT32, 2, ss, NULL), *e2 = tc_exp2(xs), *s2 = tc_sum(e2, 1, &ax, false);
+    assert_true(has_vectors(s2));
+    tc_check_schedule(s2, 1, 1e-6, 0, "sum(exp2(x)) of special values");
+    tc_release(e2), tc_release(s2);
+    sp[7] = __builtin_nanf("");
+    tc_tensor *xn = tc_from_data(sp, TC_FLOAT32, 2, ss, NULL), *en = tc_exp2(xn), *sn = tc_sum(en, 1, &ax, false);
+    float gn[2];
+    assert_int_equal(tc_to_host(sn, gn, sizeof gn), TC_OK);
+    assert_true(gn[0] != gn[0] && gn[1] == __builtin_inff());
+    tc_release(xs), tc_release(xn), tc_release(en), tc_release(sn);
     /* NaN wins a max, -inf loses, in every lane position */
     float v[4 * 32];
     for (int i = 0; i < 4 * 32; i++) v[i] = (float)(i % 7) - 3.0f;
@@ -230,14 +274,7 @@ static void test_small_shapes(void **state) {
 /* packed (ymm/zmm) FMAs in the assembly gcc makes of t's only kernel, built
  * with the CPU runtime's flags */
 static int packed_fmas(tc_tensor *t) {
-    tc_dev *d = tc_device_get(0);
-    assert_non_null(d);
-    tc_schedule *s = NULL;
-    plan_of(t, &d->target, &s);
-    tc_kernel_uops *k = tc_codegen(&s->items[0], &d->target);
-    assert_non_null(k);
-    char *src = tc_render(d->dialect, k);
-    assert_non_null(src);
+    char *src = kernel_source(t);
     char dir[] = "/tmp/tc_test_opt_XXXXXX";
     assert_non_null(mkdtemp(dir));
     char cpath[128], spath[128], cmd[1024];
@@ -262,8 +299,6 @@ static int packed_fmas(tc_tensor *t) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
     free(src);
-    tc_kernel_uops_free(k);
-    tc_schedule_free(s);
     return packed;
 }
 #endif
