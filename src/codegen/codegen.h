@@ -100,10 +100,12 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *target, tc_kopt *pl
 /* stride of tracker st along loop axis a: 0 for a size-1 axis, -1 when not
  * one stride (several views, or a mask cutting the axis) */
 int64_t tc_st_stride(const tc_st *st, int a);
-/* the reduces of it can keep vector partials along reduced axis a: every
- * load under them reads a contiguously or not at all, and every op has a
- * vector form (float add, mul, neg, max, reciprocal, casts to float) */
-bool tc_opt_vec_ok(const tc_sched_item *it, int a);
+/* the reduces of it can hold vectors along axis a (their partials along a
+ * reduced a, a tile's column copies along a kept one): every load under them
+ * reads a contiguously or not at all, and every op has a vector form (float
+ * add, mul, neg, max, reciprocal, exp2, casts to float); along a kept axis
+ * no reduce reads an earlier one (whose value would differ per lane) */
+bool tc_opt_vec_ok(const tc_sched_item *it, int a, bool kept);
 /* search (TC_BEAM): the valid plans one change away from base (another
  * amount for an entry, an entry dropped, an axis added), at most max */
 int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out, int max);

@@ -75,6 +75,9 @@ typedef struct {
     int64_t split;             /* upcast: partial accumulators per reduce (1: no split) */
     int vl;                    /* upcast: lanes of each partial accumulator (vectors, has_vec
                                   targets; 1: scalars); a split steps by split * vl */
+    int vj;                    /* upcast: lanes of the tile column (a kept axis, last in the
+                                  plan) in reduce stages; 1: scalars */
+    bool in_vj;                /* lowering a reduce stage's vector copies of the column */
     int rep;                   /* upcast: the copy being lowered */
     struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */
 } lower_ctx;
@@ -368,9 +371,12 @@ static tc_uop *copy_gate(lower_ctx *c, int r) {
 
 /* ---- vector partials (has_vec targets): opt.c's tc_opt_vec_ok says when ---- */
 
-/* inside the split stage of a vector plan: loads along the split axis are vectors */
-static bool in_vec_stage(const lower_ctx *c) {
-    return c->vl > 1 && c->up_base[c->n_up - 1];
+/* the lanes of the vector copy being lowered (0: scalars): inside the split
+ * stage of a vector split, or a tile column's vector copy in a reduce
+ * stage; loads along the last plan axis are vectors then */
+static int vec_lanes_now(const lower_ctx *c) {
+    if (c->vl > 1 && c->up_base[c->n_up - 1]) return c->vl;
+    return c->in_vj ? c->vj : 0;
 }
 
 /* takes opt.c's plan: kept axes first, a split reduced axis last */
@@ -380,15 +386,18 @@ static void choose_upcast(lower_ctx *c) {
     else tc_opt_choose(c->it, c->tg, &p);
     c->n_reps = 1;
     c->split = 1;
-    c->vl = 1;
+    c->vl = c->vj = 1;
     for (int i = 0; i < p.n; i++) {
         int a = p.axis[i];
         int64_t amt = p.amt[i];
         bool red = (c->it->reduce_axes >> a) & 1;
-        if (red && p.lanes > 1 && p.lanes <= 16 && !(p.lanes & (p.lanes - 1)) && c->tg->has_vec &&
-            amt % p.lanes == 0 && tc_opt_vec_ok(c->it, a)) {
+        bool vec = i == p.n - 1 && p.lanes > 1 && p.lanes <= 16 && !(p.lanes & (p.lanes - 1)) &&
+                   c->tg->has_vec && amt % p.lanes == 0 && tc_opt_vec_ok(c->it, a, !red);
+        if (vec && red) {
             c->vl = p.lanes;
             amt /= p.lanes;
+        } else if (vec && c->it->full_shape[a] % amt == 0) {
+            c->vj = p.lanes;
         }
         c->up_axis[c->n_up] = a;
         c->up_amt[c->n_up] = amt;
@@ -407,7 +416,41 @@ static bool is_upcast(const lower_ctx *c, int a) {
 /* every copy's accumulator of reduce a, in one stage; a split reduce's
  * partial accumulators are combined pairwise after it, and the result is
  * the value of every copy that differs only in the split digit */
+/* a tile whose column copies are vectors in the reduce stage (c->vj): the
+ * copies at lanes 0, vj, 2vj, ... of the column accumulate vectors; every
+ * copy's value is its lane of one of them */
+static tc_uop *lower_reduce_vj(lower_ctx *c, tc_ast *a) {
+    int me = c->rep, jd = (int)c->up_amt[c->n_up - 1];
+    tc_uop **accs = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)c->n_reps);
+    if (!accs) {
+        c->ub.failed = true;
+        return NULL;
+    }
+    for (int r = 0; r < c->n_reps; r++)
+        accs[r] = r % jd % c->vj ? NULL : tc_ub_acc_vec(&c->ub, reduce_init(c, a->op, a->dtype), c->vj);
+    int opened = open_stage(c, true);
+    c->in_vj = true;
+    for (int r = 0; r < c->n_reps; r += c->vj) {
+        set_copy(c, r);
+        tc_uop *x = lower(c, a->srcs[0]);
+        if (accs[r] && x) tc_ub_acc_update(&c->ub, acc_op(a), accs[r], x);
+        else c->ub.failed = true;
+    }
+    c->in_vj = false;
+    close_stage(c, opened);
+    tc_uop *mine = NULL;
+    for (int r = 0; r < c->n_reps; r++) {
+        int lane = r % jd % c->vj;
+        tc_uop *v = tc_ub_gep(&c->ub, accs[r - lane], lane);
+        rmemo_put(c, a, r, v, c->epoch);
+        if (r == me) mine = v;
+    }
+    set_copy(c, me);
+    return mine;
+}
+
 static tc_uop *lower_reduce_copies(lower_ctx *c, tc_ast *a) {
+    if (c->vj > 1) return lower_reduce_vj(c, a);
     int me = c->rep;
     tc_uop **accs = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)c->n_reps);
     if (!accs) {
@@ -462,8 +505,9 @@ static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
         c->ub.failed = true;
         return NULL;
     }
-    if (a->op == TC_OP_LOAD && in_vec_stage(c) && tc_st_stride(a->st, c->up_axis[c->n_up - 1]) == 1)
-        return tc_ub_load_vec(&c->ub, c->globals[a->buf], idx, valid, c->vl);
+    int lanes = vec_lanes_now(c);
+    if (a->op == TC_OP_LOAD && lanes && tc_st_stride(a->st, c->up_axis[c->n_up - 1]) == 1)
+        return tc_ub_load_vec(&c->ub, c->globals[a->buf], idx, valid, lanes);
     if (a->op == TC_OP_LOAD) return tc_ub_load(&c->ub, c->globals[a->buf], idx, valid);
     tc_uop *k = tc_ub_const(&c->ub, a->dtype, a->value, a->ivalue);
     return tc_ub_alu(&c->ub, TC_OP_WHERE, a->dtype, 3, valid, k, tc_ub_const(&c->ub, a->dtype, 0, 0));

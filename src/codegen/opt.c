@@ -84,6 +84,7 @@ static bool is_kept(const tc_sched_item *it, int a) {
 typedef struct {
     const tc_ast *seen[256]; /* nodes checked (ASTs are DAGs) */
     int n;
+    bool kept;               /* the axis is kept: an earlier reduce's value is no scalar */
 } vec_walk;
 
 static bool vec_seen(vec_walk *w, const tc_ast *a) {
@@ -95,7 +96,7 @@ static bool vec_seen(vec_walk *w, const tc_ast *a) {
 
 /* a node under a reduce: a vector form exists (an earlier reduce is a scalar) */
 static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
-    if (tc_op_is_reduce(a->op)) return true;
+    if (tc_op_is_reduce(a->op)) return !w->kept;
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {
         int64_t st = tc_st_stride(a->st, axis);
         bool dt_ok = a->dtype == TC_FLOAT32 || a->dtype == TC_UINT8 || a->dtype == TC_INT32;
@@ -122,8 +123,8 @@ static bool vec_reduces_ok(vec_walk *w, vec_walk *ops, const tc_ast *a, int axis
     return true;
 }
 
-bool tc_opt_vec_ok(const tc_sched_item *it, int a) {
-    vec_walk w = {.n = 0}, ops = {.n = 0};
+bool tc_opt_vec_ok(const tc_sched_item *it, int a, bool kept) {
+    vec_walk w = {.n = 0}, ops = {.n = 0, .kept = kept};
     return vec_reduces_ok(&w, &ops, it->ast, a);
 }
 
@@ -223,7 +224,7 @@ static int vec_lanes(int64_t n, int64_t l) {
  * w.T, a conv's weight gradient). Without rows, two vectors of partials. */
 static bool plan_dot(const tc_sched_item *it, const kinfo *k, int r, int64_t l, int64_t regs, tc_kopt *p) {
     int lanes = vec_lanes(it->full_shape[r], l);
-    if (!lanes || !tc_opt_vec_ok(it, r)) return false;
+    if (!lanes || !tc_opt_vec_ok(it, r, false)) return false;
     static const int64_t rows[] = {4, 5, 3, 6, 2};
     int64_t accs = 1;
     *p = (tc_kopt){0};
@@ -261,7 +262,9 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
     /* a tile narrower than a vector loses to a dot tile where there is one */
     bool narrow = has_tile && tile.amt[tile.n - 1] < l;
     if (tg->has_vec && r >= 0 && (!has_tile || narrow) && plan_dot(it, &k, r, l, regs, p)) return;
-    if (has_tile) {
+    if (has_tile) { /* its columns in vectors in the reduce stage where they fill them */
+        int j = tile.axis[tile.n - 1];
+        if (tg->has_vec && tile.amt[tile.n - 1] % l == 0 && tc_opt_vec_ok(it, j, true)) tile.lanes = (int)l;
         *p = tile;
         return;
     }
@@ -302,9 +305,8 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
             kept++;
         }
     }
-    if (p->lanes > 1) { /* vectors: a power of two dividing the split's amount */
-        bool has_split = p->n > 0 && ((it->reduce_axes >> p->axis[p->n - 1]) & 1);
-        if (!has_split || p->lanes > 16 || (p->lanes & (p->lanes - 1)) || p->amt[p->n - 1] % p->lanes)
+    if (p->lanes > 1) { /* vectors: a power of two dividing the last entry's amount */
+        if (p->n == 0 || p->lanes > 16 || (p->lanes & (p->lanes - 1)) || p->amt[p->n - 1] % p->lanes)
             return false;
     }
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;

@@ -182,6 +182,31 @@ static void test_plan_dot(void **state) {
     tc_release(c);
 }
 
+/* a register tile's columns are vectors in the reduce stage (one
+ * accumulator per row and vector of columns; each output its lane) */
+static void test_tile_vectors(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(96, 128, 256);
+    tc_kopt p = plan_of(c, &avx512v, NULL);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.lanes, 16);
+    assert_true(has_vectors(c));
+    tc_check_schedule(c, 1, 1e-5, 1e-5, "matmul, vector tile columns");
+    tc_release(c);
+    /* dout.T @ x with x uint8 (MNIST's first weight gradient): the cast in vectors */
+    int64_t sx[2] = {64, 784}, sd[2] = {64, 32};
+    tc_tensor *x = tc_rand(2, sx, TC_FLOAT32, NULL), *f = tc_full(2, sx, 255, TC_FLOAT32, NULL);
+    tc_tensor *xf = tc_mul(x, f), *xu = tc_cast(xf, TC_UINT8), *d = tc_randn(2, sd, TC_FLOAT32, NULL);
+    tc_tensor *ins[2] = {xu, d};
+    assert_int_equal(tc_realize(ins, 2), TC_OK);
+    tc_tensor *xc = tc_cast(xu, TC_FLOAT32), *dt = tc_transpose(d, 0, 1), *g = tc_matmul(dt, xc);
+    assert_true(has_vectors(g));
+    tc_check_schedule(g, 1, 1e-5, 1e-3, "dout.T @ uint8 x, vector tile columns");
+    tc_release(x), tc_release(f), tc_release(xf), tc_release(xu), tc_release(d);
+    tc_release(xc), tc_release(dt), tc_release(g);
+}
+
 /* kernels with vector partials on this machine give the reference's numbers */
 static void test_vector_partials(void **state) {
     (void)state;
@@ -394,6 +419,7 @@ int main(void) {
         cmocka_unit_test(test_epilogue_vectorized), cmocka_unit_test(test_beam),
         cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_vector_partials),
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
+        cmocka_unit_test(test_tile_vectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
