@@ -146,30 +146,53 @@ static int64_t tile_rows(int64_t n, int64_t want) {
     return best_divisor(n, want, 1);
 }
 
+/* a load that moves along some reduced axis (an operand of the reduce, not
+ * a per-row value such as a normalization's scale) */
+static bool varies_in_reduce(const tc_sched_item *it, const tc_st *st) {
+    for (int a = 0; a < it->ndim; a++)
+        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1 && tc_st_stride(st, a) != 0) return true;
+    return false;
+}
+
+/* the share of vector lanes a tile column of cj floats uses */
+static double lane_use(int64_t cj, int64_t l) {
+    return (double)cj / (double)(((cj + l - 1) / l) * l);
+}
+
 static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, tc_kopt *p) {
+    /* the column axis j: a kept axis some load under the reduce reads
+     * contiguously (and along a reduced axis), filling the most vector
+     * lanes; contiguous stores break
+     * ties (a conv whose weight is stored channels-last: its output
+     * channels fill two vectors, its 20 output columns 62% of two) */
+    int best_j = -1, best_load = -1;
+    double best = 0;
     for (int j = it->ndim - 1; j >= 0; j--) {
         if (!is_kept(it, j)) continue;
         bool stores_ok = k->n_stores > 0;
         for (int s = 0; s < k->n_stores; s++) stores_ok &= tc_st_stride(k->stores[s]->st, j) == 1;
-        if (!stores_ok) continue;
         for (int li = 0; li < k->n_loads; li++) {
-            const tc_st *vst = k->loads[li]->st;
-            if (tc_st_stride(vst, j) != 1) continue;
+            if (tc_st_stride(k->loads[li]->st, j) != 1 || !varies_in_reduce(it, k->loads[li]->st)) continue;
             int64_t cj = best_divisor(it->full_shape[j], TILE_VECS * l, l);
-            if (cj < 2) return false;
-            int64_t vecs = (cj + l - 1) / l;
-            for (int i = it->ndim - 1; i >= 0; i--) {
-                if (i == j || !is_kept(it, i) || tc_st_stride(vst, i) != 0) continue;
-                int64_t ri = tile_rows(it->full_shape[i], regs / vecs);
-                if (ri < 2) continue;
-                *p = (tc_kopt){.n = 2, .axis = {i, j}, .amt = {ri, cj}};
-                return true;
-            }
-            *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
-            return true;
+            double score = cj < 2 ? 0 : lane_use(cj, l) + (stores_ok ? 0.01 : 0);
+            if (score > best) best = score, best_j = j, best_load = li;
+            break;
         }
     }
-    return false;
+    if (best_j < 0) return false;
+    int j = best_j;
+    const tc_st *vst = k->loads[best_load]->st;
+    int64_t cj = best_divisor(it->full_shape[j], TILE_VECS * l, l);
+    int64_t vecs = (cj + l - 1) / l;
+    for (int i = it->ndim - 1; i >= 0; i--) {
+        if (i == j || !is_kept(it, i) || tc_st_stride(vst, i) != 0) continue;
+        int64_t ri = tile_rows(it->full_shape[i], regs / vecs);
+        if (ri < 2) continue;
+        *p = (tc_kopt){.n = 2, .axis = {i, j}, .amt = {ri, cj}};
+        return true;
+    }
+    *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
+    return true;
 }
 
 /* reused by some load under a reduce along kept axis a */
