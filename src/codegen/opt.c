@@ -184,14 +184,17 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
     const tc_st *vst = k->loads[best_load]->st;
     int64_t cj = best_divisor(it->full_shape[j], TILE_VECS * l, l);
     int64_t vecs = (cj + l - 1) / l;
+    /* the rows: the kept axis along which that operand is reused giving the
+     * most (the innermost of equals) */
+    int best_i = -1;
+    int64_t best_ri = 1;
     for (int i = it->ndim - 1; i >= 0; i--) {
         if (i == j || !is_kept(it, i) || tc_st_stride(vst, i) != 0) continue;
         int64_t ri = tile_rows(it->full_shape[i], regs / vecs);
-        if (ri < 2) continue;
-        *p = (tc_kopt){.n = 2, .axis = {i, j}, .amt = {ri, cj}};
-        return true;
+        if (ri > best_ri) best_ri = ri, best_i = i;
     }
-    *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
+    if (best_i >= 0) *p = (tc_kopt){.n = 2, .axis = {best_i, j}, .amt = {best_ri, cj}};
+    else *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
     return true;
 }
 
