@@ -26,36 +26,96 @@ static tc_node *lowest(tc_dtype dt, int device, int ndim, const int64_t *shape) 
     return NULL;
 }
 
-/* A reduce of a large tensor to one value is split in two (tinygrad's
- * split_reduceop): x flattened to (parts, n/parts), each part reduced (one
- * kernel whose outer loop the CPU runtime shares between threads), then the
- * parts (a tiny second kernel). One kernel would run on one thread. */
-enum { SPLIT_MIN = 1 << 20, SPLIT_PARTS = 1024, SPLIT_MIN_PART = 4096 };
+/* Long reduces are split in two (tinygrad's split_reduceop, generalised):
+ *  - to one value: x flattened to (parts, n/parts), each part reduced (one
+ *    kernel whose outer loop the CPU runtime shares between threads), then
+ *    the parts (a tiny second kernel). One kernel would run on one thread.
+ *  - to at least SPLIT_OUTS values, each reducing at least SPLIT_RATIO
+ *    inputs (a conv's weight gradient: batch x oy x ox per weight): the
+ *    outermost reduced axis (the batch) is divided into (parts, rest) and
+ *    parts moved to the front; the first kernel reduces rest and the other
+ *    reduced axes for each part, the second sums the parts (an optimizer's
+ *    update of the weight rides on it). Each part's chunk of the input then
+ *    stays in cache while every output tile passes over it, where one
+ *    kernel streams the whole batch once per tile. beautiful_mnist at batch
+ *    512, one thread: the 32->32 5x5 weight gradient 90 -> 51 ms (+0.2 ms
+ *    for the sum of 16 parts), 32->64 3x3 7.5 -> 6.1 ms, 1->32 5x5 5.6 ->
+ *    3.0 ms. Per-channel statistics (batchnorm's 32 or 64 outputs) read
+ *    each input once and fuse their reduces with the elementwise work
+ *    around them: split too, the step took 622 -> 781 ms.
+ * The order of the additions changes (not bit-exact with one kernel). */
+enum {
+    SPLIT_MIN = 1 << 20,      /* full reduce: fewest inputs worth a split */
+    SPLIT_PARTS = 1024,       /* full reduce: most parts */
+    SPLIT_MIN_PART = 4096,    /* full reduce: fewest inputs one part reduces */
+    SPLIT_RATIO = 32768,      /* partial reduce: fewest inputs per output */
+    SPLIT_OUTS = 256,         /* partial reduce: fewest outputs */
+    SPLIT_CHUNKS = 16,        /* partial reduce: most parts */
+    SPLIT_PARTIAL = 1 << 19,  /* partial reduce: most elements of the partial buffer */
+};
 
-/* parts for x reduced over `real` (0: no split) */
-static int64_t split_parts(const tc_node *x, uint32_t real) {
+/* parts for a full reduce of x (0: no split) */
+static int64_t full_parts(const tc_node *x) {
     int64_t n = tc_node_numel(x);
     if (n < SPLIT_MIN) return 0;
-    for (int i = 0; i < x->ndim; i++)
-        if (x->shape[i] != 1 && !((real >> i) & 1)) return 0; /* some output has company */
     for (int64_t p = SPLIT_PARTS; p > 1; p--)
         if (n % p == 0 && n / p >= SPLIT_MIN_PART) return p;
     return 0;
 }
 
-tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask);
+/* parts for x reduced over `real`, some output having company; *axis: the
+ * reduced axis divided (0 parts: no split) */
+static int64_t partial_parts(const tc_node *x, uint32_t real, int *axis) {
+    int64_t red = 1;
+    *axis = -1;
+    for (int i = x->ndim - 1; i >= 0; i--)
+        if ((real >> i) & 1) red *= x->shape[i], *axis = i;
+    if (red < SPLIT_RATIO || x->ndim >= TC_MAX_DIMS) return 0;
+    int64_t outs = tc_node_numel(x) / red, size = x->shape[*axis];
+    if (outs < SPLIT_OUTS) return 0;
+    for (int64_t p = SPLIT_CHUNKS; p > 1; p--)
+        if (size % p == 0 && size / p > 1 && p * outs <= SPLIT_PARTIAL) return p;
+    return 0;
+}
 
-static tc_node *split_reduce(tc_node *x, tc_op op, int64_t parts, const int64_t *out_shape) {
-    int64_t flat[2] = {parts, tc_node_numel(x) / parts};
-    int nd = x->ndim;
-    tc_node *r = tc_ew_reduce(tc_ew_reshape(x, 2, flat), op, 2u); /* (parts, 1) */
-    r = tc_ew_reduce(tc_ew_reshape(r, 1, flat), op, 1u);         /* (1) */
+static tc_node *reduce_one(tc_node *x, tc_op op, uint32_t mask);
+
+/* x (consumed) reduced over real: parts of it first, then the parts */
+static tc_node *split_reduce(tc_node *x, tc_op op, uint32_t real, const int64_t *out_shape) {
+    int nd = x->ndim, axis = -1;
+    bool full = true;
+    for (int i = 0; i < nd; i++) full &= x->shape[i] == 1 || ((real >> i) & 1);
+    int64_t parts = full ? full_parts(x) : partial_parts(x, real, &axis);
+    if (parts < 2) return reduce_one(x, op, real);
+    if (full) {
+        int64_t flat[2] = {parts, tc_node_numel(x) / parts};
+        tc_node *r = reduce_one(tc_ew_reshape(x, 2, flat), op, 2u); /* (parts, 1) */
+        r = reduce_one(tc_ew_reshape(r, 1, flat), op, 1u);         /* (1) */
+        return tc_ew_reshape(r, nd, out_shape);
+    }
+    /* (.., parts, rest, ..) with parts moved to the front: the outermost
+     * loop of the first kernel, so one part's chunk is read by every output
+     * tile before the next part (and parts are what threads share) */
+    int64_t shape[TC_MAX_DIMS];
+    int order[TC_MAX_DIMS];
+    for (int i = 0; i < nd; i++) shape[i + (i > axis)] = x->shape[i];
+    shape[axis] = parts;
+    shape[axis + 1] = x->shape[axis] / parts;
+    order[0] = axis;
+    for (int i = 0; i <= nd; i++)
+        if (i != axis) order[i + (i < axis)] = i;
+    tc_node *xs = tc_ew_reshape(x, nd + 1, shape);
+    tc_node *xp = xs ? tc_node_permute(xs, order) : NULL;
+    tc_node_release(xs);
+    uint32_t low = real & ((1u << axis) - 1), high = real >> (axis + 1);
+    uint32_t first = (low << 1) | (1u << (axis + 1)) | (high << (axis + 2));
+    tc_node *r = reduce_one(xp, op, first); /* (parts, kept dims..) */
+    r = reduce_one(r, op, 1u);
     return tc_ew_reshape(r, nd, out_shape);
 }
 
-/* x (consumed) reduced with op (REDUCE_SUM or REDUCE_MAX) over mask; the
- * reduced dims stay as size 1 */
-tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask) {
+/* x (consumed) reduced with op over mask (reduced dims size 1), one reduce */
+static tc_node *reduce_one(tc_node *x, tc_op op, uint32_t mask) {
     if (!x) return NULL;
     int64_t shape[TC_MAX_DIMS];
     uint32_t real = 0; /* reducing a size-1 dim changes nothing */
@@ -65,15 +125,28 @@ tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask) {
         if (is_reduced && x->shape[i] != 1) real |= 1u << i;
     }
     tc_node *r;
-    int64_t parts = split_parts(x, real);
     if (tc_node_numel(x) == 0)
         r = op == TC_OP_REDUCE_SUM ? tc_node_const_int(0, x->dtype, x->device, x->ndim, shape)
                                    : lowest(x->dtype, x->device, x->ndim, shape);
     else if (!real) return x;
-    else if (parts > 1) return split_reduce(x, op, parts, shape);
     else r = tc_node_reduce(op, x, real);
     tc_node_release(x);
     return r;
+}
+
+/* x (consumed) reduced with op (REDUCE_SUM or REDUCE_MAX) over mask; the
+ * reduced dims stay as size 1 */
+tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask) {
+    if (!x) return NULL;
+    int64_t shape[TC_MAX_DIMS];
+    uint32_t real = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        bool is_reduced = (mask >> i) & 1;
+        shape[i] = is_reduced ? 1 : x->shape[i];
+        if (is_reduced && x->shape[i] != 1) real |= 1u << i;
+    }
+    if (tc_node_numel(x) == 0 || !real) return reduce_one(x, op, mask);
+    return split_reduce(x, op, real, shape);
 }
 
 /* x (consumed) with the dims in mask removed, unless keepdim */

@@ -326,9 +326,43 @@ static void test_large_reduce_split(void **state) {
     free(v);
 }
 
+/* a reduce to many values that each reduce many inputs (a weight gradient's
+ * shape: batch and pixels per weight) runs as two kernels: parts of the
+ * outermost reduced axis, then the parts; reduces to few values (per-channel
+ * statistics) and to values of few inputs stay one kernel */
+static void test_partial_reduce_split(void **state) {
+    (void)state;
+    const int64_t b = 512, c = 256, k = 64, n = b * c * k;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)((i * 7919) % 13) - 6; /* exact sums */
+    tc_tensor *x = f32(3, SHAPE(b, c, k), v);
+    tc_tensor *s = tc_sum(x, 2, AXES(0, 2), false), *m = tc_max(x, 2, AXES(2, 0), true);
+    tc_tensor *few = tc_sum(x, 2, AXES(0, 1), false);              /* 64 outputs */
+    tc_tensor *rows = tc_sum(x, 1, AXES(2), false);                 /* 64 inputs each */
+    assert_int_equal(tc_schedule_kernel_count(&s, 1), 2);
+    assert_int_equal(tc_schedule_kernel_count(&m, 1), 2);
+    assert_int_equal(tc_schedule_kernel_count(&few, 1), 1);
+    assert_int_equal(tc_schedule_kernel_count(&rows, 1), 1);
+    float *ws = calloc((size_t)c, sizeof(float)), *wm = malloc(sizeof(float) * (size_t)c);
+    float *wf = calloc((size_t)k, sizeof(float));
+    assert_non_null(ws), assert_non_null(wm), assert_non_null(wf);
+    for (int64_t j = 0; j < c; j++) wm[j] = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = (i / k) % c;
+        ws[j] += v[i], wm[j] = fmaxf(wm[j], v[i]), wf[i % k] += v[i];
+    }
+    expect_f32(s, ws, c, 0, 0, "sum over (0, 2) in parts");
+    expect_f32(m, wm, c, 0, 0, "max over (2, 0) in parts, keepdim");
+    expect_f32(few, wf, k, 0, 0, "sum over (0, 1), one kernel");
+    tc_release(rows), tc_release(x);
+    free(v), free(ws), free(wm), free(wf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_large_reduce_split),
+        TEST(test_partial_reduce_split),
         TEST(test_sum_axes_and_shapes),
         TEST(test_sum_dtypes),
         TEST(test_max_min),
