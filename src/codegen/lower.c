@@ -107,6 +107,24 @@ static tc_status st_to_uops(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_
         }
     }
     tc_uop *valid = tc_ub_iconst(ub, TC_BOOL, 1), *idx = NULL;
+    /* Earlier views re-split the last view's offset with / and %. Where the
+     * last view's mask holds, its indices lie inside the mask, and only
+     * there does the address matter (the load is gated): so the offset is
+     * computed from the indices clamped to the mask, whose narrower ranges
+     * let the / and % fold (a padded view of a pooled one: 6 divisions per
+     * element otherwise). The mask itself reads the plain indices. */
+    tc_uop *clamped[TC_MAX_DIMS];
+    for (int a = 0; a < v->ndim; a++) {
+        clamped[a] = dims[a];
+        if (st->n_views < 2 || !v->has_mask || v->shape[a] == 1) continue;
+        if (v->mask_begin[a] > 0 && v->mask_begin[a] < v->mask_end[a])
+            clamped[a] = tc_ub_alu(ub, TC_OP_MAX, c->idt, 2, clamped[a], tc_ub_iconst(ub, c->idt, v->mask_begin[a]), NULL);
+        if (v->mask_end[a] < v->shape[a] && v->mask_begin[a] < v->mask_end[a]) { /* min(x, e-1) = -max(-x, 1-e) */
+            tc_uop *neg = tc_ub_alu(ub, TC_OP_NEG, c->idt, 1, clamped[a], NULL, NULL);
+            tc_uop *m = tc_ub_alu(ub, TC_OP_MAX, c->idt, 2, neg, tc_ub_iconst(ub, c->idt, 1 - v->mask_end[a]), NULL);
+            clamped[a] = tc_ub_alu(ub, TC_OP_NEG, c->idt, 1, m, NULL, NULL);
+        }
+    }
     for (int k = st->n_views - 1; k >= 0; k--) {
         v = &st->views[k];
         if (k < st->n_views - 1) { /* re-split the flat offset by this view's shape */
@@ -121,7 +139,7 @@ static tc_status st_to_uops(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_
         for (int a = 0; a < v->ndim; a++) {
             if (v->strides[a] != 0)
                 sum = tc_ub_alu(ub, TC_OP_ADD, c->idt, 2, sum,
-                                tc_ub_alu(ub, TC_OP_MUL, c->idt, 2, dims[a],
+                                tc_ub_alu(ub, TC_OP_MUL, c->idt, 2, k == st->n_views - 1 ? clamped[a] : dims[a],
                                           tc_ub_iconst(ub, c->idt, v->strides[a]), NULL),
                                 NULL);
             if (!v->has_mask) continue;

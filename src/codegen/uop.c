@@ -282,9 +282,25 @@ static tc_uop *fold_divmod(tc_ub *ub, tc_op op, tc_uop *x, int64_t c) {
     sum_terms s = {.ok = true};
     split_sum(x, &s);
     if (!s.ok) return NULL;
-    tc_uop *quot = tc_ub_iconst(ub, dt, s.c >= 0 ? s.c / c : 0);
-    tc_uop *rem = tc_ub_iconst(ub, dt, s.c >= 0 ? s.c % c : s.c);
-    bool moved = s.c >= c;
+    /* the constant part c0 goes to the remainder whole when that keeps the
+     * remainder >= 0 (a padded view's negative offset next to the terms it
+     * offsets), else split floor-wise, c0 = qc * c + rc with rc in [0, c);
+     * of two that work, the one whose remainder is below c */
+    int64_t lo = 0, hi = 0;
+    for (int i = 0; i < s.n; i++) {
+        tc_uop *rest;
+        int64_t k = term_factor(s.terms[i], &rest);
+        if (k % c == 0 && rest->vmin >= 0) continue;
+        lo = clamp_add(lo, s.terms[i]->vmin), hi = clamp_add(hi, s.terms[i]->vmax);
+    }
+    int64_t q1 = s.c >= 0 ? s.c / c : 0, r1 = s.c >= 0 ? s.c % c : s.c;
+    int64_t q2 = s.c / c - (s.c % c < 0), r2 = s.c - q2 * c;
+    bool ok1 = clamp_add(r1, lo) >= 0, ok2 = clamp_add(r2, lo) >= 0;
+    bool use2 = !ok1 || (ok2 && clamp_add(r1, hi) >= c && clamp_add(r2, hi) < c);
+    int64_t qc = use2 ? q2 : q1, rc = use2 ? r2 : r1;
+    tc_uop *quot = tc_ub_iconst(ub, dt, qc);
+    tc_uop *rem = tc_ub_iconst(ub, dt, rc);
+    bool moved = qc != 0;
     for (int i = 0; i < s.n; i++) {
         tc_uop *rest;
         int64_t k = term_factor(s.terms[i], &rest);
@@ -395,6 +411,11 @@ static tc_uop *simplify(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop **s) {
         if (!ints || !is_const(b) || b->ivalue <= 0) return NULL;
         if (b->ivalue == 1) return op == TC_OP_IDIV ? a : tc_ub_iconst(ub, dt, 0);
         if (a->vmin >= 0 && a->vmax < b->ivalue) return op == TC_OP_IDIV ? tc_ub_iconst(ub, dt, 0) : a;
+        if (a->vmin >= 0 && a->vmin / b->ivalue == a->vmax / b->ivalue) { /* one quotient q: x - q*c */
+            int64_t q = a->vmin / b->ivalue;
+            return op == TC_OP_IDIV ? tc_ub_iconst(ub, dt, q)
+                                    : tc_ub_alu(ub, TC_OP_ADD, dt, 2, a, tc_ub_iconst(ub, dt, -q * b->ivalue), NULL);
+        }
         if (a->vmin >= 0) return fold_divmod(ub, op, a, b->ivalue);
     } else if (op == TC_OP_CMPLT) {
         if (is_int(a->dtype) && a->vmax < b->vmin) return tc_ub_iconst(ub, TC_BOOL, 1);

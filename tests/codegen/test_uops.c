@@ -108,6 +108,32 @@ static void test_range_analysis(void **state) {
     fx_free(f);
 }
 
+/* the index of a padded view of a pooled one: y, x clamped to the pad's
+ * mask [4, 24) (lower.c), an offset of -84 = -(4*20 + 4) */
+static void test_padded_divmod(void **state) {
+    (void)state;
+    fixture *f = fx_new();
+    tc_uop *n = tc_ub_range(&f->ub, 0, TC_INT32, 8), *y = tc_ub_range(&f->ub, 1, TC_INT32, 28);
+    tc_uop *x = tc_ub_range(&f->ub, 2, TC_INT32, 28);
+    tc_uop *yc = alu2(f, TC_OP_MAX, y, ic(f, 4)), *xc = alu2(f, TC_OP_MAX, x, ic(f, 4));
+    yc = tc_ub_alu(&f->ub, TC_OP_NEG, TC_INT32, 1, alu2(f, TC_OP_MAX, tc_ub_alu(&f->ub, TC_OP_NEG, TC_INT32, 1, yc, NULL, NULL), ic(f, -23)), NULL, NULL);
+    xc = tc_ub_alu(&f->ub, TC_OP_NEG, TC_INT32, 1, alu2(f, TC_OP_MAX, tc_ub_alu(&f->ub, TC_OP_NEG, TC_INT32, 1, xc, NULL, NULL), ic(f, -23)), NULL, NULL);
+    assert_int_equal(yc->vmin, 4);
+    assert_int_equal(yc->vmax, 23);
+    tc_uop *off = alu2(f, TC_OP_ADD, alu2(f, TC_OP_MUL, yc, ic(f, 20)), xc);
+    tc_uop *flat = alu2(f, TC_OP_ADD, alu2(f, TC_OP_ADD, alu2(f, TC_OP_MUL, n, ic(f, 400)), off), ic(f, -84));
+    assert_int_equal(flat->vmin, 0);
+    /* flat // 400 -> n: the rest, y*20 + x - 84, lies in [0, 400) */
+    assert_ptr_equal(alu2(f, TC_OP_IDIV, flat, ic(f, 400)), n);
+    /* flat % 2 -> x % 2 (-84 is even: split floor-wise, nothing of it is left) */
+    assert_ptr_equal(alu2(f, TC_OP_MOD, flat, ic(f, 2)), alu2(f, TC_OP_MOD, xc, ic(f, 2)));
+    /* one quotient over the whole range: (x + 16) // 20 = 1, (x + 16) % 20 = x - 4 */
+    tc_uop *x16 = alu2(f, TC_OP_ADD, xc, ic(f, 16));
+    assert_int_equal(alu2(f, TC_OP_IDIV, x16, ic(f, 20))->ivalue, 1);
+    assert_ptr_equal(alu2(f, TC_OP_MOD, x16, ic(f, 20)), alu2(f, TC_OP_ADD, xc, ic(f, -4)));
+    fx_free(f);
+}
+
 /* a value that does not depend on the inner loop is placed outside it */
 static void test_hoisting(void **state) {
     (void)state;
@@ -146,6 +172,7 @@ static void test_acc_update_pinned(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_consing),  cmocka_unit_test(test_constant_folding),
+        cmocka_unit_test(test_padded_divmod),
         cmocka_unit_test(test_identities),    cmocka_unit_test(test_range_analysis),
         cmocka_unit_test(test_hoisting),      cmocka_unit_test(test_acc_update_pinned),
     };
