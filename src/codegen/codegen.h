@@ -26,7 +26,7 @@
 typedef enum {
     TC_UOP_DEFINE_GLOBAL, /* buffer argument: arg = slot; dtype = element dtype */
     TC_UOP_DEFINE_ACC,    /* accumulator register: srcs[0] = initial CONST */
-    TC_UOP_CONST,         /* scalar constant (value / ivalue) */
+    TC_UOP_CONST,         /* constant (value / ivalue); vcount > 1: that value in every lane */
     TC_UOP_SPECIAL,       /* thread id on devices with work-groups: arg = dim */
     TC_UOP_RANGE,         /* loop over [srcs[0], srcs[1]): arg = loop-space axis */
     TC_UOP_ENDRANGE,      /* end of the loop srcs[0] */
@@ -85,6 +85,9 @@ typedef struct {
     int simd_floats;       /* CPU: float32 lanes of a SIMD register (0: unknown, taken as 4) */
     int simd_regs;         /* CPU: SIMD registers (0: unknown, taken as 16) */
     bool has_vec;          /* the renderer prints vector values (loads, ALUs, accumulators) */
+    int vec_width;         /* has_local: elements of the innermost kept axis per lane when
+                              loads and stores read it contiguously (vector loads, stores
+                              and float ALUs, see lower.c); 0 or 1: scalar lanes */
 } tc_target;
 
 /* the CPU kernel optimizer's plan (opt.c): axis[i] is computed amt[i]
@@ -185,6 +188,10 @@ tc_uop *tc_ub_acc(tc_ub *ub, tc_uop *init);            /* at the current depth *
 tc_uop *tc_ub_load_vec(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid, int lanes);
 tc_uop *tc_ub_acc_vec(tc_ub *ub, tc_uop *init, int lanes);
 tc_uop *tc_ub_gep(tc_ub *ub, tc_uop *v, int lane);
+/* x in each of `lanes` lanes (gpu.c): a constant becomes a vector CONST (one
+ * per value and width, hoisted), anything else a CAST to the vector of its
+ * own dtype; vectors are returned as they are */
+tc_uop *tc_ub_broadcast(tc_ub *ub, tc_uop *x, int lanes);
 tc_uop *tc_ub_acc_update(tc_ub *ub, tc_op op, tc_uop *acc, tc_uop *x); /* acc = acc op x */
 tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n); /* opens a loop */
 /* opens a loop over [start, end), a part of [0, n) known only at run time */

@@ -1,6 +1,7 @@
 /* gpu.c - the UOp builder's work-group parts: thread ids (SPECIAL), local
- * arrays (DEFINE_LOCAL), and loads and stores of local arrays with the
- * automatic BARRIER.
+ * arrays (DEFINE_LOCAL), loads and stores of local arrays with the
+ * automatic BARRIER, and the broadcast of a scalar to a vector (GPU vector
+ * kernels: their ALUs take vector operands only).
  *
  * The builder remembers, per DEFINE_LOCAL, whether some lane stored to it
  * or every lane read it since the last BARRIER (tc_ub_local), and puts a
@@ -95,4 +96,19 @@ bool tc_ub_local_store_sync(tc_ub *ub, tc_uop *buf) {
     l->is_stored = true;
     l->store_if = ub->if_serial;
     return true;
+}
+
+tc_uop *tc_ub_broadcast(tc_ub *ub, tc_uop *x, int lanes) {
+    if (!x || x->vcount > 1 || lanes <= 1) return x;
+    tc_uop *u = tc_ub_new(ub, x->op == TC_UOP_CONST ? TC_UOP_CONST : TC_UOP_CAST, x->dtype,
+                          x->op == TC_UOP_CONST ? 0 : 1, &x);
+    if (!u) return NULL;
+    u->vcount = lanes;
+    if (x->op == TC_UOP_CONST) {
+        u->value = x->value;
+        u->ivalue = x->ivalue;
+        u->vmin = x->vmin;
+        u->vmax = x->vmax;
+    }
+    return tc_ub_intern(ub, u);
 }

@@ -34,6 +34,7 @@
 #define GROUP_MIN_N 16    /* fewest reduced elements per row worth a grouped reduce */
 #define GROUP_MAX_LANES 256 /* most lanes of a grouped reduce */
 #define LANES_MAX 128     /* most lanes of an ungrouped kernel's work-group */
+#define GV_MAX_NODES 512  /* most AST nodes of a GPU vector kernel */
 
 /* a reduce of a grouped kernel */
 typedef struct {
@@ -80,6 +81,11 @@ typedef struct {
     bool in_vj;                /* lowering a reduce stage's vector copies of the column */
     int rep;                   /* upcast: the copy being lowered */
     struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */
+    int gvl;                   /* GPU vectors: elements of axis gv_axis per lane (1: scalar) */
+    int gv_axis;               /* GPU vectors: the innermost kept axis */
+    const tc_ast *gv_node[GV_MAX_NODES]; /* GPU vectors: the AST nodes walked ... */
+    bool gv_is_vec[GV_MAX_NODES];        /* ... and whether each is a vector */
+    int n_gv;                  /* GPU vectors: entries of gv_node */
 } lower_ctx;
 
 /* a lowered value of one copy of an upcast kernel's body */
@@ -318,6 +324,32 @@ static tc_uop *group_value(lower_ctx *c, tc_ast *a) {
     return r->value;
 }
 
+/* ---- GPU vectors: gvl consecutive elements of the innermost kept axis per
+ * lane (lower_grid decides, gv_choose says when). A value is a vector when
+ * it reads that axis (a load of stride 1, or an op or reduce over such a
+ * value); every other value stays a scalar and is broadcast where it meets a
+ * vector (its constants become vector CONSTs, printed once). ---- */
+
+/* whether AST node a is a vector in this kernel (false when not walked) */
+static bool gv_is_vec(const lower_ctx *c, const tc_ast *a) {
+    for (int i = 0; i < c->n_gv; i++)
+        if (c->gv_node[i] == a) return c->gv_is_vec[i];
+    return false;
+}
+
+/* an op with some vector operand takes all of them as vectors */
+static void gv_operands(lower_ctx *c, tc_uop **s, int n) {
+    bool any = false;
+    for (int i = 0; i < n; i++) any |= s[i] && s[i]->vcount > 1;
+    for (int i = 0; i < n && any; i++) s[i] = tc_ub_broadcast(&c->ub, s[i], c->gvl);
+}
+
+/* the accumulator of reduce a: a vector of gvl partials when a is a vector */
+static tc_uop *gv_acc(lower_ctx *c, const tc_ast *a, tc_uop *init) {
+    if (c->gvl <= 1 || !gv_is_vec(c, a)) return tc_ub_acc(&c->ub, init);
+    return tc_ub_acc_vec(&c->ub, tc_ub_broadcast(&c->ub, init, c->gvl), c->gvl);
+}
+
 /* ---- upcast (CPU): UP outputs of a kept axis per loop iteration ----
  * The loop over an upcast axis steps by its amount; the body is lowered once
  * per copy with the index base + copy, each copy with accumulators of its
@@ -509,7 +541,7 @@ static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
     }
     prelower_reduces(c, a->srcs[0]); /* earlier stages: reduces this one reads */
     if (c->n_reps > 1 || c->vl > 1) return lower_reduce_copies(c, a);
-    tc_uop *acc = tc_ub_acc(&c->ub, reduce_init(c, a->op, a->dtype));
+    tc_uop *acc = gv_acc(c, a, reduce_init(c, a->op, a->dtype));
     int opened = open_stage(c, true);
     tc_uop *x = lower(c, a->srcs[0]);
     if (acc && x) tc_ub_acc_update(&c->ub, acc_op(a), acc, x);
@@ -526,6 +558,8 @@ static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
     int lanes = vec_lanes_now(c);
     if (a->op == TC_OP_LOAD && lanes && tc_st_stride(a->st, c->up_axis[c->n_up - 1]) == 1)
         return tc_ub_load_vec(&c->ub, c->globals[a->buf], idx, valid, lanes);
+    if (a->op == TC_OP_LOAD && c->gvl > 1 && tc_st_stride(a->st, c->gv_axis) == 1)
+        return tc_ub_load_vec(&c->ub, c->globals[a->buf], idx, valid, c->gvl);
     if (a->op == TC_OP_LOAD) return tc_ub_load(&c->ub, c->globals[a->buf], idx, valid);
     tc_uop *k = tc_ub_const(&c->ub, a->dtype, a->value, a->ivalue);
     return tc_ub_alu(&c->ub, TC_OP_WHERE, a->dtype, 3, valid, k, tc_ub_const(&c->ub, a->dtype, 0, 0));
@@ -546,6 +580,7 @@ static tc_uop *lower(lower_ctx *c, tc_ast *a) {
     case TC_OPK_BINARY:
     case TC_OPK_TERNARY:
         for (int i = 0; i < a->n_srcs; i++) s[i] = lower(c, a->srcs[i]);
+        if (c->gvl > 1) gv_operands(c, s, a->n_srcs);
         if (a->op == TC_OP_CAST || a->op == TC_OP_BITCAST) r = tc_ub_cast(&c->ub, s[0], a->dtype, a->op == TC_OP_BITCAST);
         else r = tc_ub_alu(&c->ub, a->op, a->dtype, a->n_srcs, s[0], s[1], s[2]);
         break;
@@ -657,8 +692,10 @@ static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
             tc_ast *st = sink->srcs[i];
             tc_uop *idx, *valid, *v = vals[r * sink->n_srcs + i];
             if (store_is_full(c, st) != full) continue;
+            if (v) v = tc_ub_cast(&c->ub, v, st->dtype, false);
+            if (v) v = tc_ub_broadcast(&c->ub, v, c->gvl); /* GPU vectors: all of a lane's */
             if (v && st_to_uops(c, st->st, &idx, &valid) == TC_OK)
-                tc_ub_store(&c->ub, c->globals[st->buf], idx, tc_ub_cast(&c->ub, v, st->dtype, false));
+                tc_ub_store(&c->ub, c->globals[st->buf], idx, v);
             else
                 c->ub.failed = true;
         }
@@ -768,6 +805,72 @@ static bool plan_grid(const lower_ctx *c, int64_t lanes, grid_plan *p) {
     return true;
 }
 
+/* GPU vectors, legality: a vector load or store has one view, stride 1 along
+ * the vector axis with no mask cutting it, float32 elements, and an index
+ * that is a multiple of the width (its offset and its strides along every
+ * other axis are): with buffers at least 16-byte aligned (every runtime's
+ * allocations) the vector is aligned, as CUDA's float4 accesses must be */
+static bool gv_view_ok(const lower_ctx *c, const tc_st *st, tc_dtype dt) {
+    if (tc_st_stride(st, c->gv_axis) != 1 || dt != TC_FLOAT32) return false;
+    const tc_view *v = &st->views[0];
+    if (v->offset % c->gvl) return false;
+    for (int a = 0; a < v->ndim; a++)
+        if (a != c->gv_axis && v->shape[a] > 1 && v->strides[a] % c->gvl) return false;
+    return true;
+}
+
+/* the ops a vector may go through (float32 only): those OpenCL C has for
+ * float4 and the CUDA dialect's prelude defines (render/cuda.c) */
+static const bool gv_ops[TC_OP_COUNT] = {
+    [TC_OP_ADD] = true,    [TC_OP_MUL] = true,        [TC_OP_NEG] = true,
+    [TC_OP_RECIP] = true,  [TC_OP_MAX] = true,        [TC_OP_EXP2] = true,
+    [TC_OP_LOG2] = true,   [TC_OP_SIN] = true,        [TC_OP_SQRT] = true,
+    [TC_OP_MULACC] = true, [TC_OP_REDUCE_SUM] = true, [TC_OP_REDUCE_MAX] = true,
+};
+
+/* walks the values under a: records which are vectors (gv_node), clears *ok
+ * when one cannot be (a load read along the axis with another stride, a mask
+ * on it, an op with no vector form, too many nodes) */
+static bool gv_walk(lower_ctx *c, const tc_ast *a, bool *ok) {
+    for (int i = 0; i < c->n_gv; i++)
+        if (c->gv_node[i] == a) return c->gv_is_vec[i];
+    if (c->n_gv == GV_MAX_NODES) return *ok = false;
+    bool vec = false;
+    if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {
+        int64_t st = tc_st_stride(a->st, c->gv_axis);
+        vec = st != 0;
+        *ok &= st == 0 || (a->op == TC_OP_LOAD && gv_view_ok(c, a->st, c->it->bufs[a->buf]->dtype));
+    } else {
+        for (int i = 0; i < a->n_srcs && *ok; i++) vec |= gv_walk(c, a->srcs[i], ok);
+        *ok &= !vec || (gv_ops[a->op] && a->dtype == TC_FLOAT32);
+    }
+    c->gv_node[c->n_gv] = a;
+    c->gv_is_vec[c->n_gv++] = vec;
+    return vec;
+}
+
+/* the elements per lane of an ungrouped GPU kernel along its innermost kept
+ * axis: the target's vector width where that divides the axis and every
+ * store writes it contiguously (GPU vectors above), else 1 */
+static int gv_choose(lower_ctx *c, int inner) {
+    int w = c->tg->vec_width;
+    c->n_gv = 0;
+    if (w <= 1 || inner < 0 || c->is_grouped || tc_flag_get(TC_FLAG_NOOPT) ||
+        c->it->full_shape[inner] % w)
+        return 1;
+    c->gvl = w;
+    c->gv_axis = inner;
+    bool ok = true;
+    const tc_ast *sink = c->it->ast;
+    for (int i = 0; i < sink->n_srcs && ok; i++) {
+        const tc_ast *st = sink->srcs[i];
+        ok = gv_view_ok(c, st->st, c->it->bufs[st->buf]->dtype) && st->dtype == TC_FLOAT32;
+        if (ok) gv_walk(c, st->srcs[0], &ok);
+    }
+    if (!ok) c->n_gv = 0;
+    return ok ? w : 1;
+}
+
 /* GPU: work-group ids (and lanes) index the kept axes, looped axes open
  * their loops, and an ungrouped kernel whose lanes overrun the innermost
  * axis gates everything in an IF block (left open to the end) */
@@ -779,15 +882,16 @@ static tc_status lower_grid(lower_ctx *c, tc_kernel_uops *k) {
     for (int a = 0; a < it->ndim; a++)
         if (!((it->reduce_axes >> a) & 1) && it->full_shape[a] > 1) inner = a;
     c->is_grouped = choose_group(c) && plan_grid(c, 1, &p) && !p.has_loops;
+    c->gvl = gv_choose(c, inner);
     int64_t lanes = c->is_grouped ? c->lanes : 1;
     if (!c->is_grouped && inner >= 0) {
         int64_t cap = LANES_MAX < c->tg->lanes_max ? LANES_MAX : c->tg->lanes_max;
         cap = cap < c->tg->local_max[0] ? cap : c->tg->local_max[0];
-        while (lanes < it->full_shape[inner] && lanes * 2 <= cap) lanes *= 2;
+        while (lanes < it->full_shape[inner] / c->gvl && lanes * 2 <= cap) lanes *= 2;
     }
-    if (!c->is_grouped && !plan_grid(c, lanes, &p))
+    if (!c->is_grouped && !plan_grid(c, lanes * c->gvl, &p))
         return tc_error_set(TC_ERR_DEVICE, "codegen of %s: %lld work-groups exceed the grid's %lld",
-                            it->name, (long long)ceil_div(it->full_shape[inner], lanes),
+                            it->name, (long long)ceil_div(it->full_shape[inner], lanes * c->gvl),
                             (long long)c->tg->global_max[0]);
     for (int d = 0; d < 3; d++) k->global_size[d] = p.size[d], k->local_size[d] = d ? 1 : lanes;
     ub->index_mode = true;
@@ -806,11 +910,14 @@ static tc_status lower_grid(lower_ctx *c, tc_kernel_uops *k) {
         } else if (p.dim[a] == 2) { /* dimension 2 holds several axes, the innermost fastest */
             c->idx[a] = ix(c, TC_OP_MOD, ix(c, TC_OP_IDIV, gid[2], ic(c, inner2)), ic(c, n));
             inner2 *= n;
-        } else if (!lane || c->is_grouped) {
+        } else if (c->is_grouped) {
             c->idx[a] = gid[0];
-        } else { /* lanes split the innermost axis; the ones past its end do nothing */
-            c->idx[a] = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, gid[0], ic(c, lanes)), lane);
-            gate = ix(c, TC_OP_CMPLT, c->idx[a], ic(c, n));
+        } else { /* lanes split the innermost axis (gvl elements each); the ones
+                    past its end do nothing */
+            tc_uop *e = gid[0];
+            if (lane) e = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, gid[0], ic(c, lanes)), lane);
+            c->idx[a] = c->gvl > 1 ? ix(c, TC_OP_MUL, e, ic(c, c->gvl)) : e;
+            if (lane) gate = ix(c, TC_OP_CMPLT, e, ic(c, n / c->gvl));
         }
     }
     ub->index_mode = false;
@@ -987,6 +1094,7 @@ void tc_uops_dump(FILE *f, const tc_kernel_uops *k) {
         const tc_uop *u = k->uops[i];
         fprintf(f, "%4d %-13s %-8s", u->id, tc_uop_names[u->op], tc_dtypes[u->dtype].name);
         if (u->op == TC_UOP_ALU) fprintf(f, " %-6s", tc_ops[u->alu].name);
+        if (u->vcount > 1) fprintf(f, " x%d", u->vcount);
         if (u->op == TC_UOP_CONST) fprintf(f, " %g", u->value);
         if (u->op == TC_UOP_DEFINE_GLOBAL || u->op == TC_UOP_RANGE) fprintf(f, " arg=%lld", (long long)u->arg);
         if (u->op == TC_UOP_SPECIAL)

@@ -58,9 +58,25 @@ static const char *const vec_ctype[TC_DTYPE_COUNT] = {
 };
 enum { VEC_MAX = 16 };
 
+/* a GPU dialect's vector type (vec_type: "float4"); the names of one
+ * thread's last dialect, so a name stays valid for the whole render */
+static const char *gpu_vtype(const rctx *r, tc_dtype dt, int lanes) {
+    static _Thread_local const tc_dialect *of;
+    static _Thread_local char names[TC_DTYPE_COUNT][VEC_MAX + 1][24];
+    if (of != r->d) memset(names, 0, sizeof names), of = r->d;
+    char *n = names[dt][lanes];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    if (!n[0]) snprintf(n, sizeof names[0][0], r->d->vec_type, ctype(r, dt), lanes);
+#pragma GCC diagnostic pop
+    return n;
+}
+
 /* the type of u's value: its dtype's, or a vector of it */
 static const char *utype(const rctx *r, const tc_uop *u) {
     static char names[TC_DTYPE_COUNT][VEC_MAX + 1][24]; /* written once per name, same text */
+    if (u->vcount > 1 && u->vcount <= VEC_MAX && r->d->vec_type)
+        return gpu_vtype(r, u->dtype, u->vcount);
     if (u->vcount <= 1 || u->vcount > VEC_MAX || !vec_elem[u->dtype]) return ctype(r, u->dtype);
     char *n = names[u->dtype][u->vcount];
     if (!n[0]) snprintf(n, sizeof names[0][0], "tc_%s%d", vec_elem[u->dtype], u->vcount);
@@ -253,8 +269,23 @@ static char *render_vec_alu(const rctx *r, const tc_uop *u) {
     return NULL;
 }
 
+/* a vector ALU of a GPU dialect: its vec_alu format over vector operands */
+static char *render_gpu_vec_alu(const rctx *r, const tc_uop *u) {
+    char *const *e = r->expr;
+    const char *f = r->d->vec_alu[u->alu];
+    if (!f) {
+        TC_INTERNAL("%s has no vector form of %s", r->d->name, tc_ops[u->alu].name);
+        return NULL;
+    }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    return fmt(f, e[u->srcs[0]->id], u->n_srcs > 1 ? e[u->srcs[1]->id] : "",
+               u->n_srcs > 2 ? e[u->srcs[2]->id] : "");
+#pragma GCC diagnostic pop
+}
+
 static char *render_alu(const rctx *r, const tc_uop *u) {
-    if (u->vcount > 1) return render_vec_alu(r, u);
+    if (u->vcount > 1) return r->d->vec_type ? render_gpu_vec_alu(r, u) : render_vec_alu(r, u);
     char *const *e = r->expr;
     const char *a = e[u->srcs[0]->id], *b = u->n_srcs > 1 ? e[u->srcs[1]->id] : "";
     const char *c = u->n_srcs > 2 ? e[u->srcs[2]->id] : "";
@@ -316,12 +347,18 @@ static char *render_load(rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
     bool is_gated = u->n_srcs > 2 && u->srcs[2]->op != TC_UOP_BARRIER;
-    char *x = u->vcount > 1               ? fmt("*(const %s_u *)(%s+%s)", utype(r, u), buf, idx)
+    bool gpu_vec = u->vcount > 1 && r->d->vec_load;
+    char *x = gpu_vec ? fmt(r->d->vec_load, buf, idx, u->vcount, utype(r, u))
+              : u->vcount > 1                 ? fmt("*(const %s_u *)(%s+%s)", utype(r, u), buf, idx)
               : is_global_half(r, u->srcs[0]) ? fmt(r->d->half_load, buf, idx)
                                               : fmt("%s[%s]", buf, idx);
     if (x && is_gated) {
-        char *g = u->vcount > 1 ? fmt("(%s?%s:(%s){0})", e[u->srcs[2]->id], x, utype(r, u))
-                                : fmt("(%s?%s:(%s)0)", e[u->srcs[2]->id], x, ctype(r, u->dtype));
+        char *zero = gpu_vec ? fmt(r->d->vec_bcast, utype(r, u), "0.0f") : NULL;
+        char *g = gpu_vec && zero ? fmt("(%s?%s:%s)", e[u->srcs[2]->id], x, zero)
+                  : gpu_vec       ? NULL
+                  : u->vcount > 1 ? fmt("(%s?%s:(%s){0})", e[u->srcs[2]->id], x, utype(r, u))
+                                  : fmt("(%s?%s:(%s)0)", e[u->srcs[2]->id], x, ctype(r, u->dtype));
+        tc_free(zero);
         tc_free(x);
         x = g;
     }
@@ -334,7 +371,11 @@ static char *render_load(rctx *r, const tc_uop *u) {
 static char *render_store(rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id], *val = e[u->srcs[2]->id];
-    if (is_global_half(r, u->srcs[0])) {
+    if (u->srcs[2]->vcount > 1 && r->d->vec_store) {
+        char *x = fmt(r->d->vec_store, buf, idx, val, u->srcs[2]->vcount, utype(r, u->srcs[2]));
+        if (x) line(r, "%s", x);
+        tc_free(x);
+    } else if (is_global_half(r, u->srcs[0])) {
         char *x = fmt(r->d->half_store, buf, idx, val);
         if (x) line(r, "%s", x);
         tc_free(x);
@@ -348,6 +389,9 @@ static char *render_cast(rctx *r, const tc_uop *u) {
     const char *x = r->expr[u->srcs[0]->id];
     const char *to = ctype(r, u->dtype), *from = ctype(r, u->srcs[0]->dtype);
     if (is_u8_cast16(u)) return bind(r, u, "cast", fmt("tc_u8_float16(%s)", x));
+    bool is_bcast = u->vcount > 1 && u->srcs[0]->vcount == 1 && u->dtype == u->srcs[0]->dtype;
+    if (is_bcast && r->d->vec_bcast)
+        return bind(r, u, "cast", fmt(r->d->vec_bcast, utype(r, u), x)); /* a broadcast */
     if (u->op == TC_UOP_CAST && u->vcount > 1)
         return bind(r, u, "cast", fmt("__builtin_convertvector(%s, %s)", x, utype(r, u)));
     if (u->op == TC_UOP_CAST) {
@@ -410,11 +454,30 @@ static char *render_gpu(rctx *r, const tc_uop *u) {
     return NULL;
 }
 
+/* a vector CONST (GPU dialects): a variable at the top of the kernel, so
+ * each value is printed once per vector type */
+static char *render_vec_const(rctx *r, const tc_uop *u) {
+    if (!r->d->vec_bcast) {
+        TC_INTERNAL("%s has no vector constants", r->d->name);
+        return NULL;
+    }
+    char *x = render_const(r, u); /* "(2.0f)": the vector's parentheses will do */
+    size_t n = x ? strlen(x) : 0;
+    bool paren = n > 2 && x[0] == '(' && x[n - 1] == ')';
+    if (paren) x[n - 1] = '\0';
+    char *v = x ? fmt(r->d->vec_bcast, utype(r, u), x + paren) : NULL;
+    char *name = v ? fmt("vconst%d", u->id) : NULL;
+    if (name) line(r, "const %s %s = %s;", utype(r, u), name, v);
+    tc_free(x);
+    tc_free(v);
+    return name;
+}
+
 static char *render_uop(rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     switch (u->op) {
     case TC_UOP_DEFINE_GLOBAL: return fmt("data%lld", (long long)u->arg);
-    case TC_UOP_CONST: return render_const(r, u);
+    case TC_UOP_CONST: return u->vcount > 1 ? render_vec_const(r, u) : render_const(r, u);
     case TC_UOP_RANGE: {
         char *name = fmt("ridx%d", u->id);
         if (name)
@@ -430,8 +493,8 @@ static char *render_uop(rctx *r, const tc_uop *u) {
     case TC_UOP_DEFINE_ACC: {
         char *name = fmt("acc%d", u->id);
         if (!name) return NULL;
-        if (u->vcount <= 1) {
-            line(r, "%s %s = %s;", ctype(r, u->dtype), name, e[u->srcs[0]->id]);
+        if (u->vcount <= 1 || u->srcs[0]->vcount > 1) { /* from a scalar or a vector CONST */
+            line(r, "%s %s = %s;", utype(r, u), name, e[u->srcs[0]->id]);
             return name;
         }
         tc_strbuf init = {0}; /* every lane the initial value */
@@ -474,11 +537,18 @@ static bool has_reduce(const tc_kernel_uops *k) {
     return false;
 }
 
+static bool uses_vec(const tc_kernel_uops *k) {
+    for (int i = 0; i < k->n_uops; i++)
+        if (k->uops[i]->vcount > 1) return true;
+    return false;
+}
+
 static void signature(rctx *r) {
     const tc_kernel_uops *k = r->k;
     tc_sb_printf(&r->out, "%s", r->d->preamble);
     if (r->d->half_preamble && uses_half(k)) tc_sb_printf(&r->out, "%s", r->d->half_preamble);
-    vector_typedefs(r);
+    if (r->d->vec_prelude && uses_vec(k)) tc_sb_printf(&r->out, "%s", r->d->vec_prelude);
+    if (!r->d->vec_type) vector_typedefs(r); /* C: GCC vector types */
     tc_sb_printf(&r->out, "%s", r->d->kernel_prefix);
     if (r->d->map_prefix && !has_reduce(k)) tc_sb_printf(&r->out, "%s", r->d->map_prefix);
     tc_sb_printf(&r->out, "void ");
@@ -492,6 +562,10 @@ static void signature(rctx *r) {
     tc_sb_printf(&r->out, ") {\n");
 }
 
+static bool is_vec_const(const tc_uop *u) {
+    return u->op == TC_UOP_CONST && u->vcount > 1;
+}
+
 char *tc_render(const tc_dialect *d, const tc_kernel_uops *k) {
     rctx r = {.d = d, .k = k, .indent = 1};
     r.expr = tc_calloc((size_t)k->n_uops + 1, sizeof(char *));
@@ -501,7 +575,11 @@ char *tc_render(const tc_dialect *d, const tc_kernel_uops *k) {
     for (int i = 0; ok && i < k->n_uops; i++)
         for (int j = 0; j < k->uops[i]->n_srcs; j++) r.user_depth[k->uops[i]->srcs[j]->id] = k->uops[i]->depth;
     if (ok) signature(&r);
-    for (int i = 0; ok && i < k->n_uops; i++) ok = (r.expr[i] = render_uop(&r, k->uops[i])) != NULL;
+    /* vector CONSTs first: each once, before any block that uses it */
+    for (int i = 0; ok && i < k->n_uops; i++)
+        if (is_vec_const(k->uops[i])) ok = (r.expr[i] = render_uop(&r, k->uops[i])) != NULL;
+    for (int i = 0; ok && i < k->n_uops; i++)
+        if (!is_vec_const(k->uops[i])) ok = (r.expr[i] = render_uop(&r, k->uops[i])) != NULL;
     tc_sb_printf(&r.out, "}\n");
     if (r.expr)
         for (int i = 0; i < k->n_uops; i++) tc_free(r.expr[i]);

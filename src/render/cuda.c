@@ -8,6 +8,12 @@
  * installed): INFINITY and NAN are defined from bits, and float16 buffers
  * are `unsigned short` converted with the PTX instructions cvt.f32.f16 and
  * cvt.rn.f16.f32 (values are floats rounded after each op, see render.h).
+ * Vector kernels (render.h): float4 loads and stores through pointer casts
+ * (codegen proves the 16-byte alignment: index a multiple of 4, buffers from
+ * cuMemAlloc), and float4 arithmetic from CUDA_VEC's inline helpers, added
+ * only to kernels that use them. Helpers rather than per-lane GEPs in the
+ * UOps: both GPU dialects share one vector UOp list (no CUDA-only pass), and
+ * NVRTC inlines each helper into the same four scalar instructions.
  * The limits are those of every GPU since sm_30 (CUDA's grid and block
  * limits, 48 KiB of static shared memory).
  */
@@ -27,6 +33,30 @@
     "__device__ inline unsigned short tc_f2h(float f) {\n"                                    \
     "  unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h;\n" \
     "}\n"
+
+/* float4 arithmetic, per lane (CUDA defines the type, no operators) */
+#define CUDA_VEC                                                                              \
+    "__device__ inline float4 tc_float4(float x) { return make_float4(x, x, x, x); }\n"       \
+    "__device__ inline float4 operator+(float4 a, float4 b) {\n"                              \
+    "  return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);\n}\n"                   \
+    "__device__ inline float4 operator*(float4 a, float4 b) {\n"                              \
+    "  return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w);\n}\n"                   \
+    "__device__ inline float4 operator-(float4 a) {\n"                                        \
+    "  return make_float4(-a.x, -a.y, -a.z, -a.w);\n}\n"                                       \
+    "__device__ inline float tc_max1(float a, float b) { return (a > b || a != a) ? a : b; }\n" \
+    "__device__ inline float4 tc_max(float4 a, float4 b) {\n"                                 \
+    "  return make_float4(tc_max1(a.x, b.x), tc_max1(a.y, b.y), tc_max1(a.z, b.z),\n"          \
+    "                     tc_max1(a.w, b.w));\n}\n"                                             \
+    "__device__ inline float4 tc_recip(float4 a) {\n"                                         \
+    "  return make_float4(1.0f / a.x, 1.0f / a.y, 1.0f / a.z, 1.0f / a.w);\n}\n"               \
+    "__device__ inline float4 tc_exp2(float4 a) {\n"                                          \
+    "  return make_float4(exp2f(a.x), exp2f(a.y), exp2f(a.z), exp2f(a.w));\n}\n"               \
+    "__device__ inline float4 tc_log2(float4 a) {\n"                                          \
+    "  return make_float4(log2f(a.x), log2f(a.y), log2f(a.z), log2f(a.w));\n}\n"               \
+    "__device__ inline float4 tc_sin(float4 a) {\n"                                           \
+    "  return make_float4(sinf(a.x), sinf(a.y), sinf(a.z), sinf(a.w));\n}\n"                   \
+    "__device__ inline float4 tc_sqrt(float4 a) {\n"                                          \
+    "  return make_float4(sqrtf(a.x), sqrtf(a.y), sqrtf(a.z), sqrtf(a.w));\n}\n"
 
 const tc_dialect tc_dialect_cuda = {
     .name = "CUDA",
@@ -52,7 +82,18 @@ const tc_dialect tc_dialect_cuda = {
     .local_prefix = "__shared__ ",
     .barrier = "__syncthreads();",
     .bitcast = "tc_bitcast<%1$s>(%2$s)",
+    .vec_type = "%1$s%2$d",
+    .vec_load = "(*(const %4$s *)(%1$s+%2$s))",
+    .vec_store = "*(%5$s *)(%1$s+%2$s) = %3$s;",
+    .vec_bcast = "tc_%1$s(%2$s)",
+    .vec_prelude = CUDA_VEC,
+    .vec_alu = {[TC_OP_ADD] = "(%1$s+%2$s)", [TC_OP_MUL] = "(%1$s*%2$s)", [TC_OP_NEG] = "(-%1$s)",
+                [TC_OP_RECIP] = "tc_recip(%1$s)", [TC_OP_MAX] = "tc_max(%1$s, %2$s)",
+                [TC_OP_EXP2] = "tc_exp2(%1$s)", [TC_OP_LOG2] = "tc_log2(%1$s)",
+                [TC_OP_SIN] = "tc_sin(%1$s)", [TC_OP_SQRT] = "tc_sqrt(%1$s)",
+                [TC_OP_MULACC] = "((%1$s*%2$s)+%3$s)"},
     .target = {.has_local = true,
+               .vec_width = 4,
                .global_max = {2147483647, 65535, 65535},
                .local_max = {1024, 1024, 64},
                .lanes_max = 1024,

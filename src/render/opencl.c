@@ -8,6 +8,10 @@
  * with vload_half and written with vstore_half (round to nearest even), and
  * values are floats rounded by tc_half_round (bit arithmetic: 10 mantissa
  * bits, ties to even, float16 subnormals in steps of 2^-24, overflow to inf).
+ * Vector kernels (render.h) use float4 values, vload4/vstore4 (element
+ * alignment is enough, though codegen proves 16 bytes for CUDA's sake), the
+ * built-in float4 arithmetic and overloaded math; max keeps NaN winning with
+ * the vector ?: (a lane is selected by its comparison's sign bit).
  * The limits are OpenCL's minimums; the device lowers them to its own.
  */
 #include "render.h"
@@ -43,7 +47,17 @@ const tc_dialect tc_dialect_opencl = {
     .local_prefix = "__local ",
     .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
     .bitcast = "as_%1$s(%2$s)",
+    .vec_type = "%1$s%2$d",
+    .vec_load = "vload%3$d(0, %1$s+%2$s)",
+    .vec_store = "vstore%4$d(%3$s, 0, %1$s+%2$s);",
+    .vec_bcast = "((%1$s)(%2$s))",
+    .vec_alu = {[TC_OP_ADD] = "(%1$s+%2$s)", [TC_OP_MUL] = "(%1$s*%2$s)", [TC_OP_NEG] = "(-%1$s)",
+                [TC_OP_RECIP] = "(1.0f/%1$s)",
+                [TC_OP_MAX] = "(((%1$s>%2$s)|(%1$s!=%1$s))?%1$s:%2$s)",
+                [TC_OP_EXP2] = "exp2(%1$s)", [TC_OP_LOG2] = "log2(%1$s)", [TC_OP_SIN] = "sin(%1$s)",
+                [TC_OP_SQRT] = "sqrt(%1$s)", [TC_OP_MULACC] = "((%1$s*%2$s)+%3$s)"},
     .target = {.has_local = true,
+               .vec_width = 4,
                .global_max = {2147483647, 2147483647, 2147483647},
                .local_max = {256, 256, 256},
                .lanes_max = 256,

@@ -4,6 +4,13 @@
  * work-item ids, local memory, barriers). Dialects: C (the CPU, cstyle.c),
  * OpenCL C (opencl.c) and CUDA C++ (cuda.c).
  *
+ * Vectors on OpenCL and CUDA (tc_target.vec_width): a lane loads, computes
+ * and stores float4 values. OpenCL C has them built in (vload4/vstore4,
+ * arithmetic, overloaded math); CUDA's float4 is a plain struct, so the
+ * CUDA dialect's vec_prelude defines its operators and math as inline
+ * helpers, per lane (NVIDIA GPUs compute per lane anyway; what float4 buys
+ * there is the 16-byte load and store).
+ *
  * float16 on OpenCL and CUDA: values live in float variables and are
  * rounded to float16 after every operation (exactly what float16 arithmetic
  * gives: a float result of one +,*,/ rounds once more without error); only
@@ -37,6 +44,15 @@ typedef struct {
     const char *local_prefix;  /* before a local array: "__local ", "__shared__ " */
     const char *barrier;       /* the work-group barrier statement */
     const char *bitcast;       /* printf: %1$s type, %2$s value; between 4-byte types */
+    /* vectors of GPU dialects (NULL in C, which prints GCC vector types) */
+    const char *vec_type;      /* printf: %1$s element type, %2$d lanes -> "float4" */
+    const char *vec_load;      /* printf: %1$s buffer, %2$s index, %3$d lanes, %4$s type */
+    const char *vec_store;     /* printf: %1$s buffer, %2$s index, %3$s value, %4$d lanes,
+                                  %5$s type: a statement */
+    const char *vec_bcast;     /* printf: %1$s type, %2$s scalar -> that vector */
+    const char *vec_prelude;   /* after the preambles when the kernel has vectors (NULL: none) */
+    const char *vec_alu[TC_OP_COUNT]; /* printf: vector operands %1$s %2$s %3$s (codegen's
+                                         gv_ops: every op it may vectorize has one) */
     tc_target target;          /* what codegen may use */
 } tc_dialect;
 
