@@ -337,11 +337,12 @@ static bool gv_is_vec(const lower_ctx *c, const tc_ast *a) {
     return false;
 }
 
-/* an op with some vector operand takes all of them as vectors */
-static void gv_operands(lower_ctx *c, tc_uop **s, int n) {
+/* an op with some vector operand takes all of them as vectors, except a
+ * WHERE's scalar condition (which picks between whole vectors) */
+static void gv_operands(lower_ctx *c, tc_op op, tc_uop **s, int n) {
     bool any = false;
     for (int i = 0; i < n; i++) any |= s[i] && s[i]->vcount > 1;
-    for (int i = 0; i < n && any; i++) s[i] = tc_ub_broadcast(&c->ub, s[i], c->gvl);
+    for (int i = op == TC_OP_WHERE; i < n && any; i++) s[i] = tc_ub_broadcast(&c->ub, s[i], c->gvl);
 }
 
 /* the accumulator of reduce a: a vector of gvl partials when a is a vector */
@@ -580,7 +581,7 @@ static tc_uop *lower(lower_ctx *c, tc_ast *a) {
     case TC_OPK_BINARY:
     case TC_OPK_TERNARY:
         for (int i = 0; i < a->n_srcs; i++) s[i] = lower(c, a->srcs[i]);
-        if (c->gvl > 1) gv_operands(c, s, a->n_srcs);
+        if (c->gvl > 1) gv_operands(c, a->op, s, a->n_srcs);
         if (a->op == TC_OP_CAST || a->op == TC_OP_BITCAST) r = tc_ub_cast(&c->ub, s[0], a->dtype, a->op == TC_OP_BITCAST);
         else r = tc_ub_alu(&c->ub, a->op, a->dtype, a->n_srcs, s[0], s[1], s[2]);
         break;
@@ -819,14 +820,27 @@ static bool gv_view_ok(const lower_ctx *c, const tc_st *st, tc_dtype dt) {
     return true;
 }
 
-/* the ops a vector may go through (float32 only): those OpenCL C has for
- * float4 and the CUDA dialect's prelude defines (render/cuda.c) */
+/* the float32 ops a vector may go through: those OpenCL C has for float4
+ * and the CUDA dialect's prelude defines (render/cuda.c); masks (gv_mask_ok)
+ * have their own rules */
 static const bool gv_ops[TC_OP_COUNT] = {
     [TC_OP_ADD] = true,    [TC_OP_MUL] = true,        [TC_OP_NEG] = true,
     [TC_OP_RECIP] = true,  [TC_OP_MAX] = true,        [TC_OP_EXP2] = true,
     [TC_OP_LOG2] = true,   [TC_OP_SIN] = true,        [TC_OP_SQRT] = true,
     [TC_OP_MULACC] = true, [TC_OP_REDUCE_SUM] = true, [TC_OP_REDUCE_MAX] = true,
 };
+
+/* vector masks: float comparisons (a vector of bools), AND/OR of two such,
+ * a float WHERE on one (or on a scalar bool) and a mask's cast to float
+ * (relu's gradient, g * (0 < x)); v[i]: operand i is a vector */
+static bool gv_mask_ok(const tc_ast *a, const bool *v) {
+    tc_dtype in = a->n_srcs ? a->srcs[0]->dtype : TC_DTYPE_COUNT;
+    if (a->op == TC_OP_CMPLT || a->op == TC_OP_CMPNE)
+        return in == TC_FLOAT32 && a->srcs[1]->dtype == TC_FLOAT32;
+    if (a->op == TC_OP_AND || a->op == TC_OP_OR) return a->dtype == TC_BOOL && v[0] && v[1];
+    if (a->op == TC_OP_WHERE || a->op == TC_OP_CAST) return a->dtype == TC_FLOAT32 && in == TC_BOOL;
+    return false;
+}
 
 /* walks the values under a: records which are vectors (gv_node), clears *ok
  * when one cannot be (a load read along the axis with another stride, a mask
@@ -841,8 +855,9 @@ static bool gv_walk(lower_ctx *c, const tc_ast *a, bool *ok) {
         vec = st != 0;
         *ok &= st == 0 || (a->op == TC_OP_LOAD && gv_view_ok(c, a->st, c->it->bufs[a->buf]->dtype));
     } else {
-        for (int i = 0; i < a->n_srcs && *ok; i++) vec |= gv_walk(c, a->srcs[i], ok);
-        *ok &= !vec || (gv_ops[a->op] && a->dtype == TC_FLOAT32);
+        bool v[3] = {false, false, false};
+        for (int i = 0; i < a->n_srcs && *ok; i++) vec |= v[i] = gv_walk(c, a->srcs[i], ok);
+        *ok &= !vec || (gv_ops[a->op] && a->dtype == TC_FLOAT32) || gv_mask_ok(a, v);
     }
     c->gv_node[c->n_gv] = a;
     c->gv_is_vec[c->n_gv++] = vec;

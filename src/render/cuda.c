@@ -34,7 +34,8 @@
     "  unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h;\n" \
     "}\n"
 
-/* float4 arithmetic, per lane (CUDA defines the type, no operators) */
+/* float4 arithmetic, per lane (CUDA defines the type, no operators); masks
+ * (float4 comparisons) are int4 of 0/1 */
 #define CUDA_VEC                                                                              \
     "__device__ inline float4 tc_float4(float x) { return make_float4(x, x, x, x); }\n"       \
     "__device__ inline float4 operator+(float4 a, float4 b) {\n"                              \
@@ -56,7 +57,20 @@
     "__device__ inline float4 tc_sin(float4 a) {\n"                                           \
     "  return make_float4(sinf(a.x), sinf(a.y), sinf(a.z), sinf(a.w));\n}\n"                   \
     "__device__ inline float4 tc_sqrt(float4 a) {\n"                                          \
-    "  return make_float4(sqrtf(a.x), sqrtf(a.y), sqrtf(a.z), sqrtf(a.w));\n}\n"
+    "  return make_float4(sqrtf(a.x), sqrtf(a.y), sqrtf(a.z), sqrtf(a.w));\n}\n"               \
+    "__device__ inline int4 tc_lt(float4 a, float4 b) {\n"                                    \
+    "  return make_int4(a.x < b.x, a.y < b.y, a.z < b.z, a.w < b.w);\n}\n"                     \
+    "__device__ inline int4 tc_ne(float4 a, float4 b) {\n"                                    \
+    "  return make_int4(a.x != b.x, a.y != b.y, a.z != b.z, a.w != b.w);\n}\n"                 \
+    "__device__ inline int4 operator&(int4 a, int4 b) {\n"                                    \
+    "  return make_int4(a.x & b.x, a.y & b.y, a.z & b.z, a.w & b.w);\n}\n"                     \
+    "__device__ inline int4 operator|(int4 a, int4 b) {\n"                                    \
+    "  return make_int4(a.x | b.x, a.y | b.y, a.z | b.z, a.w | b.w);\n}\n"                     \
+    "__device__ inline float4 tc_where(int4 c, float4 a, float4 b) {\n"                       \
+    "  return make_float4(c.x ? a.x : b.x, c.y ? a.y : b.y, c.z ? a.z : b.z, c.w ? a.w : b.w);\n}\n" \
+    "__device__ inline float4 tc_where(bool c, float4 a, float4 b) { return c ? a : b; }\n"   \
+    "__device__ inline float4 tc_float4_mask(int4 c) {\n"                                     \
+    "  return make_float4((float)c.x, (float)c.y, (float)c.z, (float)c.w);\n}\n"
 
 const tc_dialect tc_dialect_cuda = {
     .name = "CUDA",
@@ -86,12 +100,15 @@ const tc_dialect tc_dialect_cuda = {
     .vec_load = "(*(const %4$s *)(%1$s+%2$s))",
     .vec_store = "*(%5$s *)(%1$s+%2$s) = %3$s;",
     .vec_bcast = "tc_%1$s(%2$s)",
+    .vec_mask_cast = "tc_%1$s_mask(%2$s)",
     .vec_prelude = CUDA_VEC,
     .vec_alu = {[TC_OP_ADD] = "(%1$s+%2$s)", [TC_OP_MUL] = "(%1$s*%2$s)", [TC_OP_NEG] = "(-%1$s)",
                 [TC_OP_RECIP] = "tc_recip(%1$s)", [TC_OP_MAX] = "tc_max(%1$s, %2$s)",
                 [TC_OP_EXP2] = "tc_exp2(%1$s)", [TC_OP_LOG2] = "tc_log2(%1$s)",
                 [TC_OP_SIN] = "tc_sin(%1$s)", [TC_OP_SQRT] = "tc_sqrt(%1$s)",
-                [TC_OP_MULACC] = "((%1$s*%2$s)+%3$s)"},
+                [TC_OP_MULACC] = "((%1$s*%2$s)+%3$s)", [TC_OP_CMPLT] = "tc_lt(%1$s, %2$s)",
+                [TC_OP_CMPNE] = "tc_ne(%1$s, %2$s)", [TC_OP_AND] = "(%1$s&%2$s)",
+                [TC_OP_OR] = "(%1$s|%2$s)", [TC_OP_WHERE] = "tc_where(%1$s, %2$s, %3$s)"},
     .target = {.has_local = true,
                .vec_width = 4,
                .global_max = {2147483647, 65535, 65535},

@@ -11,7 +11,9 @@
  * Vector kernels (render.h) use float4 values, vload4/vstore4 (element
  * alignment is enough, though codegen proves 16 bytes for CUDA's sake), the
  * built-in float4 arithmetic and overloaded math; max keeps NaN winning with
- * the vector ?: (a lane is selected by its comparison's sign bit).
+ * the vector ?: (a lane is selected by its comparison's sign bit). A float4
+ * comparison is an int4 mask (-1 true, 0 false): & | and ?: take it as it
+ * is, a cast to float negates it first.
  * The limits are OpenCL's minimums; the device lowers them to its own.
  */
 #include "render.h"
@@ -51,11 +53,15 @@ const tc_dialect tc_dialect_opencl = {
     .vec_load = "vload%3$d(0, %1$s+%2$s)",
     .vec_store = "vstore%4$d(%3$s, 0, %1$s+%2$s);",
     .vec_bcast = "((%1$s)(%2$s))",
+    .vec_mask_cast = "convert_%1$s(-(%2$s))",
     .vec_alu = {[TC_OP_ADD] = "(%1$s+%2$s)", [TC_OP_MUL] = "(%1$s*%2$s)", [TC_OP_NEG] = "(-%1$s)",
                 [TC_OP_RECIP] = "(1.0f/%1$s)",
                 [TC_OP_MAX] = "(((%1$s>%2$s)|(%1$s!=%1$s))?%1$s:%2$s)",
                 [TC_OP_EXP2] = "exp2(%1$s)", [TC_OP_LOG2] = "log2(%1$s)", [TC_OP_SIN] = "sin(%1$s)",
-                [TC_OP_SQRT] = "sqrt(%1$s)", [TC_OP_MULACC] = "((%1$s*%2$s)+%3$s)"},
+                [TC_OP_SQRT] = "sqrt(%1$s)", [TC_OP_MULACC] = "((%1$s*%2$s)+%3$s)",
+                [TC_OP_CMPLT] = "(%1$s<%2$s)", [TC_OP_CMPNE] = "(%1$s!=%2$s)",
+                [TC_OP_AND] = "(%1$s&%2$s)", [TC_OP_OR] = "(%1$s|%2$s)",
+                [TC_OP_WHERE] = "(%1$s?%2$s:%3$s)"},
     .target = {.has_local = true,
                .vec_width = 4,
                .global_max = {2147483647, 2147483647, 2147483647},

@@ -50,9 +50,12 @@ typedef struct {
     const char *vec_store;     /* printf: %1$s buffer, %2$s index, %3$s value, %4$d lanes,
                                   %5$s type: a statement */
     const char *vec_bcast;     /* printf: %1$s type, %2$s scalar -> that vector */
+    const char *vec_mask_cast; /* printf: %1$s float vector type, %2$s a mask (a vector of
+                                  bools, int lanes) -> 1.0f where true, else 0.0f */
     const char *vec_prelude;   /* after the preambles when the kernel has vectors (NULL: none) */
     const char *vec_alu[TC_OP_COUNT]; /* printf: vector operands %1$s %2$s %3$s (codegen's
-                                         gv_ops: every op it may vectorize has one) */
+                                         gv_ops and masks: every op it may vectorize has
+                                         one); masks are int vectors (OpenCL's -1/0) */
     tc_target target;          /* what codegen may use */
 } tc_dialect;
 

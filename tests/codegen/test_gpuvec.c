@@ -15,6 +15,7 @@
  */
 #include "tc_test.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -267,6 +268,43 @@ static void test_ops(void **state) {
     tc_shutdown();
 }
 
+/* masks: float comparisons, their AND/OR, a WHERE on one or on a scalar
+ * bool (rb's rows), a cast to float (relu's gradient); out[0..3] */
+enum { N_MASKS = 4 };
+static const char *const mask_names[N_MASKS] = {
+    "g * (0 < x)", "where(0 < x & x < 1, x, g)", "where(0 < x | x != x, g, 0)",
+    "where(0 < row bias, x, g)"};
+
+static void masks(tc_tensor *x, tc_tensor *g, tc_tensor *rb, tc_tensor **out) {
+    tc_tensor *zero = tc_full(0, NULL, 0, TC_FLOAT32, tc_device(x));
+    tc_tensor *one = tc_full(0, NULL, 1, TC_FLOAT32, tc_device(x));
+    tc_tensor *pos = tc_lt(zero, x), *small = tc_lt(x, one), *nan = tc_ne(x, x);
+    tc_tensor *posf = tc_cast(pos, TC_FLOAT32);
+    tc_tensor *band = tc_logical_and(pos, small), *bor = tc_logical_or(pos, nan);
+    tc_tensor *rpos = tc_lt(zero, rb);
+    out[0] = tc_mul(g, posf);
+    out[1] = tc_where(band, x, g);
+    out[2] = tc_where(bor, g, zero);
+    out[3] = tc_where(rpos, x, g);
+    tc_tensor *all[] = {zero, one, pos, small, nan, posf, band, bor, rpos};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tc_release(all[i]);
+}
+
+static void test_masks(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(64, 256, 15), *g = rnd(64, 256, 16), *rb = rnd(64, 1, 17), *m[N_MASKS];
+    masks(x, g, rb, m);
+    for (int i = 0; i < N_MASKS; i++) expect_vec(m[i], 2, i == 3, 1, mask_names[i]);
+    rendered r = render_both(m[0]);
+    if (!strstr(r.ocl, "convert_float4(-(")) fprintf(stderr, "%s", r.ocl);
+    assert_non_null(strstr(r.ocl, "convert_float4(-("));
+    assert_non_null(strstr(r.cuda, "tc_float4_mask(tc_lt("));
+    rendered_free(&r);
+    for (int i = 0; i < N_MASKS; i++) tc_release(m[i]);
+    tc_release(x), tc_release(g), tc_release(rb);
+    tc_shutdown();
+}
+
 /* ---- fallbacks to scalar lanes ------------------------------------------------------------ */
 
 static void test_fallbacks(void **state) {
@@ -283,7 +321,9 @@ static void test_fallbacks(void **state) {
     tc_tensor *sh = tc_shrink(wide, (int64_t[]){0, 64, 1, 257}), *c5 = tc_exp(sh); /* offset 1 */
     tc_tensor *sr = tc_shrink(w258, (int64_t[]){0, 64, 0, 256}),
               *c6 = tc_exp(sr); /* row stride 258 */
-    tc_tensor *zero = tc_full_like(x, 0), *lt = tc_lt(x, zero), *c7 = tc_where(lt, x, zero);
+    tc_tensor *zero = tc_full_like(x, 0), *lt = tc_lt(x, zero), *xi = tc_cast(x, TC_INT32);
+    tc_tensor *c7 = tc_cast(xi, TC_FLOAT32); /* a cast through int32: no vector form */
+    tc_tensor *le = tc_logical_not(lt), *c9 = tc_where(le, x, zero); /* not: CMPNE of bools */
     tc_tensor *h = tc_cast(x, TC_FLOAT16), *c8 = tc_exp(h); /* float16 buffers */
     expect_scalar(c1, &tg, "102 columns");
     expect_scalar(c2, &tg, "padded columns");
@@ -291,7 +331,9 @@ static void test_fallbacks(void **state) {
     expect_scalar(c4, &tg, "several views");
     expect_scalar(c5, &tg, "offset 1");
     expect_scalar(c6, &tg, "rows of 258");
-    expect_scalar(c7, &tg, "where(x < 0, ...)");
+    expect_scalar(c7, &tg, "x cast to int32 and back");
+    expect_scalar(c9, &tg, "where(not(x < 0), ...)");
+    expect_scalar(xi, &tg, "an int32 output");
     expect_scalar(c8, &tg, "float16");
     expect_scalar(lt, &tg, "a bool output");
     tc_flag_put(TC_FLAG_NOOPT, 1);
@@ -303,7 +345,7 @@ static void test_fallbacks(void **state) {
     no_vec.vec_width = 0;
     expect_scalar(y, &no_vec, "a target without vectors");
     tc_tensor *all[] = {odd, x,  t,  wide, w258, c1,   pad, c2, tr, c3, fl, xf,
-                        c4,  sh, c5, sr,   c6,   zero, lt,  c7, h,  c8, y};
+                        c4,  sh, c5, sr,   c6,   zero, lt,  c7, h,  c8, y, xi, le, c9};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tc_release(all[i]);
     tc_shutdown();
 }
@@ -357,6 +399,26 @@ static void test_on_device(void **state) {
         {tc_add(at, a), false, "b.T + a: a transposed input"},
     };
     int n = (int)(sizeof cases / sizeof *cases);
+    /* NaN in some lanes: max keeps it (relu), x != x finds it */
+    float h[64 * 8];
+    for (int i = 0; i < 64 * 8; i++) h[i] = i % 7 == 3 ? NAN : (float)(i % 11) - 5;
+    tc_tensor *xn = tc_from_data(h, TC_FLOAT32, 2, (int64_t[]){64, 8}, "OPENCL");
+    tc_tensor *gn = tc_full_like(xn, 3), *rn = tc_relu(xn), *m[N_MASKS];
+    assert_true(is_vector_kernel(rn, tg));
+    tc_check_schedule(rn, 1, 0, 0, "relu with NaN lanes");
+    masks(xn, gn, rb, m);
+    for (int i = 0; i < N_MASKS; i++) {
+        tc_check_schedule(m[i], i == 3 ? 2 : 1, 0, 0, mask_names[i]);
+        tc_release(m[i]);
+    }
+    tc_release(xn), tc_release(gn), tc_release(rn);
+    masks(a, b, rb, m);
+    for (int i = 0; i < N_MASKS; i++) {
+        assert_true(is_vector_kernel(m[i], tg));
+        /* the row mask 0 < rb (a bool per row) is realized before its expand */
+        tc_check_schedule(m[i], i == 3 ? 2 : 1, 0, 0, mask_names[i]);
+        tc_release(m[i]);
+    }
     for (int i = 0; i < n; i++) {
         assert_non_null(cases[i].t);
         if (is_vector_kernel(cases[i].t, tg) != cases[i].is_vec)
@@ -383,7 +445,7 @@ static void test_cuda_compiles(void **state) {
     }
     tc_tensor *x = rnd(64, 256, 30), *y = rnd(64, 256, 31), *rb = rnd(64, 1, 32),
               *r8 = rnd(8, 256, 33);
-    tc_tensor *outs[N_VEC_OPS + 4];
+    tc_tensor *outs[N_VEC_OPS + 4 + N_MASKS];
     int ax = 0;
     for (int i = 0; i < N_VEC_OPS; i++) outs[i] = vec_op(i, x);
     tc_tensor *xy = tc_mul(x, y);
@@ -391,7 +453,8 @@ static void test_cuda_compiles(void **state) {
     outs[N_VEC_OPS + 1] = tc_sum(r8, 1, &ax, false);
     outs[N_VEC_OPS + 2] = tc_max(r8, 1, &ax, false);
     outs[N_VEC_OPS + 3] = tc_maximum(x, y);
-    for (int i = 0; i < N_VEC_OPS + 4; i++) {
+    masks(x, y, rb, outs + N_VEC_OPS + 4);
+    for (int i = 0; i < N_VEC_OPS + 4 + N_MASKS; i++) {
         assert_non_null(outs[i]);
         lowered l = lower_for(outs[i], &tc_dialect_cuda.target);
         bool any = false;
@@ -416,7 +479,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_map),       cmocka_unit_test(test_consts_once),
         cmocka_unit_test(test_broadcast), cmocka_unit_test(test_reduce_store),
-        cmocka_unit_test(test_ops),       cmocka_unit_test(test_fallbacks),
+        cmocka_unit_test(test_ops),       cmocka_unit_test(test_masks),
+        cmocka_unit_test(test_fallbacks),
         cmocka_unit_test(test_on_device), cmocka_unit_test(test_cuda_compiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
