@@ -356,7 +356,14 @@ static tc_uop *gv_acc(lower_ctx *c, const tc_ast *a, tc_uop *init) {
  * per copy with the index base + copy, each copy with accumulators of its
  * own, so a reduce runs several independent chains (a float sum is a chain
  * of dependent adds otherwise) and loads that do not depend on the axis are
- * shared between copies (hash-consing). */
+ * shared between copies (hash-consing).
+ * Vectors (has_vec targets, a plan with lanes): a split's copies are vectors
+ * of vl consecutive indices (c->vl: the loop steps by split * vl, the
+ * partial vectors are folded lane by lane after it); a tile column's copies
+ * are vectors of vj in the reduce stages only (c->vj: every vj-th copy
+ * accumulates a vector, each copy's value is its lane, the stores stay
+ * scalar). Inside such a stage a load along that axis is a vector load and
+ * everything computed from it a vector (uop.c broadcasts the scalars). */
 
 static rmemo *rmemo_find(lower_ctx *c, const tc_ast *a) {
     size_t h = ((uintptr_t)a >> 4 ^ (size_t)c->rep * 31) % 4096;

@@ -1,27 +1,38 @@
 /* opt.c - the CPU kernel optimizer: which axes of a reduce kernel to upcast.
  *
  * An upcast axis is computed `amt` indices at a time: its loop steps by amt
- * and the body is lowered once per index (lower.c). Upcasting does not
- * vectorize by itself; it lays out straight-line code that the C compiler's
- * SLP vectorizer packs into SIMD registers when the copies touch consecutive
- * addresses (checked in tests/codegen/test_opt.c on the generated code).
+ * and the body is lowered once per index (lower.c). On a target that prints
+ * vectors (tc_target.has_vec: the C renderer's GCC vector types) the plan's
+ * last axis can be computed in vectors of `lanes` instead (tc_opt_vec_ok
+ * says where every load and op under the reduces has a vector form);
+ * elsewhere the copies are straight-line scalar code that the C compiler's
+ * SLP vectorizer packs when they touch consecutive addresses (both checked
+ * on the generated code in tests/codegen/test_opt.c).
  *
- * Three shapes of kernel get a plan:
- *  - register tile (matmul, conv): a kept axis j along which the stores and
- *    some load under the reduce are contiguous (stride 1) is upcast by up to
- *    4 vectors; a second kept axis i along which that contiguous load is
- *    reused (stride 0) is upcast by as many rows as the register file holds
- *    (24 vector accumulators with 32 registers, 12 with 16). Per reduce step
- *    the tile loads amt_j/L vectors and amt_i scalars and does
- *    amt_i*amt_j/L vector FMAs. An i amount that does not divide the axis is
- *    clamped: the extra rows re-read the last row and their stores are gated
- *    off (a power-of-two axis can take the 6 rows a 32-register machine
- *    wants).
- *  - split reduce (sums, dot products): the innermost reduced axis, read
+ * Four shapes of kernel get a plan:
+ *  - register tile (matmul, conv): the column axis j is a kept axis along
+ *    which some operand of the reduce (a load that moves along a reduced
+ *    axis) is contiguous; of several, the one whose amount (up to 4
+ *    vectors) fills the most vector lanes, contiguous stores breaking ties
+ *    (a conv whose weight is channels-last: its 32 output channels fill two
+ *    vectors where its 20 output columns leave 12 of 32 lanes idle). The
+ *    rows: the kept axis along which that operand is reused (stride 0)
+ *    giving the most rows, up to what the register file holds (24 vector
+ *    accumulators with 32 registers, 12 with 16). Per reduce step the tile
+ *    loads amt_j/L vectors and amt_i scalars and does amt_i*amt_j/L vector
+ *    FMAs; with has_vec the columns are vectors in the reduce stage. A row
+ *    amount that does not divide the axis is clamped: the extra rows re-read
+ *    the last row and their stores are gated off.
+ *  - dot tile (x @ w.T, a conv's weight gradient: every operand read along
+ *    the reduce), has_vec targets where no tile or only one narrower than a
+ *    vector exists: the innermost reduced axis in vectors of partial sums,
+ *    times rows of up to two kept axes along which an input is reused
+ *    (4x4 for x @ w.T: 8 vector loads for 16 vector FMAs per step).
+ *  - split reduce (sums, softmax, norms): the innermost reduced axis, read
  *    contiguously, is split into up to 2L partial accumulators (a divisor of
- *    the axis) combined after the loop, so a float sum runs independent
- *    chains the compiler keeps in one or two vectors (the order of the
- *    additions changes: not bit-exact with the plain loop). No kept axis is
+ *    the axis; vectors where they exist) combined after the loop, so a
+ *    float sum runs independent chains (the order of the additions changes:
+ *    not bit-exact with the plain loop). Without vectors no kept axis is
  *    upcast with it (see tc_opt_choose).
  *  - otherwise: up to two kept axes along which an input is reused (or any
  *    kept axes), 4 (or 3 or 2) at a time, for independent accumulator chains.
