@@ -25,6 +25,15 @@
  * read it, so no barrier guards a reuse. Reusing one buffer (choice (b))
  * would save local memory but needs one more barrier per extra reduce (the
  * next partials must wait until every lane has read the broadcast value).
+ *
+ * An ungrouped GPU kernel whose innermost kept axis is read and written
+ * contiguously takes tc_target.vec_width (4) elements of it per lane ("GPU
+ * vectors", gv_*): its index is (group * lanes + lane) * 4, loads of stride
+ * 1 along it are float4 loads, everything computed from them is a float4
+ * value (accumulators too), other values stay scalars and are broadcast
+ * where they meet one, and every store writes a float4. gv_choose decides,
+ * all or nothing per kernel, from the views and the ops (gv_view_ok,
+ * gv_ops, gv_mask_ok); anything else keeps one element per lane.
  */
 #include "codegen.h"
 
