@@ -36,7 +36,8 @@ typedef enum {
     TC_UOP_CAST,          /* value converted to dtype */
     TC_UOP_BITCAST,       /* bits reinterpreted as dtype */
     TC_UOP_ASSIGN,        /* accumulator update: srcs[0] = DEFINE_ACC, srcs[1] = new value */
-    TC_UOP_DEFINE_LOCAL,  /* work-group local array: arg = number (temp<arg>), ivalue = elements */
+    TC_UOP_DEFINE_LOCAL,  /* work-group local array: arg = number (temp<arg>), ivalue = elements
+                             (vcount > 1: of vectors) */
     TC_UOP_BARRIER,       /* work-group barrier: local stores before it are seen by loads after */
     TC_UOP_IF,            /* srcs[0] = condition; opens a block (body) closed by ENDIF */
     TC_UOP_ENDIF,         /* end of the block srcs[0] */

@@ -82,6 +82,7 @@ tc_uop *tc_ub_local_load(tc_ub *ub, tc_uop *buf, tc_uop *idx) {
     if (ub->if_depth < 0) l->is_read = true;
     tc_uop *s[3] = {buf, idx, ub->barrier}; /* srcs: buffer, index[, last BARRIER] */
     tc_uop *u = tc_ub_new(ub, TC_UOP_LOAD, buf->dtype, ub->barrier ? 3 : 2, s);
+    if (u) u->vcount = buf->vcount; /* a local array of vectors (GPU vector lanes) */
     return u ? tc_ub_intern(ub, u) : NULL;
 }
 

@@ -26,14 +26,15 @@
  * would save local memory but needs one more barrier per extra reduce (the
  * next partials must wait until every lane has read the broadcast value).
  *
- * An ungrouped GPU kernel whose innermost kept axis is read and written
- * contiguously takes tc_target.vec_width (4) elements of it per lane ("GPU
- * vectors", gv_*): its index is (group * lanes + lane) * 4, loads of stride
- * 1 along it are float4 loads, everything computed from them is a float4
- * value (accumulators too), other values stay scalars and are broadcast
- * where they meet one, and every store writes a float4. gv_choose decides,
- * all or nothing per kernel, from the views and the ops (gv_view_ok,
- * gv_ops, gv_mask_ok); anything else keeps one element per lane.
+ * A GPU kernel whose innermost kept axis is read and written contiguously
+ * takes tc_target.vec_width (4) elements of it per lane ("GPU vectors",
+ * gv_*): its index is (group * lanes + lane) * 4 (grouped: group * 4),
+ * loads of stride 1 along it are float4 loads, everything computed from
+ * them is a float4 value (accumulators, and a grouped kernel's local arrays
+ * of partials: one work-group reduces 4 columns), other values stay scalars
+ * and are broadcast where they meet one, and every store writes a float4.
+ * gv_choose decides, all or nothing per kernel, from the views and the ops
+ * (gv_view_ok, gv_ops, gv_mask_ok); anything else keeps one element a lane.
  */
 #include "codegen.h"
 
@@ -269,70 +270,6 @@ static tc_op acc_op(const tc_ast *a) {
     return a->op == TC_OP_REDUCE_SUM ? (a->dtype == TC_BOOL ? TC_OP_OR : TC_OP_ADD) : TC_OP_MAX;
 }
 
-static group_red *red_of(lower_ctx *c, const tc_ast *a) {
-    for (int i = 0; i < c->n_reds; i++)
-        if (c->reds[i].ast == a) return &c->reds[i];
-    return NULL;
-}
-
-/* grouped: lane 0 folds the G partials of r (the caller opened its block) */
-static tc_uop *group_combine(lower_ctx *c, group_red *r) {
-    tc_ub *ub = &c->ub;
-    tc_uop *acc = tc_ub_acc(ub, reduce_init(c, r->ast->op, r->ast->dtype));
-    tc_uop *i = tc_ub_range(ub, -1, c->idt, c->lanes);
-    tc_uop *part = tc_ub_load(ub, r->temp, i, NULL); /* a barrier goes before the block */
-    if (acc && part) tc_ub_acc_update(ub, acc_op(r->ast), acc, part);
-    tc_ub_end_range(ub);
-    return acc;
-}
-
-/* grouped: the partials stage of reduce a (after the reduces it reads), the
- * store of each lane's partial, and for a broadcast reduce the combine by
- * lane 0 into temp[0] and every lane's load of it */
-static void group_partials(lower_ctx *c, tc_ast *a) {
-    group_red *r = red_of(c, a);
-    tc_ub *ub = &c->ub;
-    if (!r) {
-        TC_INTERNAL("grouped kernel %s: a reduce was not found by the analysis", c->it->name);
-        ub->failed = true;
-        return;
-    }
-    if (r->is_done) return;
-    r->is_done = true;
-    prelower_reduces(c, a->srcs[0]);
-    tc_uop *acc = tc_ub_acc(ub, reduce_init(c, a->op, a->dtype));
-    int opened = open_stage(c, true);
-    tc_uop *x = lower(c, a->srcs[0]);
-    if (acc && x) tc_ub_acc_update(ub, acc_op(a), acc, x);
-    close_stage(c, opened);
-    r->temp = tc_ub_define_local(ub, a->dtype, c->lanes);
-    tc_ub_store(ub, r->temp, c->lane, acc);
-    if (!r->is_bcast) return;
-    tc_uop *zero = ic(c, 0);
-    tc_ub_if(ub, ix(c, TC_OP_CMPLT, c->lane, ic(c, 1)));
-    tc_ub_store(ub, r->temp, zero, group_combine(c, r));
-    tc_ub_end_if(ub);
-    c->epoch = ++epoch_counter;
-    r->value = tc_ub_load(ub, r->temp, zero, NULL);
-}
-
-/* grouped: the value of reduce a where it is read */
-static tc_uop *group_value(lower_ctx *c, tc_ast *a) {
-    group_red *r = red_of(c, a);
-    if (!r || !r->is_done || (!r->is_bcast && !c->gate)) {
-        TC_INTERNAL("grouped kernel %s: a reduce is read before its partials or off lane 0",
-                    c->it->name);
-        c->ub.failed = true;
-        return NULL;
-    }
-    if (r->is_bcast) return r->value;
-    if (r->value_gate != c->gate) {
-        r->value = group_combine(c, r);
-        r->value_gate = c->gate;
-    }
-    return r->value;
-}
-
 /* ---- GPU vectors: gvl consecutive elements of the innermost kept axis per
  * lane (lower_grid decides, gv_choose says when). A value is a vector when
  * it reads that axis (a load of stride 1, or an op or reduce over such a
@@ -358,6 +295,71 @@ static void gv_operands(lower_ctx *c, tc_op op, tc_uop **s, int n) {
 static tc_uop *gv_acc(lower_ctx *c, const tc_ast *a, tc_uop *init) {
     if (c->gvl <= 1 || !gv_is_vec(c, a)) return tc_ub_acc(&c->ub, init);
     return tc_ub_acc_vec(&c->ub, tc_ub_broadcast(&c->ub, init, c->gvl), c->gvl);
+}
+
+static group_red *red_of(lower_ctx *c, const tc_ast *a) {
+    for (int i = 0; i < c->n_reds; i++)
+        if (c->reds[i].ast == a) return &c->reds[i];
+    return NULL;
+}
+
+/* grouped: lane 0 folds the G partials of r (the caller opened its block) */
+static tc_uop *group_combine(lower_ctx *c, group_red *r) {
+    tc_ub *ub = &c->ub;
+    tc_uop *acc = gv_acc(c, r->ast, reduce_init(c, r->ast->op, r->ast->dtype));
+    tc_uop *i = tc_ub_range(ub, -1, c->idt, c->lanes);
+    tc_uop *part = tc_ub_load(ub, r->temp, i, NULL); /* a barrier goes before the block */
+    if (acc && part) tc_ub_acc_update(ub, acc_op(r->ast), acc, part);
+    tc_ub_end_range(ub);
+    return acc;
+}
+
+/* grouped: the partials stage of reduce a (after the reduces it reads), the
+ * store of each lane's partial, and for a broadcast reduce the combine by
+ * lane 0 into temp[0] and every lane's load of it */
+static void group_partials(lower_ctx *c, tc_ast *a) {
+    group_red *r = red_of(c, a);
+    tc_ub *ub = &c->ub;
+    if (!r) {
+        TC_INTERNAL("grouped kernel %s: a reduce was not found by the analysis", c->it->name);
+        ub->failed = true;
+        return;
+    }
+    if (r->is_done) return;
+    r->is_done = true;
+    prelower_reduces(c, a->srcs[0]);
+    tc_uop *acc = gv_acc(c, a, reduce_init(c, a->op, a->dtype));
+    int opened = open_stage(c, true);
+    tc_uop *x = lower(c, a->srcs[0]);
+    if (acc && x) tc_ub_acc_update(ub, acc_op(a), acc, x);
+    close_stage(c, opened);
+    r->temp = tc_ub_define_local(ub, a->dtype, c->lanes);
+    if (r->temp && acc) r->temp->vcount = acc->vcount; /* GPU vectors: of partials */
+    tc_ub_store(ub, r->temp, c->lane, acc);
+    if (!r->is_bcast) return;
+    tc_uop *zero = ic(c, 0);
+    tc_ub_if(ub, ix(c, TC_OP_CMPLT, c->lane, ic(c, 1)));
+    tc_ub_store(ub, r->temp, zero, group_combine(c, r));
+    tc_ub_end_if(ub);
+    c->epoch = ++epoch_counter;
+    r->value = tc_ub_load(ub, r->temp, zero, NULL);
+}
+
+/* grouped: the value of reduce a where it is read */
+static tc_uop *group_value(lower_ctx *c, tc_ast *a) {
+    group_red *r = red_of(c, a);
+    if (!r || !r->is_done || (!r->is_bcast && !c->gate)) {
+        TC_INTERNAL("grouped kernel %s: a reduce is read before its partials or off lane 0",
+                    c->it->name);
+        c->ub.failed = true;
+        return NULL;
+    }
+    if (r->is_bcast) return r->value;
+    if (r->value_gate != c->gate) {
+        r->value = group_combine(c, r);
+        r->value_gate = c->gate;
+    }
+    return r->value;
 }
 
 /* ---- upcast (CPU): UP outputs of a kept axis per loop iteration ----
@@ -880,15 +882,16 @@ static bool gv_walk(lower_ctx *c, const tc_ast *a, bool *ok) {
     return vec;
 }
 
-/* the elements per lane of an ungrouped GPU kernel along its innermost kept
+/* the elements per lane of a GPU kernel along its innermost kept
  * axis: the target's vector width where that divides the axis and every
  * store writes it contiguously (GPU vectors above), else 1 */
 static int gv_choose(lower_ctx *c, int inner) {
     int w = c->tg->vec_width;
     c->n_gv = 0;
-    if (w <= 1 || inner < 0 || c->is_grouped || tc_flag_get(TC_FLAG_NOOPT) ||
-        c->it->full_shape[inner] % w)
+    if (w <= 1 || inner < 0 || tc_flag_get(TC_FLAG_NOOPT) || c->it->full_shape[inner] % w)
         return 1;
+    /* grouped: the local buffers hold vectors (choose_group counted 8 bytes an element) */
+    if (c->is_grouped && c->lanes * w * 8 * c->n_reds > c->tg->shared_max) return 1;
     c->gvl = w;
     c->gv_axis = inner;
     bool ok = true;
@@ -914,6 +917,7 @@ static tc_status lower_grid(lower_ctx *c, tc_kernel_uops *k) {
         if (!((it->reduce_axes >> a) & 1) && it->full_shape[a] > 1) inner = a;
     c->is_grouped = choose_group(c) && plan_grid(c, 1, &p) && !p.has_loops;
     c->gvl = gv_choose(c, inner);
+    if (c->is_grouped && c->gvl > 1) plan_grid(c, c->gvl, &p); /* a group takes gvl rows */
     int64_t lanes = c->is_grouped ? c->lanes : 1;
     if (!c->is_grouped && inner >= 0) {
         int64_t cap = LANES_MAX < c->tg->lanes_max ? LANES_MAX : c->tg->lanes_max;
@@ -942,7 +946,7 @@ static tc_status lower_grid(lower_ctx *c, tc_kernel_uops *k) {
             c->idx[a] = ix(c, TC_OP_MOD, ix(c, TC_OP_IDIV, gid[2], ic(c, inner2)), ic(c, n));
             inner2 *= n;
         } else if (c->is_grouped) {
-            c->idx[a] = gid[0];
+            c->idx[a] = c->gvl > 1 ? ix(c, TC_OP_MUL, gid[0], ic(c, c->gvl)) : gid[0];
         } else { /* lanes split the innermost axis (gvl elements each); the ones
                     past its end do nothing */
             tc_uop *e = gid[0];

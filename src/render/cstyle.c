@@ -348,8 +348,10 @@ static char *render_load(rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
     bool is_gated = u->n_srcs > 2 && u->srcs[2]->op != TC_UOP_BARRIER;
-    bool gpu_vec = u->vcount > 1 && r->d->vec_load;
-    char *x = gpu_vec ? fmt(r->d->vec_load, buf, idx, u->vcount, utype(r, u))
+    bool gpu_vec = u->vcount > 1 && r->d->vec_load && u->srcs[0]->op == TC_UOP_DEFINE_GLOBAL;
+    bool is_local = u->srcs[0]->op == TC_UOP_DEFINE_LOCAL; /* of vectors too: indexed */
+    char *x = gpu_vec       ? fmt(r->d->vec_load, buf, idx, u->vcount, utype(r, u))
+              : is_local    ? fmt("%s[%s]", buf, idx)
               : u->vcount > 1                 ? fmt("*(const %s_u *)(%s+%s)", utype(r, u), buf, idx)
               : is_global_half(r, u->srcs[0]) ? fmt(r->d->half_load, buf, idx)
                                               : fmt("%s[%s]", buf, idx);
@@ -372,7 +374,7 @@ static char *render_load(rctx *r, const tc_uop *u) {
 static char *render_store(rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id], *val = e[u->srcs[2]->id];
-    if (u->srcs[2]->vcount > 1 && r->d->vec_store) {
+    if (u->srcs[2]->vcount > 1 && r->d->vec_store && u->srcs[0]->op == TC_UOP_DEFINE_GLOBAL) {
         char *x = fmt(r->d->vec_store, buf, idx, val, u->srcs[2]->vcount, utype(r, u->srcs[2]));
         if (x) line(r, "%s", x);
         tc_free(x);
@@ -432,7 +434,7 @@ static char *render_gpu(rctx *r, const tc_uop *u) {
     case TC_UOP_DEFINE_LOCAL: {
         char *name = fmt("temp%lld", (long long)u->arg);
         if (name)
-            line(r, "%s%s %s[%lld];", r->d->local_prefix, ctype(r, u->dtype), name,
+            line(r, "%s%s %s[%lld];", r->d->local_prefix, utype(r, u), name,
                  (long long)u->ivalue);
         return name;
     }

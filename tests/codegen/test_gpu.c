@@ -180,6 +180,34 @@ static void test_multireduce_barriers(void **state) {
     tc_shutdown();
 }
 
+/* the same barrier rules when a work-group reduces 4 columns at once
+ * (vector lanes: float4 partials in float4 local arrays), over axis 0 */
+static void test_vector_group_barriers(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(300, 64, 8);
+    int ax = 0;
+    tc_tensor *s = tc_sum(x, 1, &ax, false), *sd = tc_std(x, 1, &ax, false, 1);
+    tc_target vt = opencl_target;
+    vt.vec_width = 4;
+    tc_tensor *cases[] = {s, sd};
+    const int barriers[] = {1, 3}; /* as with scalar lanes (test_multireduce_barriers) */
+    for (int i = 0; i < 2; i++) {
+        lowered l = lower_for(cases[i], &vt);
+        int vec_locals = 0;
+        for (int j = 0; j < l.k->n_uops; j++)
+            vec_locals += l.k->uops[j]->op == TC_UOP_DEFINE_LOCAL && l.k->uops[j]->vcount == 4;
+        if (vec_locals != i + 1 || count_op(l.k, TC_UOP_BARRIER) != barriers[i])
+            tc_uops_dump(stderr, l.k);
+        assert_int_equal(vec_locals, i + 1);
+        assert_int_equal(count_op(l.k, TC_UOP_BARRIER), barriers[i]);
+        assert_int_equal(l.k->global_size[0], 16); /* 64 columns, 4 a work-group */
+        verify_barriers(l.k);
+        lowered_free(&l);
+    }
+    tc_release(x), tc_release(s), tc_release(sd);
+    tc_shutdown();
+}
+
 /* elementwise over 100 elements in lanes of 128: the whole body is gated */
 static void test_bounds_gate(void **state) {
     (void)state;
@@ -387,6 +415,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grouped_sum),           cmocka_unit_test(test_multireduce_barriers),
         cmocka_unit_test(test_bounds_gate),           cmocka_unit_test(test_ungrouped_and_loops),
+        cmocka_unit_test(test_vector_group_barriers),
         cmocka_unit_test(test_multireduce_on_device), cmocka_unit_test(test_loops_on_device),
         cmocka_unit_test(test_missing_barrier_fails), cmocka_unit_test(test_cuda_compiles),
     };

@@ -6,7 +6,8 @@
  * float4 loads and stores where the views allow them (vload4/vstore4 in
  * OpenCL, aligned float4 pointer casts in CUDA), scalars broadcast where they
  * meet vectors, each vector constant printed once, reduce kernels' vector
- * accumulators and stores; and one test per fallback to scalar lanes (an
+ * accumulators and stores (grouped ones too: float4 partials in local
+ * arrays of float4), masks; and one test per fallback to scalar lanes (an
  * axis that 4 does not divide, a mask on the axis, several views, another
  * stride, an index not a multiple of 4, an op with no vector form, float16,
  * TC_NOOPT). On the OpenCL device (pocl; skipped without one): every case
@@ -54,12 +55,15 @@ static void lowered_free(lowered *l) {
     tc_schedule_free(l->s);
 }
 
-/* UOps of kind op with (is_vec) or without vector lanes (a STORE: its value's) */
+/* UOps of kind op with (is_vec) or without vector lanes; LOAD and STORE:
+ * of global buffers, a STORE's lanes are its value's */
 static int count_vec(const tc_kernel_uops *k, tc_uop_op op, bool is_vec) {
     int n = 0;
     for (int i = 0; i < k->n_uops; i++) {
         const tc_uop *u = k->uops[i];
-        n += u->op == op && ((op == TC_UOP_STORE ? u->srcs[2] : u)->vcount > 1) == is_vec;
+        bool is_mem = u->op == TC_UOP_LOAD || u->op == TC_UOP_STORE;
+        bool global = !is_mem || u->srcs[0]->op == TC_UOP_DEFINE_GLOBAL;
+        n += u->op == op && global && ((op == TC_UOP_STORE ? u->srcs[2] : u)->vcount > 1) == is_vec;
     }
     return n;
 }
@@ -240,6 +244,62 @@ static void test_reduce_store(void **state) {
     tc_shutdown();
 }
 
+/* grouped reduces over the rows (axis 0) of (64, cols): a work-group takes 4
+ * columns, its lanes' partials are float4 in a local array of float4, lane 0
+ * combines them and stores a float4; softmax's two broadcast reduces keep
+ * their barriers (4, as with scalars) */
+static tc_tensor *col_softmax(tc_tensor *x) {
+    int ax = 0;
+    tc_tensor *m = tc_max(x, 1, &ax, true), *d = tc_sub(x, m), *e = tc_exp(d);
+    tc_tensor *s = tc_sum(e, 1, &ax, true), *r = tc_div(e, s);
+    tc_release(m), tc_release(d), tc_release(e), tc_release(s);
+    return r;
+}
+
+static tc_tensor *col_layernorm(tc_tensor *x) {
+    int ax = 0;
+    tc_tensor *mu = tc_mean(x, 1, &ax, true), *c = tc_sub(x, mu), *c2 = tc_mul(c, c);
+    tc_tensor *var = tc_mean(c2, 1, &ax, true);
+    tc_tensor *eps = tc_full(0, NULL, 1e-5, TC_FLOAT32, tc_device(x)), *ve = tc_add(var, eps);
+    tc_tensor *sd = tc_sqrt(ve), *r = tc_div(c, sd);
+    tc_release(mu), tc_release(c), tc_release(c2), tc_release(var), tc_release(eps);
+    tc_release(ve), tc_release(sd);
+    return r;
+}
+
+static int count_uop(const tc_kernel_uops *k, tc_uop_op op) {
+    int n = 0;
+    for (int i = 0; i < k->n_uops; i++) n += k->uops[i]->op == op;
+    return n;
+}
+
+static void test_grouped(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(64, 256, 18);
+    int ax = 0;
+    tc_tensor *s = tc_sum(x, 1, &ax, false), *sm = col_softmax(x);
+    expect_vec(s, 1, 0, 1, "sum over 64 rows (grouped)");
+    rendered r = render_both(s);
+    assert_int_equal(r.l.k->local_size[0], 64);
+    assert_int_equal(r.l.k->global_size[0], 64); /* 256 columns / 4 */
+    assert_int_equal(count_uop(r.l.k, TC_UOP_BARRIER), 1);
+    if (!strstr(r.ocl, "__local float4 temp0[64];")) fprintf(stderr, "%s", r.ocl);
+    assert_non_null(strstr(r.ocl, "__local float4 temp0[64];"));
+    assert_non_null(strstr(r.cuda, "__shared__ float4 temp0[64];"));
+    rendered_free(&r);
+    expect_vec(sm, 1, 0, 1, "softmax over 64 rows (grouped)");
+    r = render_both(sm);
+    assert_int_equal(count_uop(r.l.k, TC_UOP_DEFINE_LOCAL), 2);
+    assert_int_equal(count_uop(r.l.k, TC_UOP_BARRIER), 4);
+    rendered_free(&r);
+    /* too little local memory for vectors: scalar lanes */
+    tc_target small = gpu_target();
+    small.shared_max = 64 * 8 * 2;
+    expect_scalar(sm, &small, "softmax with 1 KiB of local memory");
+    tc_release(x), tc_release(s), tc_release(sm);
+    tc_shutdown();
+}
+
 /* the ops with vector forms, each in its own vector kernel (math in OpenCL
  * is overloaded; CUDA's go through the prelude's helpers) */
 static tc_tensor *vec_op(int i, tc_tensor *x) {
@@ -397,6 +457,10 @@ static void test_on_device(void **state) {
         {tc_exp(pad), false, "exp of padded columns"},
         {tc_mul(tr, rb), true, "outer product (64,1) x (1,64)"},
         {tc_add(at, a), false, "b.T + a: a transposed input"},
+        {tc_sum(a, 1, &ax, false), true, "sum over 64 rows (grouped)"},
+        {tc_max(a, 1, &ax, false), true, "max over 64 rows (grouped)"},
+        {col_softmax(a), true, "softmax over 64 rows (grouped)"},
+        {col_layernorm(a), true, "layernorm over 64 rows (grouped)"},
     };
     int n = (int)(sizeof cases / sizeof *cases);
     /* NaN in some lanes: max keeps it (relu), x != x finds it */
@@ -445,7 +509,7 @@ static void test_cuda_compiles(void **state) {
     }
     tc_tensor *x = rnd(64, 256, 30), *y = rnd(64, 256, 31), *rb = rnd(64, 1, 32),
               *r8 = rnd(8, 256, 33);
-    tc_tensor *outs[N_VEC_OPS + 4 + N_MASKS];
+    tc_tensor *outs[N_VEC_OPS + 4 + N_MASKS + 3];
     int ax = 0;
     for (int i = 0; i < N_VEC_OPS; i++) outs[i] = vec_op(i, x);
     tc_tensor *xy = tc_mul(x, y);
@@ -454,7 +518,10 @@ static void test_cuda_compiles(void **state) {
     outs[N_VEC_OPS + 2] = tc_max(r8, 1, &ax, false);
     outs[N_VEC_OPS + 3] = tc_maximum(x, y);
     masks(x, y, rb, outs + N_VEC_OPS + 4);
-    for (int i = 0; i < N_VEC_OPS + 4 + N_MASKS; i++) {
+    outs[N_VEC_OPS + 4 + N_MASKS] = tc_sum(x, 1, &ax, false);
+    outs[N_VEC_OPS + 5 + N_MASKS] = col_softmax(x);
+    outs[N_VEC_OPS + 6 + N_MASKS] = col_layernorm(x);
+    for (int i = 0; i < N_VEC_OPS + 4 + N_MASKS + 3; i++) {
         assert_non_null(outs[i]);
         lowered l = lower_for(outs[i], &tc_dialect_cuda.target);
         bool any = false;
@@ -480,6 +547,7 @@ int main(void) {
         cmocka_unit_test(test_map),       cmocka_unit_test(test_consts_once),
         cmocka_unit_test(test_broadcast), cmocka_unit_test(test_reduce_store),
         cmocka_unit_test(test_ops),       cmocka_unit_test(test_masks),
+        cmocka_unit_test(test_grouped),
         cmocka_unit_test(test_fallbacks),
         cmocka_unit_test(test_on_device), cmocka_unit_test(test_cuda_compiles),
     };
