@@ -1,16 +1,19 @@
-/* bench_gpu_map.c - an elementwise kernel on a GPU device: d = a*b + c over
- * 16M floats (the triad), the kernel's own time in ms.
+/* bench_gpu_map.c - two kernels on a GPU device, each its own time in ms:
+ *   triad   d = a*b + c over 16M floats (an elementwise map)
+ *   colsum  the column sums of a (4096,4096) matrix: a grouped reduce over
+ *           axis 0 (its lanes split the rows; with vector lanes a work-group
+ *           sums 4 columns)
  *
  * Kernel times come from the engine's timing (TC_DEBUG=2 is set here: each
  * kernel is synchronized and timed, tc_counters.time_sum_s), so a figure is
  * the kernel alone, never a queued launch. One untimed run compiles; the
- * figure is the median of 9. The result is checked against the same sum on
- * the host (every element). TC_NOOPT=1 gives the scalar-lane kernel (one
- * element per lane) to compare with the vector one (4 per lane, float4).
+ * figure is the median of 9. Results are checked against the host (every
+ * element). TC_NOOPT=1 gives the scalar-lane kernels (one element per lane)
+ * to compare with the vector ones (4 per lane, float4).
  *
  * Usage: bench_gpu_map [DEVICE]   (default OPENCL; pocl is a CPU device, so
  * its figure is a sanity check, not a GPU's)
- * Prints "triad <device> <ms> ms <GB/s> GB/s"; exit status 1 on an error
+ * Prints "<case> <device> <ms> ms <GB/s> GB/s"; exit status 1 on an error
  * or a wrong result. */
 #include "tinyc.h"
 
@@ -30,6 +33,44 @@ static tc_tensor *filled(float *h, float scale, const char *dev) {
     return tc_from_data(h, TC_FLOAT32, 1, (int64_t[]){N}, dev);
 }
 
+/* the median kernel time in ms of RUNS realizes of make(a, b, c) after one
+ * untimed; the last result read into out (n floats) */
+static double timed(tc_tensor *(*make)(tc_tensor *, tc_tensor *, tc_tensor *), tc_tensor *a,
+                    tc_tensor *b, tc_tensor *c, float *out, int64_t n) {
+    double t[RUNS];
+    for (int r = -1; r < RUNS; r++) {
+        tc_tensor *d = make(a, b, c);
+        tc_counters before, after;
+        tc_get_counters(&before);
+        bool ok = d && tc_realize(&d, 1) == TC_OK;
+        tc_get_counters(&after);
+        if (r >= 0) t[r] = after.time_sum_s - before.time_sum_s;
+        if (ok && r == RUNS - 1) ok = tc_to_host(d, out, sizeof(float) * (size_t)n) == TC_OK;
+        tc_release(d);
+        if (!ok) {
+            fprintf(stderr, "bench_gpu_map: %s\n", tc_last_error());
+            return -1;
+        }
+    }
+    qsort(t, RUNS, sizeof *t, cmp_double);
+    return t[RUNS / 2] * 1e3;
+}
+
+static tc_tensor *triad(tc_tensor *a, tc_tensor *b, tc_tensor *c) {
+    tc_tensor *ab = tc_mul(a, b), *d = tc_add(ab, c);
+    tc_release(ab);
+    return d;
+}
+
+static tc_tensor *colsum(tc_tensor *a, tc_tensor *b, tc_tensor *c) {
+    (void)b, (void)c;
+    tc_tensor *m = tc_reshape(a, 2, (int64_t[]){4096, 4096});
+    int ax = 0;
+    tc_tensor *s = tc_sum(m, 1, &ax, false);
+    tc_release(m);
+    return s;
+}
+
 int main(int argc, char **argv) {
     const char *dev = argc > 1 ? argv[1] : "OPENCL";
     setenv("TC_DEBUG", "2", 0); /* kernel timing; a higher TC_DEBUG also prints source */
@@ -41,31 +82,28 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gpu_map: %s\n", tc_last_error());
         return 1;
     }
-    double t[RUNS];
     int failed = 0;
-    for (int r = -1; r < RUNS && !failed; r++) {
-        tc_tensor *ab = tc_mul(a, b), *d = tc_add(ab, c);
-        tc_counters before, after;
-        tc_get_counters(&before);
-        failed |= !d || tc_realize(&d, 1) != TC_OK;
-        tc_get_counters(&after);
-        if (r >= 0) t[r] = after.time_sum_s - before.time_sum_s;
-        if (r == RUNS - 1 && !failed) failed |= tc_to_host(d, hd, sizeof(float) * N) != TC_OK;
-        tc_release(ab), tc_release(d);
-    }
-    if (failed) fprintf(stderr, "bench_gpu_map: %s\n", tc_last_error());
+    double ms = timed(triad, a, b, c, hd, N);
+    failed |= ms < 0;
     for (int64_t i = 0; i < N && !failed; i++) {
         float want = ha[i] * hb[i] + hc[i];
         if (fabsf(hd[i] - want) > 1e-6f * (1 + fabsf(want))) {
-            fprintf(stderr, "bench_gpu_map: d[%lld] = %g, want %g\n", (long long)i, hd[i], want);
+            fprintf(stderr, "bench_gpu_map: triad[%lld] = %g, want %g\n", (long long)i, hd[i], want);
             failed = 1;
         }
     }
-    if (!failed) {
-        qsort(t, RUNS, sizeof *t, cmp_double);
-        double ms = t[RUNS / 2] * 1e3;
-        printf("triad %s %.3f ms %.2f GB/s\n", dev, ms, 16.0 * N / (ms * 1e-3) * 1e-9);
+    if (!failed) printf("triad %s %.3f ms %.2f GB/s\n", dev, ms, 16.0 * N / (ms * 1e-3) * 1e-9);
+    ms = failed ? -1 : timed(colsum, a, b, c, hd, 4096);
+    failed |= ms < 0;
+    for (int64_t j = 0; j < 4096 && !failed; j++) {
+        double want = 0;
+        for (int64_t i = 0; i < 4096; i++) want += ha[i * 4096 + j];
+        if (fabs(hd[j] - want) > 1e-4 * (1 + fabs(want))) {
+            fprintf(stderr, "bench_gpu_map: colsum[%lld] = %g, want %g\n", (long long)j, hd[j], want);
+            failed = 1;
+        }
     }
+    if (!failed) printf("colsum %s %.3f ms %.2f GB/s\n", dev, ms, 4.0 * N / (ms * 1e-3) * 1e-9);
     tc_release(a), tc_release(b), tc_release(c);
     free(ha), free(hb), free(hc), free(hd);
     tc_shutdown();
