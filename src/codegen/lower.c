@@ -825,12 +825,15 @@ static bool plan_grid(const lower_ctx *c, int64_t lanes, grid_plan *p) {
 }
 
 /* GPU vectors, legality: a vector load or store has one view, stride 1 along
- * the vector axis with no mask cutting it, float32 elements, and an index
- * that is a multiple of the width (its offset and its strides along every
- * other axis are): with buffers at least 16-byte aligned (every runtime's
- * allocations) the vector is aligned, as CUDA's float4 accesses must be */
-static bool gv_view_ok(const lower_ctx *c, const tc_st *st, tc_dtype dt) {
-    if (tc_st_stride(st, c->gv_axis) != 1 || dt != TC_FLOAT32) return false;
+ * the vector axis with no mask cutting it, float32 elements (loads also
+ * uint8 and int32, which only a cast to float32 may read: gv_mask_ok), and
+ * an index that is a multiple of the width (its offset and its strides
+ * along every other axis are): with buffers at least 16-byte aligned (every
+ * runtime's allocations) the vector is aligned, as CUDA's float4 (and
+ * uchar4, int4) accesses must be */
+static bool gv_view_ok(const lower_ctx *c, const tc_st *st, tc_dtype dt, bool is_store) {
+    bool dt_ok = dt == TC_FLOAT32 || (!is_store && (dt == TC_UINT8 || dt == TC_INT32));
+    if (tc_st_stride(st, c->gv_axis) != 1 || !dt_ok) return false;
     const tc_view *v = &st->views[0];
     if (v->offset % c->gvl) return false;
     for (int a = 0; a < v->ndim; a++)
@@ -850,13 +853,16 @@ static const bool gv_ops[TC_OP_COUNT] = {
 
 /* vector masks: float comparisons (a vector of bools), AND/OR of two such,
  * a float WHERE on one (or on a scalar bool) and a mask's cast to float
- * (relu's gradient, g * (0 < x)); v[i]: operand i is a vector */
+ * (relu's gradient, g * (0 < x)); casts of uint8 and int32 loads to float;
+ * v[i]: operand i is a vector */
 static bool gv_mask_ok(const tc_ast *a, const bool *v) {
     tc_dtype in = a->n_srcs ? a->srcs[0]->dtype : TC_DTYPE_COUNT;
     if (a->op == TC_OP_CMPLT || a->op == TC_OP_CMPNE)
         return in == TC_FLOAT32 && a->srcs[1]->dtype == TC_FLOAT32;
     if (a->op == TC_OP_AND || a->op == TC_OP_OR) return a->dtype == TC_BOOL && v[0] && v[1];
-    if (a->op == TC_OP_WHERE || a->op == TC_OP_CAST) return a->dtype == TC_FLOAT32 && in == TC_BOOL;
+    if (a->op == TC_OP_WHERE) return a->dtype == TC_FLOAT32 && in == TC_BOOL;
+    if (a->op == TC_OP_CAST)
+        return a->dtype == TC_FLOAT32 && (in == TC_BOOL || in == TC_UINT8 || in == TC_INT32);
     return false;
 }
 
@@ -871,7 +877,8 @@ static bool gv_walk(lower_ctx *c, const tc_ast *a, bool *ok) {
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {
         int64_t st = tc_st_stride(a->st, c->gv_axis);
         vec = st != 0;
-        *ok &= st == 0 || (a->op == TC_OP_LOAD && gv_view_ok(c, a->st, c->it->bufs[a->buf]->dtype));
+        *ok &= st == 0 ||
+               (a->op == TC_OP_LOAD && gv_view_ok(c, a->st, c->it->bufs[a->buf]->dtype, false));
     } else {
         bool v[3] = {false, false, false};
         for (int i = 0; i < a->n_srcs && *ok; i++) vec |= v[i] = gv_walk(c, a->srcs[i], ok);
@@ -898,7 +905,7 @@ static int gv_choose(lower_ctx *c, int inner) {
     const tc_ast *sink = c->it->ast;
     for (int i = 0; i < sink->n_srcs && ok; i++) {
         const tc_ast *st = sink->srcs[i];
-        ok = gv_view_ok(c, st->st, c->it->bufs[st->buf]->dtype) && st->dtype == TC_FLOAT32;
+        ok = gv_view_ok(c, st->st, c->it->bufs[st->buf]->dtype, true) && st->dtype == TC_FLOAT32;
         if (ok) gv_walk(c, st->srcs[0], &ok);
     }
     if (!ok) c->n_gv = 0;

@@ -67,8 +67,9 @@ static const char *gpu_vtype(const rctx *r, tc_dtype dt, int lanes) {
     char *n = names[dt][lanes];
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-    if (!n[0]) /* a vector of bools (a mask) has int lanes */
-        snprintf(n, sizeof names[0][0], r->d->vec_type, ctype(r, dt == TC_BOOL ? TC_INT32 : dt), lanes);
+    if (!n[0])
+        snprintf(n, sizeof names[0][0], r->d->vec_type,
+                 r->d->vec_elem[dt] ? r->d->vec_elem[dt] : ctype(r, dt), lanes);
 #pragma GCC diagnostic pop
     return n;
 }
@@ -398,6 +399,10 @@ static char *render_cast(rctx *r, const tc_uop *u) {
     bool is_mask = u->op == TC_UOP_CAST && u->srcs[0]->dtype == TC_BOOL && u->dtype == TC_FLOAT32;
     if (u->vcount > 1 && is_mask && r->d->vec_mask_cast)
         return bind(r, u, "cast", fmt(r->d->vec_mask_cast, utype(r, u), x));
+    bool is_to_float = u->op == TC_UOP_CAST && u->dtype == TC_FLOAT32 &&
+                       (u->srcs[0]->dtype == TC_UINT8 || u->srcs[0]->dtype == TC_INT32);
+    if (u->vcount > 1 && is_to_float && r->d->vec_cast)
+        return bind(r, u, "cast", fmt(r->d->vec_cast, utype(r, u), x));
     if (u->vcount > 1 && r->d->vec_type) {
         TC_INTERNAL("%s has no vector cast from %s to %s", r->d->name,
                     tc_dtypes[u->srcs[0]->dtype].name, tc_dtypes[u->dtype].name);

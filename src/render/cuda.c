@@ -70,7 +70,11 @@
     "  return make_float4(c.x ? a.x : b.x, c.y ? a.y : b.y, c.z ? a.z : b.z, c.w ? a.w : b.w);\n}\n" \
     "__device__ inline float4 tc_where(bool c, float4 a, float4 b) { return c ? a : b; }\n"   \
     "__device__ inline float4 tc_float4_mask(int4 c) {\n"                                     \
-    "  return make_float4((float)c.x, (float)c.y, (float)c.z, (float)c.w);\n}\n"
+    "  return make_float4((float)c.x, (float)c.y, (float)c.z, (float)c.w);\n}\n"               \
+    "__device__ inline float4 tc_float4(int4 a) {\n"                                          \
+    "  return make_float4((float)a.x, (float)a.y, (float)a.z, (float)a.w);\n}\n"               \
+    "__device__ inline float4 tc_float4(uchar4 a) {\n"                                        \
+    "  return make_float4((float)a.x, (float)a.y, (float)a.z, (float)a.w);\n}\n"
 
 const tc_dialect tc_dialect_cuda = {
     .name = "CUDA",
@@ -97,10 +101,12 @@ const tc_dialect tc_dialect_cuda = {
     .barrier = "__syncthreads();",
     .bitcast = "tc_bitcast<%1$s>(%2$s)",
     .vec_type = "%1$s%2$d",
+    .vec_elem = {[TC_BOOL] = "int", [TC_UINT8] = "uchar"},
     .vec_load = "(*(const %4$s *)(%1$s+%2$s))",
     .vec_store = "*(%5$s *)(%1$s+%2$s) = %3$s;",
     .vec_bcast = "tc_%1$s(%2$s)",
     .vec_mask_cast = "tc_%1$s_mask(%2$s)",
+    .vec_cast = "tc_%1$s(%2$s)",
     .vec_prelude = CUDA_VEC,
     .vec_alu = {[TC_OP_ADD] = "(%1$s+%2$s)", [TC_OP_MUL] = "(%1$s*%2$s)", [TC_OP_NEG] = "(-%1$s)",
                 [TC_OP_RECIP] = "tc_recip(%1$s)", [TC_OP_MAX] = "tc_max(%1$s, %2$s)",

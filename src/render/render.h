@@ -46,12 +46,16 @@ typedef struct {
     const char *bitcast;       /* printf: %1$s type, %2$s value; between 4-byte types */
     /* vectors of GPU dialects (NULL in C, which prints GCC vector types) */
     const char *vec_type;      /* printf: %1$s element type, %2$d lanes -> "float4" */
+    const char *vec_elem[TC_DTYPE_COUNT]; /* element types of vectors (NULL: type_names',
+                                             tc_dtypes'); bool: the masks' int */
     const char *vec_load;      /* printf: %1$s buffer, %2$s index, %3$d lanes, %4$s type */
     const char *vec_store;     /* printf: %1$s buffer, %2$s index, %3$s value, %4$d lanes,
                                   %5$s type: a statement */
     const char *vec_bcast;     /* printf: %1$s type, %2$s scalar -> that vector */
     const char *vec_mask_cast; /* printf: %1$s float vector type, %2$s a mask (a vector of
                                   bools, int lanes) -> 1.0f where true, else 0.0f */
+    const char *vec_cast;      /* printf: %1$s float vector type, %2$s an int or uint8
+                                  vector -> its values as floats */
     const char *vec_prelude;   /* after the preambles when the kernel has vectors (NULL: none) */
     const char *vec_alu[TC_OP_COUNT]; /* printf: vector operands %1$s %2$s %3$s (codegen's
                                          gv_ops and masks: every op it may vectorize has

@@ -1,18 +1,19 @@
 /* test_gpuvec.c - vector lanes on GPU targets (tc_target.vec_width, lower.c's
- * "GPU vectors"): a lane of an ungrouped kernel loads, computes and stores
- * 4 consecutive elements of the innermost kept axis.
+ * "GPU vectors"): a lane loads, computes and stores 4 consecutive elements
+ * of the innermost kept axis (a grouped reduce: a work-group, 4 columns).
  *
  * From the UOps and the rendered OpenCL and CUDA source (no device needed):
  * float4 loads and stores where the views allow them (vload4/vstore4 in
  * OpenCL, aligned float4 pointer casts in CUDA), scalars broadcast where they
  * meet vectors, each vector constant printed once, reduce kernels' vector
  * accumulators and stores (grouped ones too: float4 partials in local
- * arrays of float4), masks; and one test per fallback to scalar lanes (an
- * axis that 4 does not divide, a mask on the axis, several views, another
- * stride, an index not a multiple of 4, an op with no vector form, float16,
- * TC_NOOPT). On the OpenCL device (pocl; skipped without one): every case
- * against the reference evaluator. With NVRTC: every vector kernel here
- * compiles for CUDA without warnings.
+ * arrays of float4), masks, uint8 and int32 loads cast to float; and one
+ * test per fallback to scalar lanes (an axis that 4 does not divide, a mask
+ * on the axis, several views, another stride, an index not a multiple of 4,
+ * an op with no vector form, float16, too little local memory, TC_NOOPT).
+ * On the OpenCL device (pocl; skipped without one): every case against the
+ * reference evaluator. With NVRTC: every vector kernel here compiles for
+ * CUDA without warnings.
  */
 #include "tc_test.h"
 
@@ -106,7 +107,7 @@ static void expect_vec(tc_tensor *t, int vloads, int sloads, int stores, const c
         count_vec(k, TC_UOP_LOAD, true) == vloads && count_vec(k, TC_UOP_LOAD, false) == sloads &&
         count_vec(k, TC_UOP_STORE, true) == stores && count_vec(k, TC_UOP_STORE, false) == 0 &&
         count_str(r.ocl, "vload4(0, data") == vloads && count_str(r.ocl, "vstore4(") == stores &&
-        count_str(r.cuda, "(*(const float4 *)(data") == vloads &&
+        count_str(r.cuda, "(*(const ") == vloads &&
         count_str(r.cuda, "*(float4 *)(data") == stores;
     if (!ok) {
         fprintf(stderr, "%s: expected %d vector loads, %d scalar, %d vector stores\n", what, vloads,
@@ -331,9 +332,9 @@ static void test_ops(void **state) {
 /* masks: float comparisons, their AND/OR, a WHERE on one or on a scalar
  * bool (rb's rows), a cast to float (relu's gradient); out[0..3] */
 enum { N_MASKS = 4 };
-static const char *const mask_names[N_MASKS] = {
-    "g * (0 < x)", "where(0 < x & x < 1, x, g)", "where(0 < x | x != x, g, 0)",
-    "where(0 < row bias, x, g)"};
+static const char *const mask_names[N_MASKS] = {"g * (0 < x)", "where(0 < x & x < 1, x, g)",
+                                                "where(0 < x | x != x, g, 0)",
+                                                "where(0 < row bias, x, g)"};
 
 static void masks(tc_tensor *x, tc_tensor *g, tc_tensor *rb, tc_tensor **out) {
     tc_tensor *zero = tc_full(0, NULL, 0, TC_FLOAT32, tc_device(x));
@@ -365,6 +366,54 @@ static void test_masks(void **state) {
     tc_shutdown();
 }
 
+/* uint8 and int32 buffers read as uchar4 / int4 and cast to float4 (pixels
+ * scaled to [0,1), integer labels as floats): dev is the device */
+static tc_tensor *ints(tc_dtype dt, int64_t rows, int64_t cols, const char *dev) {
+    int64_t n = rows * cols;
+    void *h = malloc((size_t)n * 4);
+    assert_non_null(h);
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == TC_UINT8) ((uint8_t *)h)[i] = (uint8_t)((i * 37) % 256);
+        else ((int32_t *)h)[i] = (int32_t)((i * 7919) % 2001) - 1000;
+    }
+    tc_tensor *t = tc_from_data(h, dt, 2, (int64_t[]){rows, cols}, dev);
+    free(h);
+    assert_non_null(t);
+    return t;
+}
+
+/* out[0]: u8 / 255 * x; out[1]: float(i32) + x */
+static void int_casts(tc_tensor *u8, tc_tensor *i32, tc_tensor *x, tc_tensor **out) {
+    tc_tensor *k = tc_full(0, NULL, 1.0 / 255, TC_FLOAT32, tc_device(x));
+    tc_tensor *uf = tc_cast(u8, TC_FLOAT32), *us = tc_mul(uf, k), *fi = tc_cast(i32, TC_FLOAT32);
+    out[0] = tc_mul(us, x);
+    out[1] = tc_add(fi, x);
+    tc_release(k), tc_release(uf), tc_release(us), tc_release(fi);
+}
+
+static void test_int_loads(void **state) {
+    (void)state;
+    tc_tensor *u8 = ints(TC_UINT8, 64, 256, NULL), *i32 = ints(TC_INT32, 64, 256, NULL);
+    tc_tensor *x = rnd(64, 256, 19), *out[2];
+    int_casts(u8, i32, x, out);
+    expect_vec(out[0], 2, 0, 1, "u8 / 255 * x");
+    expect_vec(out[1], 2, 0, 1, "float(i32) + x");
+    rendered r = render_both(out[0]);
+    if (!strstr(r.ocl, "uchar4 val") || !strstr(r.ocl, "convert_float4(val"))
+        fprintf(stderr, "%s", r.ocl);
+    assert_non_null(strstr(r.ocl, "uchar4 val"));
+    assert_non_null(strstr(r.ocl, "convert_float4(val"));
+    assert_non_null(strstr(r.cuda, "(*(const uchar4 *)(data"));
+    rendered_free(&r);
+    /* an int32 sum stays scalar: int ALUs have no vector form here */
+    tc_tensor *isum = tc_add(i32, i32);
+    tc_target tg = gpu_target();
+    expect_scalar(isum, &tg, "int32 + int32");
+    tc_release(u8), tc_release(i32), tc_release(x), tc_release(out[0]), tc_release(out[1]);
+    tc_release(isum);
+    tc_shutdown();
+}
+
 /* ---- fallbacks to scalar lanes ------------------------------------------------------------ */
 
 static void test_fallbacks(void **state) {
@@ -384,7 +433,7 @@ static void test_fallbacks(void **state) {
     tc_tensor *zero = tc_full_like(x, 0), *lt = tc_lt(x, zero), *xi = tc_cast(x, TC_INT32);
     tc_tensor *c7 = tc_cast(xi, TC_FLOAT32); /* a cast through int32: no vector form */
     tc_tensor *le = tc_logical_not(lt), *c9 = tc_where(le, x, zero); /* not: CMPNE of bools */
-    tc_tensor *h = tc_cast(x, TC_FLOAT16), *c8 = tc_exp(h); /* float16 buffers */
+    tc_tensor *h = tc_cast(x, TC_FLOAT16), *c8 = tc_exp(h);          /* float16 buffers */
     expect_scalar(c1, &tg, "102 columns");
     expect_scalar(c2, &tg, "padded columns");
     expect_scalar(c3, &tg, "transposed input");
@@ -404,8 +453,8 @@ static void test_fallbacks(void **state) {
     tc_target no_vec = tg;
     no_vec.vec_width = 0;
     expect_scalar(y, &no_vec, "a target without vectors");
-    tc_tensor *all[] = {odd, x,  t,  wide, w258, c1,   pad, c2, tr, c3, fl, xf,
-                        c4,  sh, c5, sr,   c6,   zero, lt,  c7, h,  c8, y, xi, le, c9};
+    tc_tensor *all[] = {odd, x,  t,  wide, w258, c1, pad, c2, tr, c3, fl, xf, c4,
+                        sh,  c5, sr, c6,   zero, lt, c7,  h,  c8, y,  xi, le, c9};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tc_release(all[i]);
     tc_shutdown();
 }
@@ -477,6 +526,15 @@ static void test_on_device(void **state) {
     }
     tc_release(xn), tc_release(gn), tc_release(rn);
     masks(a, b, rb, m);
+    tc_tensor *u8 = ints(TC_UINT8, 64, 520, "OPENCL"), *i32 = ints(TC_INT32, 64, 520, "OPENCL"),
+              *ic[2];
+    int_casts(u8, i32, a, ic);
+    for (int i = 0; i < 2; i++) {
+        assert_true(is_vector_kernel(ic[i], tg));
+        tc_check_schedule(ic[i], 1, 1e-6, 1e-6, i ? "float(i32) + a" : "u8 / 255 * a");
+        tc_release(ic[i]);
+    }
+    tc_release(u8), tc_release(i32);
     for (int i = 0; i < N_MASKS; i++) {
         assert_true(is_vector_kernel(m[i], tg));
         /* the row mask 0 < rb (a bool per row) is realized before its expand */
@@ -509,7 +567,8 @@ static void test_cuda_compiles(void **state) {
     }
     tc_tensor *x = rnd(64, 256, 30), *y = rnd(64, 256, 31), *rb = rnd(64, 1, 32),
               *r8 = rnd(8, 256, 33);
-    tc_tensor *outs[N_VEC_OPS + 4 + N_MASKS + 3];
+    tc_tensor *outs[N_VEC_OPS + 4 + N_MASKS + 3 + 2];
+    tc_tensor *u8 = ints(TC_UINT8, 64, 256, NULL), *i32 = ints(TC_INT32, 64, 256, NULL);
     int ax = 0;
     for (int i = 0; i < N_VEC_OPS; i++) outs[i] = vec_op(i, x);
     tc_tensor *xy = tc_mul(x, y);
@@ -521,7 +580,9 @@ static void test_cuda_compiles(void **state) {
     outs[N_VEC_OPS + 4 + N_MASKS] = tc_sum(x, 1, &ax, false);
     outs[N_VEC_OPS + 5 + N_MASKS] = col_softmax(x);
     outs[N_VEC_OPS + 6 + N_MASKS] = col_layernorm(x);
-    for (int i = 0; i < N_VEC_OPS + 4 + N_MASKS + 3; i++) {
+    int_casts(u8, i32, x, outs + N_VEC_OPS + 7 + N_MASKS);
+    tc_release(u8), tc_release(i32);
+    for (int i = 0; i < N_VEC_OPS + 4 + N_MASKS + 3 + 2; i++) {
         assert_non_null(outs[i]);
         lowered l = lower_for(outs[i], &tc_dialect_cuda.target);
         bool any = false;
@@ -544,12 +605,12 @@ int main(void) {
     setenv("TC_CACHEDIR", "/tmp/tc_test_gpuvec_cache", 0);
     unsetenv("TC_DEVICE");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_map),       cmocka_unit_test(test_consts_once),
-        cmocka_unit_test(test_broadcast), cmocka_unit_test(test_reduce_store),
-        cmocka_unit_test(test_ops),       cmocka_unit_test(test_masks),
-        cmocka_unit_test(test_grouped),
-        cmocka_unit_test(test_fallbacks),
-        cmocka_unit_test(test_on_device), cmocka_unit_test(test_cuda_compiles),
+        cmocka_unit_test(test_map),           cmocka_unit_test(test_consts_once),
+        cmocka_unit_test(test_broadcast),     cmocka_unit_test(test_reduce_store),
+        cmocka_unit_test(test_ops),           cmocka_unit_test(test_masks),
+        cmocka_unit_test(test_grouped),       cmocka_unit_test(test_int_loads),
+        cmocka_unit_test(test_fallbacks),     cmocka_unit_test(test_on_device),
+        cmocka_unit_test(test_cuda_compiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
