@@ -224,9 +224,88 @@ static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) 
     return TC_OK;
 }
 
+/* An elementwise value of many elements that several reduces read, each in
+ * its own kernel, and that takes several large loads to compute (the
+ * gradient through a max-pool and a relu, read by batchnorm's backward
+ * sums) is realized once, at the node where the reads fan out, instead of
+ * being recomputed by every reduce kernel. */
+enum { SHARED_REDUCERS = 3, SHARED_LOADS = 3, SHARED_NUMEL = 1 << 16 };
+
+static bool stops_walk(tc_node *x) {
+    return is_realized(x) || x->op == TC_OP_CONST || tc_binfo_of(x)->realize;
+}
+
+/* n_reducers of every elementwise base in the cone of each reduce */
+static tc_status count_reducers(tc_sched_ctx *c) {
+    tc_ptrvec stack = {0}, seen = {0};
+    tc_status st = TC_OK;
+    for (int i = 0; i < c->bases.n && st == TC_OK; i++) {
+        tc_node *r = c->bases.items[i];
+        if (!tc_op_is_reduce(r->op)) continue;
+        stack.n = seen.n = 0;
+        for (int k = 0; k < r->n_srcs && st == TC_OK; k++) st = tc_ptrvec_push(&stack, r->srcs[k]);
+        while (stack.n && st == TC_OK) {
+            tc_node *x = tc_node_base(stack.items[--stack.n]);
+            if (stops_walk(x) || !tc_op_is_elementwise(x->op)) continue;
+            bool dup = false;
+            for (int k = 0; k < seen.n && !dup; k++) dup = seen.items[k] == x;
+            if (dup) continue;
+            st = tc_ptrvec_push(&seen, x);
+            tc_binfo_of(x)->n_reducers++;
+            for (int k = 0; k < x->n_srcs && st == TC_OK; k++) st = tc_ptrvec_push(&stack, x->srcs[k]);
+        }
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return st;
+}
+
+/* distinct realized inputs of at least numel/16 elements in b's cone */
+static int large_loads(tc_node *b) {
+    tc_ptrvec stack = {0}, seen = {0};
+    int64_t min = tc_node_numel(b) / 16;
+    int n = 0;
+    tc_ptrvec_push(&stack, b);
+    while (stack.n) {
+        tc_node *x = tc_node_base(stack.items[--stack.n]);
+        if (x->op == TC_OP_CONST) continue;
+        bool dup = false;
+        for (int k = 0; k < seen.n && !dup; k++) dup = seen.items[k] == x;
+        if (dup) continue;
+        tc_ptrvec_push(&seen, x);
+        if (x != b && (is_realized(x) || tc_binfo_of(x)->realize || !tc_op_is_elementwise(x->op))) {
+            n += tc_node_numel(x) >= min;
+            continue;
+        }
+        for (int k = 0; k < x->n_srcs; k++) tc_ptrvec_push(&stack, x->srcs[k]);
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return n;
+}
+
+static tc_status realize_shared(tc_sched_ctx *c) {
+    if (tc_flag_get(TC_FLAG_NOFUSE)) return TC_OK;
+    tc_status st = count_reducers(c);
+    for (int i = 0; i < c->bases.n && st == TC_OK; i++) {
+        tc_node *b = c->bases.items[i];
+        tc_binfo *bi = tc_binfo_of(b);
+        if (bi->realize || bi->n_reducers < SHARED_REDUCERS || tc_node_numel(b) < SHARED_NUMEL)
+            continue;
+        bool fans_out = true; /* no elementwise consumer is read by as many reduces */
+        for (int k = 0; k < bi->consumers.n && fans_out; k += 2) {
+            tc_node *u = bi->consumers.items[k];
+            fans_out = !(tc_op_is_elementwise(u->op) && tc_binfo_of(u)->n_reducers >= bi->n_reducers);
+        }
+        if (fans_out && large_loads(b) >= SHARED_LOADS) bi->realize = true;
+    }
+    return st;
+}
+
 static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     tc_status st = collect(c, nodes, n);
     if (st == TC_OK) st = decide_realizes(c, nodes, n);
+    if (st == TC_OK) st = realize_shared(c);
     if (st == TC_OK) st = tc_group_reduces(c);
     if (st == TC_OK) st = tc_build_items(c);
     return st;

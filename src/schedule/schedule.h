@@ -96,6 +96,7 @@ struct tc_binfo {
     bool link_visited;      /* representative: its group was searched in that call */
     tc_binfo *link_head;    /* representative: its realized roots, linked */
     tc_binfo *link_next;    /* root: the next one of its group */
+    int n_reducers;         /* elementwise: reduces whose kernels would recompute it */
 };
 
 typedef struct {

@@ -182,6 +182,41 @@ static void test_shared_reduce(void **state) {
     tc_shutdown();
 }
 
+/* e = x*y + z read by three reduces in three loop spaces (columns, rows,
+ * all): e takes three large loads, so it is realized once and each reduce
+ * reads it (4 kernels) instead of each recomputing it (3 kernels, 9 loads).
+ * Read by only two reduces, or made of two loads, it is recomputed. */
+static void test_shared_elementwise_realized(void **state) {
+    (void)state;
+    const int64_t sh[2] = {256, 512};
+    tc_tensor *x = rnd(2, sh, 31), *y = rnd(2, sh, 32), *z = rnd(2, sh, 33);
+    tc_tensor *xy = tc_mul(x, y), *e = tc_add(xy, z), *cheap = tc_add(x, y);
+    int a0 = 0, a1 = 1;
+    tc_tensor *r[3] = {tc_sum(e, 1, &a0, false), tc_sum(e, 1, &a1, false), tc_sum(e, 0, NULL, false)};
+    tc_tensor *c[3] = {tc_sum(cheap, 1, &a0, false), tc_max(cheap, 1, &a1, false),
+                       tc_sum(cheap, 0, NULL, false)};
+    assert_int_equal(tc_schedule_kernel_count(r, 3), 4);
+    assert_int_equal(tc_schedule_kernel_count(r, 2), 2);
+    assert_int_equal(tc_schedule_kernel_count(c, 3), 3);
+    /* the values: realized together (e shared) against each alone */
+    float *alone[3];
+    for (int i = 0; i < 3; i++) {
+        tc_check_schedule(r[i], 1, 1e-4, 1e-4, "a reduce of x*y+z alone");
+        alone[i] = tc_test_read(r[i]);
+    }
+    tc_tensor *r2[3] = {tc_sum(e, 1, &a0, false), tc_sum(e, 1, &a1, false), tc_sum(e, 0, NULL, false)};
+    assert_int_equal(tc_realize(r2, 3), TC_OK);
+    const int64_t n[3] = {512, 256, 1};
+    for (int i = 0; i < 3; i++) {
+        float *got = tc_test_read(r2[i]);
+        assert_true(tc_allclose(got, alone[i], TC_FLOAT32, n[i], 1e-5, 1e-3, "shared x*y+z reduce"));
+        free(got), free(alone[i]);
+        tc_release(r[i]), tc_release(r2[i]), tc_release(c[i]);
+    }
+    tc_release(x), tc_release(y), tc_release(z), tc_release(xy), tc_release(e), tc_release(cheap);
+    tc_shutdown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise_chain),
@@ -198,6 +233,7 @@ int main(void) {
         cmocka_unit_test(test_unsafe_pad_gated),
         cmocka_unit_test(test_realized_is_free),
         cmocka_unit_test(test_shared_reduce),
+        cmocka_unit_test(test_shared_elementwise_realized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
