@@ -1,8 +1,10 @@
-/* bench_gpu_map.c - two kernels on a GPU device, each its own time in ms:
+/* bench_gpu_map.c - three kernels on a GPU device, each its own time in ms:
  *   triad   d = a*b + c over 16M floats (an elementwise map)
  *   colsum  the column sums of a (4096,4096) matrix: a grouped reduce over
  *           axis 0 (its lanes split the rows; with vector lanes a work-group
  *           sums 4 columns)
+ *   matmul  (512,512) @ (512,512): a grouped reduce over the inner axis (with
+ *           vector lanes a work-group computes 4 outputs of a row)
  *
  * Kernel times come from the engine's timing (TC_DEBUG=2 is set here: each
  * kernel is synchronized and timed, tc_counters.time_sum_s), so a figure is
@@ -71,13 +73,25 @@ static tc_tensor *colsum(tc_tensor *a, tc_tensor *b, tc_tensor *c) {
     return s;
 }
 
+static tc_tensor *matmul(tc_tensor *a, tc_tensor *b, tc_tensor *c) {
+    (void)c;
+    tc_tensor *x = tc_shrink(a, (int64_t[]){0, 512 * 512}),
+              *y = tc_shrink(b, (int64_t[]){0, 512 * 512});
+    tc_tensor *xm = tc_reshape(x, 2, (int64_t[]){512, 512}),
+              *ym = tc_reshape(y, 2, (int64_t[]){512, 512});
+    tc_tensor *d = tc_matmul(xm, ym);
+    tc_release(x), tc_release(y), tc_release(xm), tc_release(ym);
+    return d;
+}
+
 int main(int argc, char **argv) {
     const char *dev = argc > 1 ? argv[1] : "OPENCL";
     setenv("TC_DEBUG", "2", 0); /* kernel timing; a higher TC_DEBUG also prints source */
     float *ha = malloc(sizeof(float) * N), *hb = malloc(sizeof(float) * N),
           *hc = malloc(sizeof(float) * N), *hd = malloc(sizeof(float) * N);
     if (!ha || !hb || !hc || !hd) return 1;
-    tc_tensor *a = filled(ha, 0.002f, dev), *b = filled(hb, 0.003f, dev), *c = filled(hc, 0.001f, dev);
+    tc_tensor *a = filled(ha, 0.002f, dev), *b = filled(hb, 0.003f, dev),
+              *c = filled(hc, 0.001f, dev);
     if (!a || !b || !c) {
         fprintf(stderr, "bench_gpu_map: %s\n", tc_last_error());
         return 1;
@@ -88,7 +102,8 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < N && !failed; i++) {
         float want = ha[i] * hb[i] + hc[i];
         if (fabsf(hd[i] - want) > 1e-6f * (1 + fabsf(want))) {
-            fprintf(stderr, "bench_gpu_map: triad[%lld] = %g, want %g\n", (long long)i, hd[i], want);
+            fprintf(stderr, "bench_gpu_map: triad[%lld] = %g, want %g\n", (long long)i, hd[i],
+                    want);
             failed = 1;
         }
     }
@@ -99,11 +114,28 @@ int main(int argc, char **argv) {
         double want = 0;
         for (int64_t i = 0; i < 4096; i++) want += ha[i * 4096 + j];
         if (fabs(hd[j] - want) > 1e-4 * (1 + fabs(want))) {
-            fprintf(stderr, "bench_gpu_map: colsum[%lld] = %g, want %g\n", (long long)j, hd[j], want);
+            fprintf(stderr, "bench_gpu_map: colsum[%lld] = %g, want %g\n", (long long)j, hd[j],
+                    want);
             failed = 1;
         }
     }
     if (!failed) printf("colsum %s %.3f ms %.2f GB/s\n", dev, ms, 4.0 * N / (ms * 1e-3) * 1e-9);
+    ms = failed ? -1 : timed(matmul, a, b, c, hd, 512 * 512);
+    failed |= ms < 0;
+    for (int64_t i = 0; i < 512 && !failed; i++) {
+        for (int64_t j = 0; j < 512 && !failed; j++) {
+            double want = 0;
+            for (int64_t k = 0; k < 512; k++) want += (double)ha[i * 512 + k] * hb[k * 512 + j];
+            if (fabs(hd[i * 512 + j] - want) > 1e-4 * (1 + fabs(want))) {
+                fprintf(stderr, "bench_gpu_map: matmul[%lld,%lld] = %g, want %g\n", (long long)i,
+                        (long long)j, hd[i * 512 + j], want);
+                failed = 1;
+            }
+        }
+    }
+    if (!failed)
+        printf("matmul %s %.3f ms %.2f GFLOPS\n", dev, ms,
+               2.0 * 512 * 512 * 512 / (ms * 1e-3) * 1e-9);
     tc_release(a), tc_release(b), tc_release(c);
     free(ha), free(hb), free(hc), free(hd);
     tc_shutdown();
