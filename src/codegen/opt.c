@@ -48,6 +48,7 @@ enum {
     TILE_VECS = 4,  /* vectors of a register tile along the contiguous axis */
     MAX_COPIES = 512, /* body copies of one kernel a search may try (compile-time guard) */
     ROW_COPIES = 16,  /* body copies of plan_rows' accumulator chains */
+    EPI_OUTPUTS = 192, /* outputs of a tile whose kernel has several (see plan_tile) */
 };
 
 /* stride of tracker st along axis a; 0 for a size-1 axis; -1 when unknown
@@ -193,15 +194,21 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
     if (best_j < 0) return false;
     int j = best_j;
     const tc_st *vst = k->loads[best_load]->st;
-    int64_t cj = best_divisor(it->full_shape[j], TILE_VECS * l, l);
-    int64_t vecs = (cj + l - 1) / l;
+    /* a kernel of several outputs (an optimizer update riding on a weight
+     * gradient) finishes every output of the tile with tens of ops, unrolled:
+     * its tile keeps to EPI_OUTPUTS outputs (384 Adam updates, the 6x64 tile
+     * of beautiful_mnist's last conv gradient, took gcc 8 s to compile) */
+    bool many_outs = k->n_stores > 1;
+    int64_t cj = best_divisor(it->full_shape[j], (many_outs ? 2 : TILE_VECS) * l, l);
+    int64_t vecs = (cj + l - 1) / l, max_rows = regs / vecs;
+    if (many_outs && max_rows > EPI_OUTPUTS / cj) max_rows = EPI_OUTPUTS / cj;
     /* the rows: the kept axis along which that operand is reused giving the
      * most (the innermost of equals) */
     int best_i = -1;
     int64_t best_ri = 1;
     for (int i = it->ndim - 1; i >= 0; i--) {
         if (i == j || !is_kept(it, i) || tc_st_stride(vst, i) != 0) continue;
-        int64_t ri = tile_rows(it->full_shape[i], regs / vecs);
+        int64_t ri = tile_rows(it->full_shape[i], max_rows);
         if (ri > best_ri) best_ri = ri, best_i = i;
     }
     if (best_i >= 0) *p = (tc_kopt){.n = 2, .axis = {best_i, j}, .amt = {best_ri, cj}};
