@@ -107,8 +107,7 @@ static void expect_vec(tc_tensor *t, int vloads, int sloads, int stores, const c
         count_vec(k, TC_UOP_LOAD, true) == vloads && count_vec(k, TC_UOP_LOAD, false) == sloads &&
         count_vec(k, TC_UOP_STORE, true) == stores && count_vec(k, TC_UOP_STORE, false) == 0 &&
         count_str(r.ocl, "vload4(0, data") == vloads && count_str(r.ocl, "vstore4(") == stores &&
-        count_str(r.cuda, "(*(const ") == vloads &&
-        count_str(r.cuda, "*(float4 *)(data") == stores;
+        count_str(r.cuda, "(*(const ") == vloads && count_str(r.cuda, "*(float4 *)(data") == stores;
     if (!ok) {
         fprintf(stderr, "%s: expected %d vector loads, %d scalar, %d vector stores\n", what, vloads,
                 sloads, stores);
@@ -391,6 +390,21 @@ static void int_casts(tc_tensor *u8, tc_tensor *i32, tc_tensor *x, tc_tensor **o
     tc_release(k), tc_release(uf), tc_release(us), tc_release(fi);
 }
 
+/* a mask on another axis (rows padded) keeps vectors: the load is gated as a
+ * whole, 0.0f in every lane outside */
+static void test_gated_load(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(64, 256, 40), *p = tc_pad(x, (int64_t[]){1, 1, 0, 0}), *y = tc_exp(p);
+    expect_vec(y, 1, 0, 1, "exp of rows padded");
+    rendered r = render_both(y);
+    if (!strstr(r.ocl, ":((float4)(0.0f)))")) fprintf(stderr, "%s", r.ocl);
+    assert_non_null(strstr(r.ocl, ":((float4)(0.0f)))"));
+    assert_non_null(strstr(r.cuda, ":tc_float4(0.0f))"));
+    rendered_free(&r);
+    tc_release(x), tc_release(p), tc_release(y);
+    tc_shutdown();
+}
+
 static void test_int_loads(void **state) {
     (void)state;
     tc_tensor *u8 = ints(TC_UINT8, 64, 256, NULL), *i32 = ints(TC_INT32, 64, 256, NULL);
@@ -489,6 +503,7 @@ static void test_on_device(void **state) {
     tc_tensor *rb = dev_rnd(64, 1, 23), *odd = dev_rnd(16, 102, 24), *r8 = dev_rnd(8, 256, 25);
     int ax = 0;
     tc_tensor *two = tc_full(0, NULL, 2, TC_FLOAT32, "OPENCL");
+    tc_tensor *padr = tc_pad(a, (int64_t[]){3, 1, 0, 0});
     tc_tensor *pad = tc_pad(a, (int64_t[]){0, 0, 2, 2}), *tr = tc_permute(rb, (int[]){1, 0});
     tc_tensor *ta = dev_rnd(520, 64, 26), *at = tc_permute(ta, (int[]){1, 0});
     tc_tensor *ab = tc_mul(a, b), *two_a = tc_mul(a, two), *ra = tc_relu(two_a);
@@ -504,6 +519,7 @@ static void test_on_device(void **state) {
         {tc_sigmoid(a), true, "sigmoid"},
         {tc_exp(odd), false, "exp of 102 columns"},
         {tc_exp(pad), false, "exp of padded columns"},
+        {tc_exp(padr), true, "exp of padded rows (gated vector loads)"},
         {tc_mul(tr, rb), true, "outer product (64,1) x (1,64)"},
         {tc_add(at, a), false, "b.T + a: a transposed input"},
         {tc_sum(a, 1, &ax, false), true, "sum over 64 rows (grouped)"},
@@ -552,7 +568,7 @@ static void test_on_device(void **state) {
     tc_release(a), tc_release(b), tc_release(c), tc_release(rb), tc_release(odd), tc_release(r8);
     tc_release(two), tc_release(pad), tc_release(tr), tc_release(ab), tc_release(two_a),
         tc_release(ra);
-    tc_release(ta), tc_release(at);
+    tc_release(ta), tc_release(at), tc_release(padr);
     tc_shutdown();
 }
 
@@ -567,7 +583,7 @@ static void test_cuda_compiles(void **state) {
     }
     tc_tensor *x = rnd(64, 256, 30), *y = rnd(64, 256, 31), *rb = rnd(64, 1, 32),
               *r8 = rnd(8, 256, 33);
-    tc_tensor *outs[N_VEC_OPS + 4 + N_MASKS + 3 + 2];
+    tc_tensor *outs[N_VEC_OPS + 4 + N_MASKS + 3 + 2 + 1];
     tc_tensor *u8 = ints(TC_UINT8, 64, 256, NULL), *i32 = ints(TC_INT32, 64, 256, NULL);
     int ax = 0;
     for (int i = 0; i < N_VEC_OPS; i++) outs[i] = vec_op(i, x);
@@ -581,8 +597,11 @@ static void test_cuda_compiles(void **state) {
     outs[N_VEC_OPS + 5 + N_MASKS] = col_softmax(x);
     outs[N_VEC_OPS + 6 + N_MASKS] = col_layernorm(x);
     int_casts(u8, i32, x, outs + N_VEC_OPS + 7 + N_MASKS);
+    tc_tensor *xp = tc_pad(x, (int64_t[]){1, 1, 0, 0});
+    outs[N_VEC_OPS + 9 + N_MASKS] = tc_exp(xp); /* gated vector loads */
+    tc_release(xp);
     tc_release(u8), tc_release(i32);
-    for (int i = 0; i < N_VEC_OPS + 4 + N_MASKS + 3 + 2; i++) {
+    for (int i = 0; i < N_VEC_OPS + 4 + N_MASKS + 3 + 2 + 1; i++) {
         assert_non_null(outs[i]);
         lowered l = lower_for(outs[i], &tc_dialect_cuda.target);
         bool any = false;
@@ -605,12 +624,12 @@ int main(void) {
     setenv("TC_CACHEDIR", "/tmp/tc_test_gpuvec_cache", 0);
     unsetenv("TC_DEVICE");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_map),           cmocka_unit_test(test_consts_once),
-        cmocka_unit_test(test_broadcast),     cmocka_unit_test(test_reduce_store),
-        cmocka_unit_test(test_ops),           cmocka_unit_test(test_masks),
-        cmocka_unit_test(test_grouped),       cmocka_unit_test(test_int_loads),
-        cmocka_unit_test(test_fallbacks),     cmocka_unit_test(test_on_device),
-        cmocka_unit_test(test_cuda_compiles),
+        cmocka_unit_test(test_map),        cmocka_unit_test(test_consts_once),
+        cmocka_unit_test(test_broadcast),  cmocka_unit_test(test_reduce_store),
+        cmocka_unit_test(test_ops),        cmocka_unit_test(test_masks),
+        cmocka_unit_test(test_grouped),    cmocka_unit_test(test_int_loads),
+        cmocka_unit_test(test_gated_load), cmocka_unit_test(test_fallbacks),
+        cmocka_unit_test(test_on_device),  cmocka_unit_test(test_cuda_compiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
