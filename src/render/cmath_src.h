@@ -55,6 +55,10 @@ static inline uint32_t tc_cm_mask(int c) {
 static inline float tc_cm_sel(uint32_t m, float a, float b) {
     return tc_cm_float((tc_cm_bits(a) & m) | (tc_cm_bits(b) & ~m));
 }
+/* max with NaN winning (torch's), branch-free: the C dialect's float max */
+static inline float tc_fmaxf(float a, float b) {
+    return tc_cm_sel(tc_cm_mask((a > b) | (a != a)), a, b);
+}
 )
 
 /* exp2: x = n + f with n = round(x), f in [-0.5, 0.5]; 2^f by a degree-6
