@@ -468,6 +468,15 @@ static void test_kernels_vectorize(void **state) {
 }
 
 /* the prelude text is the same source: it names every function */
+/* tc_fmaxf, the C dialect's float max: NaN wins either side, as torch's */
+static void test_fmax(void **state) {
+    (void)state;
+    assert_true(isnan(tc_fmaxf(NAN, 1.0f)) && isnan(tc_fmaxf(1.0f, NAN)) && isnan(tc_fmaxf(NAN, NAN)));
+    assert_true(tc_fmaxf(-INFINITY, 3.0f) == 3.0f && tc_fmaxf(INFINITY, 3.0f) == INFINITY);
+    assert_true(tc_fmaxf(2.0f, -5.0f) == 2.0f && tc_fmaxf(-5.0f, 2.0f) == 2.0f);
+    assert_true(tc_fmaxf(-0.0f, -1.0f) == 0.0f && signbit(tc_fmaxf(-0.0f, -1.0f)));
+}
+
 static void test_prelude_text(void **state) {
     (void)state;
     const char *names[] = {"#include <math.h>", "#include <stdint.h>", "static inline float tc_exp2f(float x)",
@@ -481,6 +490,7 @@ static void test_prelude_text(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prelude_text),       cmocka_unit_test(test_special_values),
+        cmocka_unit_test(test_fmax),
         cmocka_unit_test(test_accuracy_in_process), cmocka_unit_test(test_accuracy_in_kernels),
         cmocka_unit_test(test_float16_kernels),    cmocka_unit_test(test_kernels_vectorize),
     };
