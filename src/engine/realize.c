@@ -177,6 +177,30 @@ static tc_status run_item(const tc_sched_item *it, const lowered *l, int index) 
     return st;
 }
 
+/* Memory is shared inside a schedule: after item i runs, the schedule lets
+ * go of every node no later item reads or writes. An intermediate that
+ * nothing else holds (no tensor, no unrealized node) then goes back to the
+ * buffer cache at once, and a later item's output of a size class it fits
+ * reuses its memory: a chain of temporaries peaks at two of them, not all. */
+static void release_done(tc_schedule *s, int i) {
+    tc_sched_item *it = &s->items[i];
+    for (int k = 0; k < it->n_bufs; k++) {
+        tc_node *n = it->bufs[k];
+        bool later = false;
+        for (int j = i + 1; j < s->n_items && !later && n; j++)
+            for (int m = 0; m < s->items[j].n_bufs && !later; m++) later = s->items[j].bufs[m] == n;
+        if (!n || later) continue;
+        for (int j = 0; j <= i; j++) { /* every reference the schedule holds to it */
+            tc_sched_item *e = &s->items[j];
+            for (int m = 0; m < e->n_bufs; m++) {
+                if (e->bufs[m] != n) continue;
+                e->bufs[m] = NULL;
+                tc_node_release(n);
+            }
+        }
+    }
+}
+
 /* TC_SAVE_SCHEDULE=path writes each realize's schedule as Graphviz to path
  * (replaced each time), or to path formatted with a counter when it holds
  * one "%d" (tools/render_schedule.sh turns them into SVG) */
@@ -207,7 +231,10 @@ tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
     save_schedule(s);
     lowered *low = tc_calloc((size_t)s->n_items + 1, sizeof *low);
     tc_status st = low ? lower_all(s, low) : TC_ERR_MEMORY;
-    for (int i = 0; i < s->n_items && st == TC_OK; i++) st = run_item(&s->items[i], &low[i], i);
+    for (int i = 0; i < s->n_items && st == TC_OK; i++) {
+        st = run_item(&s->items[i], &low[i], i);
+        if (st == TC_OK) release_done(s, i);
+    }
     lowered_free(low, s->n_items);
     if (st == TC_OK && tc_flag_get(TC_FLAG_DEBUG) >= 1 && s->n_items) {
         int64_t used, peak, cached;

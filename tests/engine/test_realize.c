@@ -157,6 +157,35 @@ static void test_time_and_memory_counters(void **state) {
     tc_shutdown();
 }
 
+/* buffers share memory inside one realize: a chain of 6 temporaries, each
+ * its own kernel (a flip between them), peaks at two of them beside the
+ * input, and the result is the reference's */
+static void test_memory_shared_in_schedule(void **state) {
+    (void)state;
+    int64_t n = 1 << 18, sh[1] = {n};
+    size_t bytes = (size_t)n * 4;
+    tc_tensor *x = tc_rand(1, sh, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&x, 1), TC_OK);
+    tc_tensor *t = tc_retain(x);
+    for (int i = 0; i < 6; i++) {
+        int ax = 0;
+        tc_tensor *a = tc_mul(t, t), *f = tc_flip(a, 1, &ax), *c = tc_contiguous(f);
+        tc_release(a), tc_release(f), tc_release(t);
+        t = c;
+    }
+    assert_int_equal(tc_schedule_kernel_count(&t, 1), 6);
+    tc_reset_counters();
+    tc_counters c;
+    tc_get_counters(&c);
+    int64_t base = c.mem_used;
+    tc_check_schedule(t, 6, 1e-5, 1e-6, "6 temporaries");
+    tc_get_counters(&c);
+    /* x^64 chained: the 5 temporaries die as soon as the next one is made */
+    assert_true(c.mem_peak - base <= (int64_t)(2 * bytes));
+    assert_true(c.mem_used - base <= (int64_t)bytes); /* the result */
+    tc_release(t), tc_release(x);
+}
+
 /* TC_DEBUG=4 prints each kernel's source, TC_DEBUG=1 a summary line */
 static void test_debug_output(void **state) {
     (void)state;
@@ -282,6 +311,7 @@ int main(void) {
         cmocka_unit_test(test_second_process_compiles_nothing),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_time_and_memory_counters),
+        cmocka_unit_test(test_memory_shared_in_schedule),
         cmocka_unit_test(test_debug_output),
         cmocka_unit_test(test_save_schedule),
         cmocka_unit_test(test_threads),
