@@ -48,8 +48,21 @@ static tc_tensor *fit_tail(tc_scope *s, tc_tensor *x, int nt, const int64_t *end
 
 /* the pooling windows of x (..., H, W): (..., oh, ow, kh, kw); arguments
  * checked (every window fits) */
+static tc_tensor *pool_axes(tc_scope *s, tc_tensor *x, const int64_t *k, const int64_t *st,
+                            const int64_t *d, int *win);
+
 static tc_tensor *pool(tc_scope *s, tc_tensor *x, const int64_t *k, const int64_t *st,
                        const int64_t *d) {
+    return pool_axes(s, x, k, st, d, NULL);
+}
+
+/* pool's windows; with win, the windows of the k <= s path stay where the
+ * reshape put them, (..., oh, kh, ow, kw), and win gets their two axes
+ * (else the last two): a reduce over them reads x in its own order, and the
+ * reduce's gradient comes back in it (a max-pool's backward, read by
+ * batchnorm's sums: contiguous instead of through a permute) */
+static tc_tensor *pool_axes(tc_scope *s, tc_tensor *x, const int64_t *k, const int64_t *st,
+                            const int64_t *d, int *win) {
     int nd = x->node->ndim, pre = nd - 2;
     const int64_t *in = x->node->shape + pre;
     int64_t o[2];
@@ -61,6 +74,10 @@ static tc_tensor *pool(tc_scope *s, tc_tensor *x, const int64_t *k, const int64_
         int64_t split[4] = {o[0], st[0], o[1], st[1]}, keep[4] = {o[0], k[0], o[1], k[1]};
         tc_tensor *y = reshape_tail(s, fit_tail(s, x, 2, fit), pre, 4, split);
         y = fit_tail(s, y, 4, keep); /* (..., oh, kh, ow, kw) */
+        if (win) {
+            win[0] = pre + 1, win[1] = pre + 3;
+            return y;
+        }
         order[pre] = pre, order[pre + 1] = pre + 2, order[pre + 2] = pre + 1, order[pre + 3] = pre + 3;
         return TC_S(s, tc_permute(y, order));
     }
@@ -88,6 +105,7 @@ static tc_tensor *pool(tc_scope *s, tc_tensor *x, const int64_t *k, const int64_
     y = reshape_tail(s, fit_tail(s, y, 4, fit), pre, 6, split);  /* (..., kh, oh, sh, kw, ow, sw) */
     y = reshape_tail(s, fit_tail(s, y, 6, keep), pre, 4, ko);    /* (..., kh, oh, kw, ow) */
     order[pre] = pre + 1, order[pre + 1] = pre + 3, order[pre + 2] = pre, order[pre + 3] = pre + 2;
+    if (win) win[0] = pre + 2, win[1] = pre + 3;
     return TC_S(s, tc_permute(y, order));
 }
 
@@ -289,9 +307,9 @@ static tc_tensor *pool2d(const char *api, tc_tensor *x, int kernel, int stride, 
         goto done;
     }
     tc_scope s = {0};
-    static const int last2[2] = {-2, -1};
-    tc_tensor *p = pool(&s, x, k, ss, d);
-    tc_tensor *r = is_max ? TC_S(&s, tc_max(p, 2, last2, false)) : TC_S(&s, tc_mean(p, 2, last2, false));
+    int win[2];
+    tc_tensor *p = pool_axes(&s, x, k, ss, d, win);
+    tc_tensor *r = s.failed ? NULL : is_max ? TC_S(&s, tc_max(p, 2, win, false)) : TC_S(&s, tc_mean(p, 2, win, false));
     out = tc_scope_end(&s, r);
 done:
     tc_unlock();
