@@ -13,6 +13,7 @@
  * without warnings.
  */
 #include "tc_test.h"
+#include "tc_test_lower.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,36 +30,6 @@ static const tc_target opencl_target = {
     .shared_max = 32768,
 };
 
-/* a kernel of t's schedule (the last one) lowered for target; free both */
-typedef struct {
-    tc_schedule *s;    /* the schedule */
-    tc_kernel_uops *k; /* its last kernel, lowered */
-} lowered;
-
-static lowered lower_for(tc_tensor *t, const tc_target *target) {
-    tc_node *b = tc_node_base(tc_tensor_node(t));
-    lowered l = {tc_schedule_create(&b, 1), NULL};
-    assert_non_null(l.s);
-    const tc_sched_item *it = NULL;
-    for (int i = 0; i < l.s->n_items; i++)
-        if (!l.s->items[i].is_copy) it = &l.s->items[i];
-    assert_non_null(it);
-    l.k = tc_codegen(it, target);
-    if (!l.k) fprintf(stderr, "codegen: %s\n", tc_last_error());
-    assert_non_null(l.k);
-    return l;
-}
-
-static void lowered_free(lowered *l) {
-    tc_kernel_uops_free(l->k);
-    tc_schedule_free(l->s);
-}
-
-static int count_op(const tc_kernel_uops *k, tc_uop_op op) {
-    int n = 0;
-    for (int i = 0; i < k->n_uops; i++) n += k->uops[i]->op == op;
-    return n;
-}
 
 /* the barrier rules, on the linear program: every BARRIER follows at least
  * one store to a local buffer since the last one (none is useless); no load
@@ -97,27 +68,6 @@ static tc_tensor *rnd(int64_t rows, int64_t cols, uint64_t seed) {
     return tc_test_randn(2, (int64_t[]){rows, cols}, seed, -2.0f, 2.0f);
 }
 
-/* softmax over axis 1, from primitives: exp(x - max) / sum */
-static tc_tensor *softmax(tc_tensor *x) {
-    int ax = 1;
-    tc_tensor *m = tc_max(x, 1, &ax, true), *d = tc_sub(x, m), *e = tc_exp(d);
-    tc_tensor *s = tc_sum(e, 1, &ax, true), *r = tc_div(e, s);
-    tc_release(m), tc_release(d), tc_release(e), tc_release(s);
-    return r;
-}
-
-/* layernorm over axis 1 without affine: (x - mean) / sqrt(var + 1e-5) */
-static tc_tensor *layernorm(tc_tensor *x) {
-    int ax = 1;
-    tc_tensor *mu = tc_mean(x, 1, &ax, true), *c = tc_sub(x, mu), *c2 = tc_mul(c, c);
-    tc_tensor *var = tc_mean(c2, 1, &ax, true);
-    tc_tensor *eps = tc_full(0, NULL, 1e-5, TC_FLOAT32, tc_device(x)), *ve = tc_add(var, eps);
-    tc_tensor *sd = tc_sqrt(ve), *r = tc_div(c, sd);
-    tc_release(mu), tc_release(c), tc_release(c2), tc_release(var), tc_release(eps);
-    tc_release(ve), tc_release(sd);
-    return r;
-}
-
 /* ---- structure ------------------------------------------------------------------ */
 
 /* (4,256).sum(1): one work-group of 256 lanes per row, partials in temp0,
@@ -127,12 +77,12 @@ static void test_grouped_sum(void **state) {
     tc_tensor *x = rnd(4, 256, 1);
     int ax = 1;
     tc_tensor *s = tc_sum(x, 1, &ax, false);
-    lowered l = lower_for(s, &opencl_target);
+    tc_test_lowered l = tc_test_lower(s, &opencl_target);
     assert_int_equal(l.k->global_size[0], 4);
     assert_int_equal(l.k->local_size[0], 256);
-    assert_int_equal(count_op(l.k, TC_UOP_DEFINE_LOCAL), 1);
-    assert_int_equal(count_op(l.k, TC_UOP_BARRIER), 1);
-    assert_int_equal(count_op(l.k, TC_UOP_IF), 1);
+    assert_int_equal(tc_test_count_uops(l.k, TC_UOP_DEFINE_LOCAL), 1);
+    assert_int_equal(tc_test_count_uops(l.k, TC_UOP_BARRIER), 1);
+    assert_int_equal(tc_test_count_uops(l.k, TC_UOP_IF), 1);
     verify_barriers(l.k);
     char *src = tc_render(&tc_dialect_opencl, l.k);
     assert_non_null(src);
@@ -144,7 +94,7 @@ static void test_grouped_sum(void **state) {
     assert_true(gate && store && barrier && barrier < gate && gate < store);
     assert_non_null(strstr(src, "__local float temp0[256];"));
     tc_free(src);
-    lowered_free(&l);
+    tc_test_lowered_free(&l);
     tc_release(x), tc_release(s);
     tc_shutdown();
 }
@@ -156,7 +106,7 @@ static void test_multireduce_barriers(void **state) {
     (void)state;
     tc_tensor *x = rnd(8, 300, 2);
     int ax = 1;
-    tc_tensor *sm = softmax(x), *ln = layernorm(x);
+    tc_tensor *sm = tc_test_softmax(x, 1), *ln = tc_test_layernorm(x, 1);
     tc_tensor *mean = tc_mean(x, 1, &ax, false), *sd = tc_std(x, 1, &ax, false, 1);
     struct {
         tc_tensor *t; /* the kernel's output */
@@ -165,13 +115,13 @@ static void test_multireduce_barriers(void **state) {
         const char *what;
     } cases[] = {{sm, 2, 4, "softmax"}, {ln, 2, 4, "layernorm"}, {sd, 2, 3, "std"}};
     for (int i = 0; i < 3; i++) {
-        lowered l = lower_for(cases[i].t, &opencl_target);
-        if (count_op(l.k, TC_UOP_BARRIER) != cases[i].barriers) tc_uops_dump(stderr, l.k);
-        assert_int_equal(count_op(l.k, TC_UOP_DEFINE_LOCAL), cases[i].locals);
-        assert_int_equal(count_op(l.k, TC_UOP_BARRIER), cases[i].barriers);
+        tc_test_lowered l = tc_test_lower(cases[i].t, &opencl_target);
+        if (tc_test_count_uops(l.k, TC_UOP_BARRIER) != cases[i].barriers) tc_uops_dump(stderr, l.k);
+        assert_int_equal(tc_test_count_uops(l.k, TC_UOP_DEFINE_LOCAL), cases[i].locals);
+        assert_int_equal(tc_test_count_uops(l.k, TC_UOP_BARRIER), cases[i].barriers);
         assert_int_equal(l.k->local_size[0], 256); /* rows of 300 are longer than the group */
         verify_barriers(l.k);
-        lowered_free(&l);
+        tc_test_lowered_free(&l);
     }
     /* mean and std of the same rows: one kernel, two reduced stores on lane 0 */
     tc_tensor *both[2] = {mean, sd};
@@ -192,17 +142,17 @@ static void test_vector_group_barriers(void **state) {
     tc_tensor *cases[] = {s, sd};
     const int barriers[] = {1, 3}; /* as with scalar lanes (test_multireduce_barriers) */
     for (int i = 0; i < 2; i++) {
-        lowered l = lower_for(cases[i], &vt);
+        tc_test_lowered l = tc_test_lower(cases[i], &vt);
         int vec_locals = 0;
         for (int j = 0; j < l.k->n_uops; j++)
             vec_locals += l.k->uops[j]->op == TC_UOP_DEFINE_LOCAL && l.k->uops[j]->vcount == 4;
-        if (vec_locals != i + 1 || count_op(l.k, TC_UOP_BARRIER) != barriers[i])
+        if (vec_locals != i + 1 || tc_test_count_uops(l.k, TC_UOP_BARRIER) != barriers[i])
             tc_uops_dump(stderr, l.k);
         assert_int_equal(vec_locals, i + 1);
-        assert_int_equal(count_op(l.k, TC_UOP_BARRIER), barriers[i]);
+        assert_int_equal(tc_test_count_uops(l.k, TC_UOP_BARRIER), barriers[i]);
         assert_int_equal(l.k->global_size[0], 16); /* 64 columns, 4 a work-group */
         verify_barriers(l.k);
-        lowered_free(&l);
+        tc_test_lowered_free(&l);
     }
     tc_release(x), tc_release(s), tc_release(sd);
     tc_shutdown();
@@ -212,17 +162,17 @@ static void test_vector_group_barriers(void **state) {
 static void test_bounds_gate(void **state) {
     (void)state;
     tc_tensor *x = rnd(1, 100, 3), *y = tc_exp(x);
-    lowered l = lower_for(y, &opencl_target);
+    tc_test_lowered l = tc_test_lower(y, &opencl_target);
     assert_int_equal(l.k->local_size[0], 128);
     assert_int_equal(l.k->global_size[0], 1);
-    assert_int_equal(count_op(l.k, TC_UOP_BARRIER), 0);
+    assert_int_equal(tc_test_count_uops(l.k, TC_UOP_BARRIER), 0);
     char *src = tc_render(&tc_dialect_opencl, l.k);
     const char *gate = strstr(src, "if ((lidx0<100)) {"), *load = strstr(src, "data1["),
                *store = strstr(src, "data0[");
     if (!gate || !load || !store || !(gate < load && load < store)) fprintf(stderr, "%s", src);
     assert_true(gate && load && store && gate < load && load < store);
     tc_free(src);
-    lowered_free(&l);
+    tc_test_lowered_free(&l);
     tc_release(x), tc_release(y);
     tc_shutdown();
 }
@@ -234,19 +184,19 @@ static void test_ungrouped_and_loops(void **state) {
     tc_tensor *x = tc_test_randn(4, (int64_t[]){3, 5, 6, 7}, 4, -1, 1);
     int ax = 3;
     tc_tensor *s = tc_sum(x, 1, &ax, false); /* rows of 7: not grouped */
-    lowered l = lower_for(s, &opencl_target);
-    assert_int_equal(count_op(l.k, TC_UOP_DEFINE_LOCAL), 0);
-    assert_int_equal(count_op(l.k, TC_UOP_RANGE), 1);
+    tc_test_lowered l = tc_test_lower(s, &opencl_target);
+    assert_int_equal(tc_test_count_uops(l.k, TC_UOP_DEFINE_LOCAL), 0);
+    assert_int_equal(tc_test_count_uops(l.k, TC_UOP_RANGE), 1);
     assert_int_equal(l.k->global_size[1], 5);
     assert_int_equal(l.k->global_size[2], 3); /* axis 0 in dimension 2 */
-    lowered_free(&l);
+    tc_test_lowered_free(&l);
     tc_target small = opencl_target;
     small.global_max[1] = 4, small.global_max[2] = 2;
-    l = lower_for(s, &small);
+    l = tc_test_lower(s, &small);
     assert_int_equal(l.k->global_size[1], 1); /* 5 > 4: a loop */
     assert_int_equal(l.k->global_size[2], 1); /* 3 > 2: a loop */
-    assert_int_equal(count_op(l.k, TC_UOP_RANGE), 3);
-    lowered_free(&l);
+    assert_int_equal(tc_test_count_uops(l.k, TC_UOP_RANGE), 3);
+    tc_test_lowered_free(&l);
     tc_release(x), tc_release(s);
     tc_shutdown();
 }
@@ -274,11 +224,11 @@ static void test_multireduce_on_device(void **state) {
         for (int64_t j = 0; j < 6 * cols[i]; j++) h[j] = (float)((j * 7919) % 1000) / 250.0f - 2;
         tc_tensor *x = tc_from_data(h, TC_FLOAT32, 2, (int64_t[]){6, cols[i]}, "OPENCL");
         free(h);
-        tc_tensor *sm = softmax(x), *ln = layernorm(x);
-        lowered l = lower_for(sm, &tc_device_get(tc_device_open("OPENCL", "t"))->target);
+        tc_tensor *sm = tc_test_softmax(x, 1), *ln = tc_test_layernorm(x, 1);
+        tc_test_lowered l = tc_test_lower(sm, &tc_device_get(tc_device_open("OPENCL", "t"))->target);
         assert_int_equal(l.k->local_size[0], lanes[i]);
-        assert_int_equal(count_op(l.k, TC_UOP_DEFINE_LOCAL), 2);
-        lowered_free(&l);
+        assert_int_equal(tc_test_count_uops(l.k, TC_UOP_DEFINE_LOCAL), 2);
+        tc_test_lowered_free(&l);
         tc_check_schedule(sm, 1, 1e-5, 1e-6,
                           cols[i] < 128 ? "softmax, short rows" : "softmax, long rows");
         tc_check_schedule(ln, 1, 1e-4, 1e-5,
@@ -345,7 +295,7 @@ static void test_missing_barrier_fails(void **state) {
     tc_tensor *x = tc_from_data(h, TC_FLOAT32, 2, (int64_t[]){ROWS, COLS}, "OPENCL");
     int ax = 1;
     tc_tensor *s = tc_sum(x, 1, &ax, false);
-    lowered l = lower_for(s, &d->target);
+    tc_test_lowered l = tc_test_lower(s, &d->target);
     char *src = tc_render(&tc_dialect_opencl, l.k);
     assert_non_null(src);
     tc_buffer *in = tc_node_base(tc_tensor_node(x))->buffer;
@@ -363,7 +313,7 @@ static void test_missing_barrier_fails(void **state) {
     fprintf(stderr, "without the barrier: %d of %d rows wrong\n", wrong, ROWS);
     assert_true(wrong > 0);
     tc_free(src);
-    lowered_free(&l);
+    tc_test_lowered_free(&l);
     free(h);
     tc_release(x), tc_release(s);
     tc_shutdown();
@@ -385,22 +335,22 @@ static void test_cuda_compiles(void **state) {
               *u8 = tc_cast(x, TC_UINT8);
     tc_tensor *three = tc_full_like(u8, 3), *zero = tc_full_like(x, 0);
     tc_tensor *outs[] = {
-        tc_sum(x, 1, &ax, false),    softmax(x),     layernorm(xs),
+        tc_sum(x, 1, &ax, false),    tc_test_softmax(x, 1),     tc_test_layernorm(xs, 1),
         tc_std(x, 1, &ax, false, 1), tc_exp(xs),     tc_sum(x4, 1, &ax3, false),
-        tc_sum(h, 1, &ax, false),    softmax(h),     tc_max(i64, 1, &ax, false),
+        tc_sum(h, 1, &ax, false),    tc_test_softmax(h, 1),     tc_max(i64, 1, &ax, false),
         tc_idiv(u8, three),          tc_lt(x, zero),
     };
     int n = (int)(sizeof outs / sizeof *outs);
     for (int i = 0; i < n; i++) {
         assert_non_null(outs[i]);
-        lowered l = lower_for(outs[i], &tc_dialect_cuda.target);
+        tc_test_lowered l = tc_test_lower(outs[i], &tc_dialect_cuda.target);
         char *src = tc_render(&tc_dialect_cuda, l.k);
         assert_non_null(src);
         tc_status st = tc_cuda_compile(src, l.k->name, "sm_80", true, NULL);
         if (st != TC_OK) fprintf(stderr, "%s\n%s", tc_last_error(), src);
         assert_int_equal(st, TC_OK);
         tc_free(src);
-        lowered_free(&l);
+        tc_test_lowered_free(&l);
         tc_release(outs[i]);
     }
     tc_release(x), tc_release(xs), tc_release(x4), tc_release(h), tc_release(i64), tc_release(u8);

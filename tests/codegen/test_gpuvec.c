@@ -16,6 +16,7 @@
  * CUDA without warnings.
  */
 #include "tc_test.h"
+#include "tc_test_lower.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -31,30 +32,6 @@ static tc_target gpu_target(void) {
     return t;
 }
 
-/* the last kernel of t's schedule lowered for target */
-typedef struct {
-    tc_schedule *s;    /* the schedule */
-    tc_kernel_uops *k; /* its last kernel */
-} lowered;
-
-static lowered lower_for(tc_tensor *t, const tc_target *target) {
-    tc_node *b = tc_node_base(tc_tensor_node(t));
-    lowered l = {tc_schedule_create(&b, 1), NULL};
-    assert_non_null(l.s);
-    const tc_sched_item *it = NULL;
-    for (int i = 0; i < l.s->n_items; i++)
-        if (!l.s->items[i].is_copy) it = &l.s->items[i];
-    assert_non_null(it);
-    l.k = tc_codegen(it, target);
-    if (!l.k) fprintf(stderr, "codegen: %s\n", tc_last_error());
-    assert_non_null(l.k);
-    return l;
-}
-
-static void lowered_free(lowered *l) {
-    tc_kernel_uops_free(l->k);
-    tc_schedule_free(l->s);
-}
 
 /* UOps of kind op with (is_vec) or without vector lanes; LOAD and STORE:
  * of global buffers, a STORE's lanes are its value's */
@@ -77,14 +54,14 @@ static int count_str(const char *s, const char *needle) {
 
 /* the OpenCL and CUDA sources of t's kernel; *k_out: its UOps (lowered_free) */
 typedef struct {
-    lowered l;  /* the kernel */
+    tc_test_lowered l;  /* the kernel */
     char *ocl;  /* OpenCL source */
     char *cuda; /* CUDA source */
 } rendered;
 
 static rendered render_both(tc_tensor *t) {
     tc_target tg = gpu_target();
-    rendered r = {lower_for(t, &tg), NULL, NULL};
+    rendered r = {tc_test_lower(t, &tg), NULL, NULL};
     r.ocl = tc_render(&tc_dialect_opencl, r.l.k);
     r.cuda = tc_render(&tc_dialect_cuda, r.l.k);
     assert_non_null(r.ocl);
@@ -95,7 +72,7 @@ static rendered render_both(tc_tensor *t) {
 static void rendered_free(rendered *r) {
     tc_free(r->ocl);
     tc_free(r->cuda);
-    lowered_free(&r->l);
+    tc_test_lowered_free(&r->l);
 }
 
 /* asserts the kernel of t is vectorized: `vloads` vector loads, `sloads`
@@ -120,7 +97,7 @@ static void expect_vec(tc_tensor *t, int vloads, int sloads, int stores, const c
 
 /* asserts the kernel of t has scalar lanes only */
 static void expect_scalar(tc_tensor *t, const tc_target *tg, const char *what) {
-    lowered l = lower_for(t, tg);
+    tc_test_lowered l = tc_test_lower(t, tg);
     bool any = false;
     for (int i = 0; i < l.k->n_uops; i++) any |= l.k->uops[i]->vcount > 1;
     char *src = tc_render(&tc_dialect_opencl, l.k);
@@ -132,7 +109,7 @@ static void expect_scalar(tc_tensor *t, const tc_target *tg, const char *what) {
     assert_false(any);
     assert_null(strstr(src, "float4"));
     tc_free(src);
-    lowered_free(&l);
+    tc_test_lowered_free(&l);
 }
 
 static tc_tensor *rnd(int64_t rows, int64_t cols, uint64_t seed) {
@@ -169,7 +146,7 @@ static void test_map(void **state) {
     assert_non_null(strstr(r.cuda, "operator*(float4 a, float4 b)"));
     rendered_free(&r);
     tc_tensor *e = tc_exp(a); /* a scalar kernel on the CUDA dialect has no prelude */
-    lowered l = lower_for(e, &(tc_target){.has_local = true,
+    tc_test_lowered l = tc_test_lower(e, &(tc_target){.has_local = true,
                                           .lanes_max = 1024,
                                           .local_max = {1024, 1024, 64},
                                           .global_max = {2147483647, 65535, 65535},
@@ -177,7 +154,7 @@ static void test_map(void **state) {
     char *src = tc_render(&tc_dialect_cuda, l.k);
     assert_null(strstr(src, "float4"));
     tc_free(src);
-    lowered_free(&l);
+    tc_test_lowered_free(&l);
     tc_release(a), tc_release(b), tc_release(c), tc_release(y), tc_release(e);
     tc_shutdown();
 }
@@ -244,53 +221,24 @@ static void test_reduce_store(void **state) {
     tc_shutdown();
 }
 
-/* grouped reduces over the rows (axis 0) of (64, cols): a work-group takes 4
- * columns, its lanes' partials are float4 in a local array of float4, lane 0
- * combines them and stores a float4; softmax's two broadcast reduces keep
- * their barriers (4, as with scalars) */
-static tc_tensor *col_softmax(tc_tensor *x) {
-    int ax = 0;
-    tc_tensor *m = tc_max(x, 1, &ax, true), *d = tc_sub(x, m), *e = tc_exp(d);
-    tc_tensor *s = tc_sum(e, 1, &ax, true), *r = tc_div(e, s);
-    tc_release(m), tc_release(d), tc_release(e), tc_release(s);
-    return r;
-}
-
-static tc_tensor *col_layernorm(tc_tensor *x) {
-    int ax = 0;
-    tc_tensor *mu = tc_mean(x, 1, &ax, true), *c = tc_sub(x, mu), *c2 = tc_mul(c, c);
-    tc_tensor *var = tc_mean(c2, 1, &ax, true);
-    tc_tensor *eps = tc_full(0, NULL, 1e-5, TC_FLOAT32, tc_device(x)), *ve = tc_add(var, eps);
-    tc_tensor *sd = tc_sqrt(ve), *r = tc_div(c, sd);
-    tc_release(mu), tc_release(c), tc_release(c2), tc_release(var), tc_release(eps);
-    tc_release(ve), tc_release(sd);
-    return r;
-}
-
-static int count_uop(const tc_kernel_uops *k, tc_uop_op op) {
-    int n = 0;
-    for (int i = 0; i < k->n_uops; i++) n += k->uops[i]->op == op;
-    return n;
-}
-
 static void test_grouped(void **state) {
     (void)state;
     tc_tensor *x = rnd(64, 256, 18);
     int ax = 0;
-    tc_tensor *s = tc_sum(x, 1, &ax, false), *sm = col_softmax(x);
+    tc_tensor *s = tc_sum(x, 1, &ax, false), *sm = tc_test_softmax(x, 0);
     expect_vec(s, 1, 0, 1, "sum over 64 rows (grouped)");
     rendered r = render_both(s);
     assert_int_equal(r.l.k->local_size[0], 64);
     assert_int_equal(r.l.k->global_size[0], 64); /* 256 columns / 4 */
-    assert_int_equal(count_uop(r.l.k, TC_UOP_BARRIER), 1);
+    assert_int_equal(tc_test_count_uops(r.l.k, TC_UOP_BARRIER), 1);
     if (!strstr(r.ocl, "__local float4 temp0[64];")) fprintf(stderr, "%s", r.ocl);
     assert_non_null(strstr(r.ocl, "__local float4 temp0[64];"));
     assert_non_null(strstr(r.cuda, "__shared__ float4 temp0[64];"));
     rendered_free(&r);
     expect_vec(sm, 1, 0, 1, "softmax over 64 rows (grouped)");
     r = render_both(sm);
-    assert_int_equal(count_uop(r.l.k, TC_UOP_DEFINE_LOCAL), 2);
-    assert_int_equal(count_uop(r.l.k, TC_UOP_BARRIER), 4);
+    assert_int_equal(tc_test_count_uops(r.l.k, TC_UOP_DEFINE_LOCAL), 2);
+    assert_int_equal(tc_test_count_uops(r.l.k, TC_UOP_BARRIER), 4);
     rendered_free(&r);
     /* too little local memory for vectors: scalar lanes */
     tc_target small = gpu_target();
@@ -484,10 +432,10 @@ static tc_tensor *dev_rnd(int64_t rows, int64_t cols, uint64_t seed) {
 }
 
 static bool is_vector_kernel(tc_tensor *t, const tc_target *tg) {
-    lowered l = lower_for(t, tg);
+    tc_test_lowered l = tc_test_lower(t, tg);
     bool any = false;
     for (int i = 0; i < l.k->n_uops; i++) any |= l.k->uops[i]->vcount > 1;
-    lowered_free(&l);
+    tc_test_lowered_free(&l);
     return any;
 }
 
@@ -524,8 +472,8 @@ static void test_on_device(void **state) {
         {tc_add(at, a), false, "b.T + a: a transposed input"},
         {tc_sum(a, 1, &ax, false), true, "sum over 64 rows (grouped)"},
         {tc_max(a, 1, &ax, false), true, "max over 64 rows (grouped)"},
-        {col_softmax(a), true, "softmax over 64 rows (grouped)"},
-        {col_layernorm(a), true, "layernorm over 64 rows (grouped)"},
+        {tc_test_softmax(a, 0), true, "softmax over 64 rows (grouped)"},
+        {tc_test_layernorm(a, 0), true, "layernorm over 64 rows (grouped)"},
     };
     int n = (int)(sizeof cases / sizeof *cases);
     /* NaN in some lanes: max keeps it (relu), x != x finds it */
@@ -594,8 +542,8 @@ static void test_cuda_compiles(void **state) {
     outs[N_VEC_OPS + 3] = tc_maximum(x, y);
     masks(x, y, rb, outs + N_VEC_OPS + 4);
     outs[N_VEC_OPS + 4 + N_MASKS] = tc_sum(x, 1, &ax, false);
-    outs[N_VEC_OPS + 5 + N_MASKS] = col_softmax(x);
-    outs[N_VEC_OPS + 6 + N_MASKS] = col_layernorm(x);
+    outs[N_VEC_OPS + 5 + N_MASKS] = tc_test_softmax(x, 0);
+    outs[N_VEC_OPS + 6 + N_MASKS] = tc_test_layernorm(x, 0);
     int_casts(u8, i32, x, outs + N_VEC_OPS + 7 + N_MASKS);
     tc_tensor *xp = tc_pad(x, (int64_t[]){1, 1, 0, 0});
     outs[N_VEC_OPS + 9 + N_MASKS] = tc_exp(xp); /* gated vector loads */
@@ -603,7 +551,7 @@ static void test_cuda_compiles(void **state) {
     tc_release(u8), tc_release(i32);
     for (int i = 0; i < N_VEC_OPS + 4 + N_MASKS + 3 + 2 + 1; i++) {
         assert_non_null(outs[i]);
-        lowered l = lower_for(outs[i], &tc_dialect_cuda.target);
+        tc_test_lowered l = tc_test_lower(outs[i], &tc_dialect_cuda.target);
         bool any = false;
         for (int j = 0; j < l.k->n_uops; j++) any |= l.k->uops[j]->vcount > 1;
         assert_true(any);
@@ -613,7 +561,7 @@ static void test_cuda_compiles(void **state) {
         if (st != TC_OK) fprintf(stderr, "%s\n%s", tc_last_error(), src);
         assert_int_equal(st, TC_OK);
         tc_free(src);
-        lowered_free(&l);
+        tc_test_lowered_free(&l);
         tc_release(outs[i]);
     }
     tc_release(x), tc_release(y), tc_release(rb), tc_release(r8), tc_release(xy);
