@@ -1,0 +1,99 @@
+/* lower.h - what lower.c (kernel AST -> UOps, and the CPU paths) and
+ * lower_gpu.c (work-groups, grouped reduces, GPU vector lanes) share: the
+ * lowering context, and the steps each calls in the other. Private to
+ * src/codegen. */
+#ifndef TC_LOWER_H
+#define TC_LOWER_H
+
+#include "codegen.h"
+
+#define GROUP_MIN_N 16    /* fewest reduced elements per row worth a grouped reduce */
+#define GROUP_MAX_LANES 256 /* most lanes of a grouped reduce */
+#define LANES_MAX 128     /* most lanes of an ungrouped kernel's work-group */
+#define GV_MAX_NODES 512  /* most AST nodes of a GPU vector kernel */
+
+/* a reduce of a grouped kernel */
+typedef struct {
+    tc_ast *ast;       /* the REDUCE_* node */
+    bool is_bcast;     /* read by every lane (by a later stage), not only by lane 0 */
+    bool is_done;      /* partials stored (and broadcast when is_bcast) */
+    tc_uop *temp;      /* local buffer of G partials */
+    tc_uop *value;     /* the combined value: temp_k[0] (broadcast) or lane 0's */
+    int value_gate;    /* not broadcast: the lane-0 block value belongs to */
+} group_red;
+
+typedef struct {
+    tc_ub ub;                  /* the UOp builder */
+    const tc_sched_item *it;   /* the kernel */
+    tc_uop *idx[TC_MAX_DIMS];  /* current loop index per axis; NULL outside its loop */
+    tc_uop **globals;          /* DEFINE_GLOBAL per slot */
+    tc_dtype idt;              /* index dtype */
+    int base_epoch;            /* first stage number of this lowering */
+    int epoch;                 /* current stage number */
+    int outer_depth;           /* loop depth of the kept-axes loops */
+    const tc_target *tg;       /* what the target offers */
+    const tc_kopt *plan;       /* the optimizer's plan to follow; NULL: opt.c chooses */
+    bool is_grouped;           /* reduces split across the lanes of a work-group */
+    int64_t lanes;             /* grouped: lanes per work-group (G) */
+    int64_t red_n;             /* grouped: reduced elements per row (N) */
+    tc_uop *lane;              /* grouped: this lane's id */
+    group_red reds[TC_UB_MAX_LOCALS]; /* grouped: one per reduce */
+    int n_reds;                /* entries of reds */
+    bool has_many_reds;        /* more reduces than reds can hold: not grouped */
+    int mark_all, mark_one;    /* grouped analysis: marks for "read by all lanes / lane 0" */
+    int gate;                  /* grouped: serial of the open lane-0 block, 0 = none */
+    int n_gates;               /* grouped: lane-0 blocks opened so far */
+    int n_up;                  /* upcast (CPU, opt.c's plan): axes computed UP at a time */
+    int up_axis[3];            /* upcast: those axes (a reduced one last: the split) */
+    int64_t up_amt[3];         /* upcast: how many at a time */
+    bool up_clamp[3];          /* upcast: the amount does not divide the axis */
+    tc_uop *up_base[3];        /* upcast: loop index * amount (a split: inside its stage) */
+    int n_reps;                /* upcast: copies of the loop body (product of amounts) */
+    int64_t split;             /* upcast: partial accumulators per reduce (1: no split) */
+    int vl;                    /* upcast: lanes of each partial accumulator (vectors, has_vec
+                                  targets; 1: scalars); a split steps by split * vl */
+    int vj;                    /* upcast: lanes of the tile column (a kept axis, last in the
+                                  plan) in reduce stages; 1: scalars */
+    bool in_vj;                /* lowering a reduce stage's vector copies of the column */
+    int rep;                   /* upcast: the copy being lowered */
+    struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */
+    int gvl;                   /* GPU vectors: elements of axis gv_axis per lane (1: scalar) */
+    int gv_axis;               /* GPU vectors: the innermost kept axis */
+    const tc_ast *gv_node[GV_MAX_NODES]; /* GPU vectors: the AST nodes walked ... */
+    bool gv_is_vec[GV_MAX_NODES];        /* ... and whether each is a vector */
+    int n_gv;                  /* GPU vectors: entries of gv_node */
+} lower_ctx;
+
+static inline int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+/* index math of the GPU parts: constants and ops in the index dtype (CMPLT: bool) */
+static inline tc_uop *ic(lower_ctx *c, int64_t v) {
+    return tc_ub_iconst(&c->ub, c->idt, v);
+}
+
+static inline tc_uop *ix(lower_ctx *c, tc_op op, tc_uop *a, tc_uop *b) {
+    return tc_ub_alu(&c->ub, op, op == TC_OP_CMPLT ? TC_BOOL : c->idt, 2, a, b, NULL);
+}
+
+/* lower.c */
+int tc_lw_next_epoch(void); /* a new stage number */
+tc_uop *tc_lw_reduce_init(lower_ctx *c, tc_op op, tc_dtype dt);
+tc_uop *tc_lw_lower(lower_ctx *c, tc_ast *a);
+void tc_lw_prelower_reduces(lower_ctx *c, tc_ast *a);
+int tc_lw_open_stage(lower_ctx *c, bool is_reduce);
+void tc_lw_close_stage(lower_ctx *c, int opened);
+tc_op tc_lw_acc_op(const tc_ast *a);
+bool tc_lw_store_is_full(const lower_ctx *c, const tc_ast *st);
+
+/* lower_gpu.c */
+int tc_lw_open_group_stage(lower_ctx *c);
+bool tc_lw_gv_is_vec(const lower_ctx *c, const tc_ast *a);
+void tc_lw_gv_operands(lower_ctx *c, tc_op op, tc_uop **s, int n);
+tc_uop *tc_lw_gv_acc(lower_ctx *c, const tc_ast *a, tc_uop *init);
+void tc_lw_group_partials(lower_ctx *c, tc_ast *a);
+tc_uop *tc_lw_group_value(lower_ctx *c, tc_ast *a);
+tc_status tc_lw_lower_grid(lower_ctx *c, tc_kernel_uops *k);
+
+#endif /* TC_LOWER_H */
