@@ -2,7 +2,7 @@
  * (has_local: OpenCL, CUDA), called from lower.c.
  *
  * Targets with work-groups (has_local) get the kept axes as work-group ids
- * (gpu.c-style SPECIALs, see map_kept_axes). A kernel whose rows are long
+ * (SPECIALs, see tc_lw_lower_grid). A kernel whose rows are long
  * enough is *grouped*: one work-group per row, its G lanes walk the row's
  * reduced elements with stride G, and each reduce becomes
  *   partials:  acc = init; for j: if (r < N) acc op= x[r = j*G + lane];
