@@ -40,6 +40,8 @@ typedef struct {
     const char *type_names[TC_DTYPE_COUNT]; /* value type names; NULL: tc_dtypes' cname */
     const char *math_fn[TC_OP_COUNT];       /* EXP2, LOG2, SIN, SQRT function names */
     const char *float_max;     /* printf: %1$s, %2$s -> max of two float32s (NULL: the ternary) */
+    const char *bool_float;    /* printf: %1$s bool -> 0.0f or 1.0f (NULL: a cast) */
+    const char *float_where;   /* printf: %1$s bool, %2$s, %3$s floats -> one (NULL: ?:) */
     const char *group_id[3];   /* work-group id per dimension (has_local) */
     const char *lane_id[3];    /* lane id in the work-group per dimension (has_local) */
     const char *local_prefix;  /* before a local array: "__local ", "__shared__ " */
