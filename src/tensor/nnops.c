@@ -265,7 +265,10 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
          * and the copy take 6 + 10 ms */
         int64_t qh = kh - 1 - ph, qw = kw - 1 - pw, pads[8] = {0, 0, 0, 0, qh, qh, qw, qw};
         tc_tensor *gp = gt;
-        if (qh || qw) gp = TC_S(&s, tc_contiguous(TC_S(&s, tc_pad(TC_S(&s, tc_contiguous(gt)), pads))));
+        if (qh || qw) { /* dw below reads the realized dy too: its channels-last copy a transpose */
+            gt = TC_S(&s, tc_contiguous(gt));
+            gp = TC_S(&s, tc_contiguous(TC_S(&s, tc_pad(gt, pads))));
+        }
         conv_args a = {{1, 1}, {0, 0}, {1, 1}, 1};
         tc_tensor *dx = s.failed ? NULL : conv(&s, gp, wt, NULL, &a);
         grads[0] = s.failed ? NULL : unwrap(tc_retain(dx));
