@@ -215,6 +215,29 @@ static void test_tile_vectors(void **state) {
     tc_release(xc), tc_release(dt), tc_release(g);
 }
 
+/* batchnorm's per-channel sum over (n, y, x) with rows of 20: the row whole
+ * in 5 vectors of 4, 8 channels at a time as independent streams */
+static void test_plan_short_rows(void **state) {
+    (void)state;
+    int64_t sh[4] = {6, 32, 20, 20};
+    tc_tensor *x = tc_randn(4, sh, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&x, 1), TC_OK);
+    int axes[3] = {0, 2, 3};
+    tc_tensor *s = tc_sum(x, 3, axes, false);
+    tc_schedule *sc = NULL;
+    tc_kopt p = plan_of(s, &avx512v, &sc);
+    const tc_sched_item *it = &sc->items[0];
+    assert_int_equal(p.n, 2);
+    assert_int_equal(it->full_shape[p.axis[0]], 32);
+    assert_int_equal(p.amt[0], 8);
+    assert_int_equal(it->full_shape[p.axis[1]], 20);
+    assert_int_equal(p.amt[1], 20);
+    assert_int_equal(p.lanes, 4);
+    tc_schedule_free(sc);
+    tc_check_schedule(s, 1, 1e-5, 1e-4, "per-channel sum, short rows");
+    tc_release(s), tc_release(x);
+}
+
 /* kernels with vector partials on this machine give the reference's numbers */
 static void test_vector_partials(void **state) {
     (void)state;
@@ -427,7 +450,7 @@ int main(void) {
         cmocka_unit_test(test_epilogue_vectorized), cmocka_unit_test(test_beam),
         cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_vector_partials),
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
-        cmocka_unit_test(test_tile_vectors),
+        cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_plan_short_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
