@@ -493,10 +493,7 @@ bool tc_ub_insert_first(tc_ub *ub, tc_uop *u) {
 tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
     if (buf && buf->op == TC_UOP_DEFINE_LOCAL) return tc_ub_local_load(ub, buf, idx);
     if (valid && is_iconst(valid, 0)) return tc_ub_const(ub, buf->dtype, 0, 0);
-    if (valid && is_iconst(valid, 1)) valid = NULL;
-    tc_uop *s[3] = {buf, idx, valid};
-    tc_uop *u = new_uop(ub, TC_UOP_LOAD, buf ? buf->dtype : TC_FLOAT32, valid ? 3 : 2, s);
-    return u ? intern(ub, u) : NULL;
+    return tc_ub_load_vec(ub, buf, idx, valid, 1);
 }
 
 tc_uop *tc_ub_load_vec(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid, int lanes) {
