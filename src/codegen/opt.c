@@ -166,6 +166,13 @@ static bool varies_in_reduce(const tc_sched_item *it, const tc_st *st) {
     return false;
 }
 
+/* every store of the kernel is contiguous along kept axis a */
+static bool stores_contiguous(const kinfo *k, int a) {
+    bool ok = k->n_stores > 0;
+    for (int s = 0; s < k->n_stores && ok; s++) ok = tc_st_stride(k->stores[s]->st, a) == 1;
+    return ok;
+}
+
 /* the share of vector lanes a tile column of cj floats uses */
 static double lane_use(int64_t cj, int64_t l) {
     return (double)cj / (double)(((cj + l - 1) / l) * l);
@@ -174,15 +181,14 @@ static double lane_use(int64_t cj, int64_t l) {
 static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, tc_kopt *p) {
     /* the column axis j: a kept axis some load under the reduce reads
      * contiguously (and along a reduced axis), filling the most vector
-     * lanes; contiguous stores break
-     * ties (a conv whose weight is stored channels-last: its output
-     * channels fill two vectors, its 20 output columns 62% of two) */
+     * lanes; contiguous stores break ties (a conv whose weight is stored
+     * channels-last: its output channels fill two vectors, its 20 output
+     * columns 62% of two) */
     int best_j = -1, best_load = -1;
     double best = 0;
     for (int j = it->ndim - 1; j >= 0; j--) {
         if (!is_kept(it, j)) continue;
-        bool stores_ok = k->n_stores > 0;
-        for (int s = 0; s < k->n_stores; s++) stores_ok &= tc_st_stride(k->stores[s]->st, j) == 1;
+        bool stores_ok = stores_contiguous(k, j);
         for (int li = 0; li < k->n_loads; li++) {
             if (tc_st_stride(k->loads[li]->st, j) != 1 || !varies_in_reduce(it, k->loads[li]->st)) continue;
             int64_t cj = best_divisor(it->full_shape[j], TILE_VECS * l, l);
@@ -328,10 +334,8 @@ static bool plan_window(const tc_sched_item *it, const kinfo *k, int64_t l, tc_k
     if (r < 0 || window > 16 || it->full_shape[r] > 4) return false;
     for (int j = it->ndim - 1; j >= 0; j--) {
         if (!is_kept(it, j)) continue;
-        bool stores_ok = k->n_stores > 0;
-        for (int s = 0; s < k->n_stores; s++) stores_ok &= tc_st_stride(k->stores[s]->st, j) == 1;
         int64_t cj = best_divisor(it->full_shape[j], l, 1);
-        if (!stores_ok || cj < 2) return false;
+        if (!stores_contiguous(k, j) || cj < 2) return false;
         *p = (tc_kopt){.n = 2, .axis = {j, r}, .amt = {cj, it->full_shape[r]}};
         return true;
     }
