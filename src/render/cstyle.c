@@ -128,20 +128,19 @@ static void vector_typedefs(rctx *r) {
                          "typedef %s tc_%s%d_u __attribute__((vector_size(%d), aligned(%d)));\n",
                          c, e, n, bytes, c, e, n, bytes, (int)tc_dtypes[t].size);
             if (t != TC_FLOAT32) continue;
-            /* max with NaN winning, as the scalar form; mask from the compares */
+            /* a lane-wise select by a compare's mask, and max with NaN
+             * winning (the scalar tc_fmaxf) through it */
             tc_sb_printf(&r->out,
                          "typedef int tc_mask%d __attribute__((vector_size(%d)));\n"
+                         "static inline tc_float%d tc_sel_float%d(tc_mask%d m, tc_float%d a, tc_float%d b) {\n"
+                         "  return (tc_float%d)((m & (tc_mask%d)a) | (~m & (tc_mask%d)b));\n}\n"
                          "static inline tc_float%d tc_max_float%d(tc_float%d a, tc_float%d b) {\n"
-                         "  tc_mask%d m = (a > b) | (a != a);\n"
-                         "  return (tc_float%d)((m & (tc_mask%d)a) | (~m & (tc_mask%d)b));\n}\n",
-                         n, bytes, n, n, n, n, n, n, n, n);
+                         "  return tc_sel_float%d((a > b) | (a != a), a, b);\n}\n",
+                         n, bytes, n, n, n, n, n, n, n, n, n, n, n, n, n);
             if (!exp2[n]) continue;
             /* tc_exp2f of the prelude (cmath_src.h) lane-wise: the same steps */
-            tc_sb_printf(&r->out,
-                         "typedef unsigned int tc_uint%d __attribute__((vector_size(%d)));\n"
-                         "static inline tc_float%d tc_sel_float%d(tc_mask%d m, tc_float%d a, tc_float%d b) {\n"
-                         "  return (tc_float%d)((m & (tc_mask%d)a) | (~m & (tc_mask%d)b));\n}\n",
-                         n, bytes, n, n, n, n, n, n, n, n);
+            tc_sb_printf(&r->out, "typedef unsigned int tc_uint%d __attribute__((vector_size(%d)));\n", n,
+                         bytes);
             tc_sb_printf(&r->out,
                          "static inline tc_float%d tc_exp2_float%d(tc_float%d x) {\n"
                          "  tc_float%d z = {0};\n"
