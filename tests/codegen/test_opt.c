@@ -359,42 +359,40 @@ static int packed_fmas(tc_tensor *t) {
 }
 #endif
 
+/* asserts that t's only kernel has at least `least` packed FMAs in gcc's
+ * assembly (prints the count under `what`); false where that cannot be
+ * checked (not x86-64 with AVX2) */
+static bool check_packed_fmas(tc_tensor *t, int least, const char *what) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!__builtin_cpu_supports("avx2")) return false;
+    int packed = packed_fmas(t);
+    fprintf(stderr, "packed FMAs in %s: %d\n", what, packed);
+    assert_true(packed >= least);
+    return true;
+#else
+    (void)t, (void)least, (void)what;
+    return false;
+#endif
+}
+
 /* does the C compiler turn the planned matmul into packed FMAs? */
 static void test_vectorized(void **state) {
     (void)state;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (!__builtin_cpu_supports("avx2")) {
-        skip();
-        return;
-    }
     tc_tensor *c = matmul(96, 128, 256);
-    int packed = packed_fmas(c);
     /* a 6x64 (or 3x32) tile is 24 (or 12) packed FMAs per step of the reduce */
-    fprintf(stderr, "packed FMAs in the matmul kernel: %d\n", packed);
-    assert_true(packed >= 12);
+    bool checked = check_packed_fmas(c, 12, "the matmul kernel");
     tc_release(c);
-#else
-    skip();
-#endif
+    if (!checked) skip();
 }
 
 /* the dot tile of x @ w.T is packed FMAs: vectors of the renderer, not the
  * compiler's SLP (which packed across the tile's outputs, 4 wide) */
 static void test_dot_vectorized(void **state) {
     (void)state;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (!__builtin_cpu_supports("avx2")) {
-        skip();
-        return;
-    }
     tc_tensor *c = matmul_t(64, 784, 128, false);
-    int packed = packed_fmas(c);
-    fprintf(stderr, "packed FMAs in the x @ w.T kernel: %d\n", packed);
-    assert_true(packed >= 16); /* a 4x4 tile: 16 per step of the reduce */
+    bool checked = check_packed_fmas(c, 16, "the x @ w.T kernel"); /* a 4x4 tile: 16 per step */
     tc_release(c);
-#else
-    skip();
-#endif
+    if (!checked) skip();
 }
 
 /* relu(a @ b + bias): the relu's comparison after the reduce would keep the
@@ -405,15 +403,9 @@ static void test_epilogue_vectorized(void **state) {
     tc_tensor *c = matmul(96, 128, 256), *bias = tc_randn(1, sh, TC_FLOAT32, NULL);
     tc_tensor *cb = tc_add(c, bias), *y = tc_relu(cb);
     tc_check_schedule(y, 1, 1e-5, 1e-5, "relu(a@b+bias)");
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2")) {
-        tc_tensor *y2 = tc_relu(cb); /* the same graph, unrealized */
-        int packed = packed_fmas(y2);
-        fprintf(stderr, "packed FMAs in relu(a@b+bias): %d\n", packed);
-        assert_true(packed >= 12);
-        tc_release(y2);
-    }
-#endif
+    tc_tensor *y2 = tc_relu(cb); /* the same graph, unrealized */
+    check_packed_fmas(y2, 12, "relu(a@b+bias)");
+    tc_release(y2);
     tc_release(c), tc_release(bias), tc_release(cb), tc_release(y);
 }
 
