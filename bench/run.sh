@@ -4,13 +4,15 @@
 # same thread count on both sides, every result checked against its peer.
 #
 # usage: bash bench/run.sh [--threads N | --one-thread] [--quick] [--out FILE]
-#                          [--no-install] [build-dir]
+#                          [--no-install] [--keep-coretype] [build-dir]
 #   --threads N   threads on both sides (TC_THREADS, OPENBLAS_NUM_THREADS,
 #                 torch.set_num_threads); default: all cores
 #   --one-thread  the same as --threads 1
 #   --quick       fewer runs per figure (a smoke test, noisier)
 #   --out FILE    also write the table to FILE (Markdown)
 #   --no-install  do not apt-get missing peers (their columns stay empty)
+#   --keep-coretype  obey an OPENBLAS_CORETYPE that forces AVX2 kernels on an
+#                 AVX-512 CPU (by default it is dropped: peers at their best)
 #   build-dir     default: build (configured as Release if it does not exist)
 # What it runs (all in bench/): bench_ops + peers.py (matmul, a*b+c, sum,
 # softmax, layernorm, std), bench_train_step + train_step_torch.py (MNIST
@@ -26,6 +28,7 @@ threads=$(nproc)
 quick=()
 out=""
 install=1
+keep_coretype=0
 build=build
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -34,7 +37,8 @@ while [ $# -gt 0 ]; do
     --quick) quick=(--quick); shift ;;
     --out) out=$2; shift 2 ;;
     --no-install) install=0; shift ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    --keep-coretype) keep_coretype=1; shift ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) build=$1; shift ;;
     esac
@@ -60,9 +64,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
-# OpenBLAS's kernel set: its own choice, or OPENBLAS_CORETYPE from the
-# environment (obeyed; the table warns when that is an AVX2 set on a CPU with
-# AVX-512, where OpenBLAS reaches about half its speed)
+# OpenBLAS's kernel set: the peers run at their best, so an AVX2 set forced
+# by the environment (OPENBLAS_CORETYPE=Haswell/Zen/Sandybridge) on a CPU with
+# AVX-512, where OpenBLAS reaches about half its speed, is dropped and
+# OpenBLAS picks its own (--keep-coretype obeys the environment and warns)
 coretype="OpenBLAS's own choice"
 if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
     coretype="$OPENBLAS_CORETYPE, from the environment"
@@ -70,7 +75,12 @@ if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
     for f in avx512f avx512cd avx512bw avx512dq avx512vl; do grep -qw "$f" /proc/cpuinfo || avx512=0; done
     case "$avx512:$OPENBLAS_CORETYPE" in
     1:Haswell | 1:Zen | 1:Sandybridge)
-        coretype="$coretype: WARNING, AVX2 kernels on an AVX-512 CPU (unset it for OpenBLAS's best)" ;;
+        if [ "$keep_coretype" = 1 ]; then
+            coretype="$coretype: WARNING, AVX2 kernels on an AVX-512 CPU (peers at about half speed)"
+        else
+            coretype="OpenBLAS's own choice (the environment's $OPENBLAS_CORETYPE, AVX2 kernels on an AVX-512 CPU, dropped)"
+            unset OPENBLAS_CORETYPE
+        fi ;;
     esac
 fi
 
