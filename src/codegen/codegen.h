@@ -93,12 +93,16 @@ typedef struct {
 
 /* the CPU kernel optimizer's plan (opt.c): axis[i] is computed amt[i]
  * indices at a time (a reduced axis: in amt[i] partial accumulators, held
- * in vectors of `lanes` when lanes > 1 and the kernel allows it) */
+ * in vectors of `lanes` when lanes > 1 and the kernel allows it). kblock > 0:
+ * the kernel's reduce runs in blocks of kblock indices of its outermost
+ * reduced axis (tc_opt_kblock_axis), the loop over blocks outside the tile's
+ * rows, each block adding its partial sums to the output */
 typedef struct {
     int n;           /* entries; 0 = plain loops */
     int axis[3];     /* loop-space axes */
     int64_t amt[3];  /* indices at a time */
     int lanes;       /* a split reduced axis (the last entry): vector lanes, 0 = scalars */
+    int64_t kblock;  /* indices of the blocked reduced axis per block; 0 = not blocked */
 } tc_kopt;
 void tc_opt_choose(const tc_sched_item *it, const tc_target *target, tc_kopt *plan);
 /* stride of tracker st along loop axis a: 0 for a size-1 axis, -1 when not
@@ -110,6 +114,10 @@ int64_t tc_st_stride(const tc_st *st, int a);
  * add, mul, neg, max, reciprocal, exp2, casts to float); along a kept axis
  * no reduce reads an earlier one (whose value would differ per lane) */
 bool tc_opt_vec_ok(const tc_sched_item *it, int a, bool kept);
+/* the reduced axis a plan may block (kblock): the outermost reduced axis
+ * of more than one index, when the kernel's only output is stored straight
+ * from its only reduce (a float sum, no assign); -1 otherwise */
+int tc_opt_kblock_axis(const tc_sched_item *it);
 /* search (TC_BEAM): the valid plans one change away from base (another
  * amount for an entry, an entry dropped, an axis added), at most max */
 int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out, int max);

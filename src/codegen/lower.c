@@ -131,12 +131,14 @@ int tc_lw_open_stage(lower_ctx *c, bool is_reduce) {
             continue;
         }
         bool is_split = is_reduce && c->split * c->vl > 1 && c->up_axis[c->n_up - 1] == a;
+        bool is_block = a == c->kaxis; /* a block of kblock indices, from kb * kblock */
         int64_t step = is_split ? c->split * c->vl : 1;
-        c->idx[a] = tc_ub_range(&c->ub, a, c->idt, c->it->full_shape[a] / step);
+        c->idx[a] = tc_ub_range(&c->ub, a, c->idt, (is_block ? c->kblock : c->it->full_shape[a]) / step);
         opened++;
-        if (!is_split) continue;
         c->ub.index_mode = true;
-        c->up_base[c->n_up - 1] = ix(c, TC_OP_MUL, c->idx[a], ic(c, step));
+        if (is_split) c->up_base[c->n_up - 1] = ix(c, TC_OP_MUL, c->idx[a], ic(c, step));
+        tc_uop **at = is_split ? &c->up_base[c->n_up - 1] : &c->idx[a];
+        if (is_block) *at = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, c->kb, ic(c, c->kblock)), *at);
         c->ub.index_mode = false;
     }
     return opened;
@@ -266,6 +268,8 @@ static void choose_upcast(lower_ctx *c) {
         c->n_reps *= (int)amt;
         if (red) c->split = amt;
     }
+    c->kaxis = p.kblock > 0 ? tc_opt_kblock_axis(c->it) : -1; /* opt.c checked the rest */
+    if (c->kaxis >= 0) c->kblock = p.kblock;
 }
 
 static bool is_upcast(const lower_ctx *c, int a) {
@@ -460,6 +464,21 @@ static tc_ast *epilogue_reduce(const lower_ctx *c, const tc_ast *st) {
     return red->dtype == st->dtype ? red : NULL;
 }
 
+/* a blocked reduce (c->kaxis): v plus what the earlier blocks stored at
+ * st's index (nothing in the first block) */
+static tc_uop *block_sum(lower_ctx *c, const tc_ast *st, tc_uop *v) {
+    tc_uop *idx, *valid;
+    if (st_to_uops(c, st->st, &idx, &valid) != TC_OK) {
+        c->ub.failed = true;
+        return NULL;
+    }
+    c->ub.index_mode = true;
+    tc_uop *later = ix(c, TC_OP_CMPLT, ic(c, 0), c->kb);
+    c->ub.index_mode = false;
+    tc_uop *earlier = tc_ub_load(&c->ub, c->globals[st->buf], idx, later);
+    return tc_ub_alu(&c->ub, TC_OP_ADD, v->dtype, 2, v, earlier, NULL);
+}
+
 /* the stores of one space: every value first, then every store, so a kernel
  * that reads a buffer it also writes (an assign) reads the old values */
 static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
@@ -493,6 +512,8 @@ static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
             tc_ast *st = sink->srcs[i];
             vals[r * sink->n_srcs + i] =
                 tc_lw_store_is_full(c, st) != full ? NULL : tc_lw_lower(c, epi[i] ? epi[i] : st->srcs[0]);
+            if (c->kaxis >= 0 && !full && vals[r * sink->n_srcs + i]) /* plus the earlier blocks' sum */
+                vals[r * sink->n_srcs + i] = block_sum(c, st, vals[r * sink->n_srcs + i]);
         }
     }
     for (int r = 0; r < c->n_reps; r += step) {
@@ -608,6 +629,13 @@ static void loop_order(const lower_ctx *c, int *order) {
     order[i] = j;
 }
 
+/* a blocked reduce's loop over its blocks, opened inside the outermost kept
+ * loop (which threads share: each thread owns its outputs in every block)
+ * and outside the others, so one block's panel serves every row of tiles */
+static tc_uop *block_range(lower_ctx *c) {
+    return tc_ub_range(&c->ub, TC_MAX_DIMS, c->idt, c->it->full_shape[c->kaxis] / c->kblock);
+}
+
 static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
@@ -618,6 +646,7 @@ static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     loop_order(c, order);
     for (int o = 0; o < it->ndim; o++) {
         int a = order[o];
+        if (c->kaxis >= 0 && !c->kb && c->ub.depth > 0) c->kb = block_range(c);
         if ((it->reduce_axes >> a) & 1) continue;
         is_empty |= it->full_shape[a] == 0;
         if (c->tg->has_local) continue;
@@ -632,6 +661,7 @@ static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
             c->ub.index_mode = false;
         }
     }
+    if (c->kaxis >= 0 && !c->kb) c->kb = block_range(c);
     if (c->n_up) set_copy(c, 0);
     tc_status st = TC_OK;
     if (c->tg->has_local && is_empty) k->global_size[0] = 0; /* nothing to launch */

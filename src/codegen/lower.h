@@ -55,6 +55,9 @@ typedef struct {
     int vj;                    /* upcast: lanes of the tile column (a kept axis, last in the
                                   plan) in reduce stages; 1: scalars */
     bool in_vj;                /* lowering a reduce stage's vector copies of the column */
+    int kaxis;                 /* blocked reduce (plan's kblock): the blocked axis; -1: none */
+    int64_t kblock;            /* blocked reduce: indices of kaxis per block */
+    tc_uop *kb;                /* blocked reduce: the current block (a loop outside the rows) */
     int rep;                   /* upcast: the copy being lowered */
     struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */
     int gvl;                   /* GPU vectors: elements of axis gv_axis per lane (1: scalar) */

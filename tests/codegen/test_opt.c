@@ -2,10 +2,12 @@
  * for a matmul, a conv and a row sum on 32- and 16-register targets, that
  * the planned matmul kernel the C compiler builds really uses packed SIMD
  * FMAs (on x86-64 with AVX), and that planned kernels (clamped tiles, split
- * reduces) give the reference's numbers. */
+ * reduces, blocked reduces, plans given as TC_BEAM writes them) give the
+ * reference's numbers. */
 #include "tc_test.h"
 
 #include "codegen/codegen.h"
+#include "engine/engine.h"
 #include "render/render.h"
 #include "runtime/runtime.h"
 #include "tensor/tensor.h"
@@ -409,6 +411,88 @@ static void test_epilogue_vectorized(void **state) {
     tc_release(c), tc_release(bias), tc_release(cb), tc_release(y);
 }
 
+/* runs t's only kernel on the CPU device with the plan written `text` (as
+ * TC_BEAM stores it) and compares it with the reference */
+static void check_plan(tc_tensor *t, const char *text, double rtol, double atol) {
+    tc_dev *d = tc_device_get(0);
+    tc_node *b = tc_node_base(tc_tensor_node(t));
+    tc_schedule *s = tc_schedule_create(&b, 1);
+    assert_non_null(s);
+    assert_int_equal(s->n_items, 1);
+    const tc_sched_item *it = &s->items[0];
+    tc_kopt p;
+    assert_true(tc_opt_parse(it, text, &p));
+    char back[64];
+    assert_true(tc_opt_format(&p, back, sizeof back) > 0);
+    assert_string_equal(back, text);
+    tc_lowered l;
+    assert_int_equal(tc_lcache_lower(d, it, &p, &l), TC_OK);
+    tc_program *prog = d->compile(d, l.src, l.name);
+    free(l.src);
+    assert_non_null(prog);
+    size_t nbytes = (size_t)tc_numel(t) * sizeof(float);
+    void *ptrs[8], *out = d->alloc(d, nbytes);
+    assert_true(it->n_bufs <= 8);
+    ptrs[0] = out;
+    for (int i = 1; i < it->n_bufs; i++) ptrs[i] = it->bufs[i]->buffer->ptr;
+    assert_int_equal(d->launch(d, prog, ptrs, it->n_bufs, &l.dims), TC_OK);
+    float *got = malloc(nbytes), *want = malloc(nbytes);
+    assert_int_equal(d->copyout(d, got, out, 0, nbytes), TC_OK);
+    assert_int_equal(tc_ref_eval(tc_tensor_node(t), want), TC_OK);
+    assert_true(tc_allclose(got, want, TC_FLOAT32, tc_numel(t), rtol, atol, text));
+    d->free(d, out);
+    free(got), free(want);
+    tc_schedule_free(s);
+}
+
+/* a matmul whose 64-column panel of b passes 128 KiB runs its reduce in
+ * blocks (tc_kopt.kblock): 6x64 tiles, rows clamped (100 = 16 * 6 + 4),
+ * the loop over blocks inside the threads' loop; an epilogue (relu) or a
+ * second reduced axis keeps one block. Forced plans: blocks of a split
+ * (vector partials folded, then added to the stored sum) and of a dot tile */
+static void test_plan_kblock(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(100, 2048, 64);
+    tc_kopt p = plan_of(c, &avx512v, NULL);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.kblock, 512);
+    assert_int_equal(plan_of(c, &avx2, NULL).kblock, 1024); /* 32 columns: 128 KiB blocks */
+    check_plan(c, "0:6,1:64/16/k128", 1e-4, 1e-4);
+    check_plan(c, "1:16,2:32/16/k256", 1e-4, 1e-4); /* a split of the blocked axis */
+    check_plan(c, "0:4,1:4/k64", 1e-4, 1e-4);       /* scalar copies */
+    tc_tensor *y = tc_relu(c);
+    assert_int_equal(plan_of(y, &avx512v, NULL).kblock, 0);
+    tc_kopt bad;
+    tc_node *b = tc_node_base(tc_tensor_node(y));
+    tc_schedule *s = tc_schedule_create(&b, 1);
+    assert_false(tc_opt_parse(&s->items[0], "0:6,1:64/16/k512", &bad)); /* the relu reads the sum */
+    tc_schedule_free(s);
+    tc_release(y);
+    tc_check_schedule(c, 1, 1e-4, 1e-4, "blocked matmul 100x2048x64");
+    tc_release(c);
+    c = matmul(96, 128, 256); /* a 32 KiB panel: one block */
+    assert_int_equal(plan_of(c, &avx512v, NULL).kblock, 0);
+    tc_release(c);
+    c = matmul_t(16, 1024, 48, false); /* x @ w.T: a dot tile, blocked by hand */
+    check_plan(c, "0:4,1:4,2:16/16/k256", 1e-4, 1e-4);
+    tc_release(c);
+    int64_t sh[2] = {16, 4096};
+    int ax = 1;
+    tc_tensor *x = tc_rand(2, sh, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&x, 1), TC_OK);
+    tc_tensor *sum = tc_sum(x, 1, &ax, false);
+    b = tc_node_base(tc_tensor_node(sum));
+    s = tc_schedule_create(&b, 1);
+    /* a block is whole steps of the split it holds (TC_BEAM once timed 16 of 32: no loop at all) */
+    assert_false(tc_opt_parse(&s->items[0], "0:16,1:32/16/k16", &bad));
+    assert_false(tc_opt_parse(&s->items[0], "0:16,1:32/16/k4096", &bad)); /* one block */
+    tc_schedule_free(s);
+    check_plan(sum, "0:16,1:32/16/k1024", 1e-5, 1e-3);
+    tc_release(sum), tc_release(x);
+}
+
 /* TC_BEAM=2 searches plans by timing, keeps the winner on disk, and the
  * searched kernel still gives the reference's numbers */
 static void test_beam(void **state) {
@@ -443,6 +527,7 @@ int main(void) {
         cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_vector_partials),
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_plan_short_rows),
+        cmocka_unit_test(test_plan_kblock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
