@@ -169,6 +169,10 @@ TC_API tc_status tc_to_host(tc_tensor *t, void *dst, size_t nbytes);
 /* kernels tc_realize would run now (copies excluded); -1 on error */
 TC_API int tc_schedule_kernel_count(tc_tensor **ts, int n);
 TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device);
+/* waits until every kernel and copy queued on device ("CUDA", "OPENCL:1",
+ * NULL = TC_DEVICE or CPU) has finished: GPU launches return as soon as they
+ * are queued, so time GPU work up to this call (torch.cuda.synchronize) */
+TC_API tc_status tc_synchronize(const char *device);
 
 /* counters since start or the last reset (tinygrad's GlobalCounters) */
 typedef struct {

@@ -36,6 +36,11 @@ def test_unknown_device():
     with pytest.raises(TinycError) as e:
         Tensor([1.0], device="NOPE")
     assert e.value.status == "TC_ERR_DEVICE"
+    with pytest.raises(TinycError, match="tc_synchronize") as e:
+        tinyc.synchronize("NOPE")
+    assert e.value.status == "TC_ERR_DEVICE"
+    tinyc.synchronize()
+    tinyc.synchronize("CPU")
 
 
 def test_python_misuse():

@@ -15,7 +15,7 @@ from .tensor import AxisError, Tensor
 
 __all__ = ["Tensor", "GlobalCounters", "TinycError", "AxisError", "dtypes", "DType",
            "nn", "version", "set_flag", "get_flag", "library_path", "where", "no_grad",
-           "set_grad_enabled", "is_grad_enabled", "TinyJit"]
+           "set_grad_enabled", "is_grad_enabled", "TinyJit", "synchronize"]
 
 library_path = _lib.path
 
@@ -35,6 +35,13 @@ def get_flag(name):
     if v == -1:  # unknown name
         raise _lib.error()
     return v
+
+
+def synchronize(device=None):
+    """Waits for the work queued on device (None: the default device); GPU
+    launches return once queued (torch.cuda.synchronize)."""
+    from ._util import _dev
+    _lib.check_status(_lib.lib.tc_synchronize(_dev(device)))
 
 
 def where(cond, x, y):

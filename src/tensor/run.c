@@ -1,6 +1,6 @@
 /* run.c - running the graph: tc_realize (all handles in one engine call, so
  * their kernels are scheduled together), tc_to_host, tc_schedule_kernel_count,
- * tc_to_device (a COPY node) and the counters. The engine does the work;
+ * tc_to_device (a COPY node), tc_synchronize and the counters. The engine does the work;
  * this file checks the user's arguments and names the public call. */
 #include "tensor.h"
 
@@ -70,6 +70,15 @@ TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device) {
     }
     tc_unlock();
     return out;
+}
+
+TC_API tc_status tc_synchronize(const char *device) {
+    tc_lock();
+    int id = tc_device_open(device, "tc_synchronize");
+    tc_dev *d = id >= 0 ? tc_device_get(id) : NULL;
+    tc_status s = d ? d->synchronize(d) : tc_error_code();
+    tc_unlock();
+    return s;
 }
 
 TC_API void tc_get_counters(tc_counters *out) {

@@ -77,6 +77,10 @@ static void test_failed_call_keeps_counter(void **state) {
     assert_tc_error(TC_ERR_SHAPE, "tc_randn: negative size -4");
     assert_null(tc_rand(1, SHAPE(4), TC_FLOAT32, "NOPE"));
     assert_tc_error(TC_ERR_DEVICE, "tc_rand");
+    assert_int_equal(tc_synchronize("NOPE"), TC_ERR_DEVICE);
+    assert_tc_error(TC_ERR_DEVICE, "tc_synchronize: ");
+    assert_int_equal(tc_synchronize(NULL), TC_OK); /* the CPU: nothing queued */
+    assert_int_equal(tc_synchronize("CPU"), TC_OK);
     float *v = read_f32(tc_rand(1, SHAPE(1), TC_FLOAT32, NULL));
     assert_true(v[0] == (float)(kat_zero[0] >> 8) / 16777216.0f);
     free(v);

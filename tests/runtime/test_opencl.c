@@ -246,6 +246,11 @@ static void test_tensors(void **state) {
     assert_int_equal(tc_to_host(m, got, sizeof got), TC_OK);
     for (int i = 0; i < 6; i++) assert_true(got[i] == x[i] * x[i]);
     tc_tensor *c = tc_to_device(a, "CPU"), *back = tc_to_device(c, "OPENCL");
+    tc_tensor *queued = tc_exp(a); /* realized, its kernel queued: synchronize waits for it */
+    assert_int_equal(tc_realize(&queued, 1), TC_OK);
+    assert_int_equal(tc_synchronize("OPENCL"), TC_OK);
+    assert_int_equal(tc_synchronize("OpenCL:0"), TC_OK);
+    tc_release(queued);
     assert_int_equal(tc_to_host(back, got, sizeof got), TC_OK);
     assert_memory_equal(got, x, sizeof x);
     tc_tensor *mixed = tc_add(a, c);
@@ -266,6 +271,8 @@ static int no_platform_child(void) {
     if (!ok) fprintf(stderr, "child: id %d, error '%s'\n", id, msg);
     tc_tensor *t = tc_zeros(1, (int64_t[]){4}, TC_FLOAT32, "OPENCL");
     ok = ok && !t && tc_last_status() == TC_ERR_DEVICE;
+    ok = ok && tc_synchronize("OPENCL") == TC_ERR_DEVICE &&
+         strstr(tc_last_error(), "tc_synchronize: device OPENCL is not available");
     tc_runtime_shutdown();
     tc_flags_shutdown();
     return ok ? 0 : 1;
