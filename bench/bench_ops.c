@@ -15,7 +15,7 @@
  *   softmax, layernorm, std over the rows of (4096,1024), softmax of
  *                (64,1024): ms
  *
- * Usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick]
+ * Usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick] [--device DEV]
  *   --only CASE  one case: matmul512, matmul1024, matmul2048, stream (triad
  *                and sum), softmax, softmax64, layernorm or std (default: all;
  *                bench/run.sh runs them one by one, each next to its peer)
@@ -25,6 +25,9 @@
  *   --threads T  the STREAM peer's threads (default: TC_THREADS, else the
  *                cores, as the CPU runtime does)
  *   --quick      fewer runs (a smoke test)
+ *   --device DEV the device our side runs on (default: TC_DEVICE, else the
+ *                CPU); every timed replay ends with tc_synchronize, so a GPU
+ *                figure is the kernels' time, not their queueing (bench/gpu.sh)
  * Prints "ours <case> <value>" for our figures, "peer <case> <value>
  * <check>" for the STREAM peer (check: max abs difference from us, or the
  * relative difference of the sums, then "(ok)" or "(FAIL)") and "info
@@ -43,6 +46,7 @@
 enum { MAX_RUNS = 50 };
 
 static const char *dump_dir; /* --dump, or NULL */
+static const char *device;   /* --device, or NULL (TC_DEVICE, else the CPU) */
 static bool quick;           /* --quick */
 static int failures;         /* failed checks and errors */
 
@@ -138,6 +142,7 @@ static double replay(tc_jit *j, tc_tensor **in, int n_in, float *result, size_t 
     tc_tensor *y = NULL;
     double t0 = now();
     tc_status s = tc_jit_run(j, in, n_in, &y, 1);
+    if (s == TC_OK) s = tc_synchronize(device);
     double dt = now() - t0;
     if (s == TC_OK && result) s = tc_to_host(y, result, nbytes);
     tc_release(y);
@@ -184,7 +189,7 @@ static bool any_failed(const double *t, int runs) {
 }
 
 static tc_tensor *upload(const float *x, int ndim, const int64_t *shape) {
-    tc_tensor *t = tc_from_data(x, TC_FLOAT32, ndim, shape, NULL);
+    tc_tensor *t = tc_from_data(x, TC_FLOAT32, ndim, shape, device);
     if (!t) error("tc_from_data");
     return t;
 }
@@ -317,8 +322,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick]\n");
+            fprintf(stderr, "usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick] [--device DEV]\n");
             return 2;
         }
     }

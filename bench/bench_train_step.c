@@ -10,7 +10,7 @@
  * warm-up steps (compile, capture) are not timed.
  *
  * Usage: bench_train_step [--model conv|mlp|both] [--batch B] [--steps N] [--jit 0|1]
- *                         [--dump DIR] [--compile 1]
+ *                         [--dump DIR] [--compile 1] [--device DEV]
  * Prints one line per model: "model batch ms_per_step kernels_per_step peak_mb".
  * --dump DIR writes, per model, the initial parameters (DIR/<model>.init.
  * safetensors, tc_nn_save), the batch (DIR/<model>.x.u8, DIR/<model>.y.i32)
@@ -24,6 +24,8 @@
  * first_lower_ms=.. first_compile_ms=.. first_launch_ms=.. first_other_ms=..
  * first_built=N later_..." (other: wall minus the rest, i.e. building the
  * graph; built: kernels compiled from source).
+ * --device DEV runs the model on DEV (default: TC_DEVICE, else the CPU); a
+ * step ends when its loss reaches the host, so GPU steps are timed whole.
  * bench/run.sh and bench/train_step.sh run it next to PyTorch
  * (bench/train_step_torch.py). */
 #include <stdio.h>
@@ -53,23 +55,25 @@ static int fail(const char *what) {
     return 1;
 }
 
+static const char *device; /* --device DEV, or NULL (TC_DEVICE, else the CPU) */
+
 static int build(model *m, bool is_conv) {
     memset(m, 0, sizeof *m);
     m->is_conv = is_conv;
     tc_manual_seed(1);
     tc_layer **L = m->layers;
     if (is_conv) {
-        L[0] = tc_nn_conv2d(1, 32, 5, 1, 0, true, NULL);
-        L[1] = tc_nn_conv2d(32, 32, 5, 1, 0, true, NULL);
-        L[2] = tc_nn_batchnorm2d(32, 1e-5, 0.1, NULL);
-        L[3] = tc_nn_conv2d(32, 64, 3, 1, 0, true, NULL);
-        L[4] = tc_nn_conv2d(64, 64, 3, 1, 0, true, NULL);
-        L[5] = tc_nn_batchnorm2d(64, 1e-5, 0.1, NULL);
-        L[6] = tc_nn_linear(576, 10, true, NULL);
+        L[0] = tc_nn_conv2d(1, 32, 5, 1, 0, true, device);
+        L[1] = tc_nn_conv2d(32, 32, 5, 1, 0, true, device);
+        L[2] = tc_nn_batchnorm2d(32, 1e-5, 0.1, device);
+        L[3] = tc_nn_conv2d(32, 64, 3, 1, 0, true, device);
+        L[4] = tc_nn_conv2d(64, 64, 3, 1, 0, true, device);
+        L[5] = tc_nn_batchnorm2d(64, 1e-5, 0.1, device);
+        L[6] = tc_nn_linear(576, 10, true, device);
         m->n_layers = 7;
     } else {
-        L[0] = tc_nn_linear(784, 128, true, NULL);
-        L[1] = tc_nn_linear(128, 10, true, NULL);
+        L[0] = tc_nn_linear(784, 128, true, device);
+        L[1] = tc_nn_linear(128, 10, true, device);
         m->n_layers = 2;
     }
     for (int i = 0; i < m->n_layers; i++)
@@ -162,8 +166,8 @@ static int make_batch(bool is_conv, int batch, tc_tensor **x, tc_tensor **y) {
     if (dump_dir)
         rc = dump_bytes(is_conv, "x.u8", px, (size_t)batch * 784) |
              dump_bytes(is_conv, "y.i32", lb, sizeof *lb * (size_t)batch);
-    *x = tc_from_data(px, TC_UINT8, 4, (int64_t[]){batch, 1, 28, 28}, NULL);
-    *y = tc_from_data(lb, TC_INT32, 1, (int64_t[]){batch}, NULL);
+    *x = tc_from_data(px, TC_UINT8, 4, (int64_t[]){batch, 1, 28, 28}, device);
+    *y = tc_from_data(lb, TC_INT32, 1, (int64_t[]){batch}, device);
     free(px), free(lb);
     return rc ? rc : *x && *y ? 0 : fail("tc_from_data");
 }
@@ -293,12 +297,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--jit")) use_jit = atoi(argv[i + 1]) != 0;
         else if (!strcmp(argv[i], "--dump")) dump_dir = argv[i + 1];
         else if (!strcmp(argv[i], "--compile")) compile = atoi(argv[i + 1]) != 0;
+        else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else argc = -1;
     }
     if (argc < 0 || argc % 2 == 0 ||
         (strcmp(which, "conv") && strcmp(which, "mlp") && strcmp(which, "both"))) {
         fprintf(stderr, "usage: bench_train_step [--model conv|mlp|both] [--batch B] "
-                        "[--steps N] [--jit 0|1] [--dump DIR] [--compile 1]\n");
+                        "[--steps N] [--jit 0|1] [--dump DIR] [--compile 1] [--device DEV]\n");
         return 2;
     }
     if (!compile) printf("model batch ms_per_step kernels_per_step peak_mb\n");

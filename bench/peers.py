@@ -2,7 +2,7 @@
 """peers.py - the numpy (OpenBLAS) and PyTorch CPU side of bench_ops' rows,
 on the very inputs bench_ops used, checked against its outputs.
 
-    peers.py DIR THREADS [--quick] [--serve]
+    peers.py DIR THREADS [--quick] [--serve] [--torch-device DEV]
     peers.py - THREADS --corename     (prints the kernel set OpenBLAS picks)
 
 DIR holds bench_ops --dump's files (<case>.<part>.f32, raw float32). Prints
@@ -12,13 +12,17 @@ largest peer value for matmul, then "(ok)" or "(FAIL)") and "info" lines; exit s
 fails. numpy gets THREADS through OPENBLAS_NUM_THREADS (set here, before
 numpy loads), PyTorch through torch.set_num_threads. --serve: read case
 names (matmul512, ..., softmax, softmax64, layernorm, std) from stdin, one a
-line, and answer each with its lines and a line "end".
+line, and answer each with its lines and a line "end". --torch-device DEV
+(cuda): every case, matmul included, runs in PyTorch on DEV, each timed run
+ending with torch.cuda.synchronize() (bench/gpu.sh); no peer lines when
+PyTorch cannot reach DEV.
 """
 import os
 import sys
 
 DIR, THREADS = sys.argv[1], int(sys.argv[2])
 QUICK = "--quick" in sys.argv[3:]
+TORCH_DEV = sys.argv[sys.argv.index("--torch-device") + 1] if "--torch-device" in sys.argv[3:] else None
 os.environ["OPENBLAS_NUM_THREADS"] = str(THREADS)
 os.environ["OMP_NUM_THREADS"] = str(THREADS)
 
@@ -37,6 +41,12 @@ def load(case, part, shape):
 def median_time(fn, budget):
     """median seconds of fn() over about `budget` seconds (3..50 runs) after
     one warm-up call"""
+    if TORCH_DEV and TORCH_DEV.startswith("cuda"):  # the GPU's queue drained at the end of each timed run
+        call = fn
+
+        def fn():
+            call()
+            _torch.cuda.synchronize()
     fn()
     t0 = time.perf_counter()
     fn()
@@ -93,7 +103,16 @@ def matmul(n):
         return
     a, b, ours = load(case, "a", (n, n)), load(case, "b", (n, n)), load(case, "out", (n, n))
     c = np.empty((n, n), np.float32)
-    t = median_time(lambda: np.matmul(a, b, out=c), 1.0 if QUICK else 3.0)
+    if TORCH_DEV:
+        torch = torch_module()
+        if torch is None:
+            return
+        a, b = torch.from_numpy(a).to(TORCH_DEV), torch.from_numpy(b).to(TORCH_DEV)
+        out = torch.empty((n, n), device=TORCH_DEV)
+        t = median_time(lambda: torch.matmul(a, b, out=out), 1.0 if QUICK else 3.0)
+        c = out.cpu().numpy()
+    else:
+        t = median_time(lambda: np.matmul(a, b, out=c), 1.0 if QUICK else 3.0)
     err = float(np.abs(ours - c).max() / np.abs(c).max())
     ok = check(case, err, 1e-4)
     print("peer %s %.3f relerr=%.2g(%s)" % (case, 2.0 * n ** 3 / t * 1e-9, err, ok), flush=True)
@@ -102,10 +121,10 @@ def matmul(n):
 def rows(torch, case, fn, shape, out_shape):
     if not os.path.exists(os.path.join(DIR, case + ".out.f32")):
         return
-    x = torch.from_numpy(load(case, "x", shape).copy())
+    x = torch.from_numpy(load(case, "x", shape).copy()).to(TORCH_DEV or "cpu")
     ours = load(case, "out", out_shape)
     t = median_time(lambda: fn(x), 0.3 if QUICK else 1.5)
-    y = fn(x).numpy()
+    y = fn(x).cpu().numpy()
     err = float(np.abs(ours - y).max())
     ok = check(case, err, 1e-4 * max(1.0, float(np.abs(y).max())))
     print("peer %s %.4f maxabs=%.2g(%s)" % (case, t * 1e3, err, ok), flush=True)
@@ -127,6 +146,11 @@ def torch_module():
         torch.set_num_threads(THREADS)
         print("info torch %s, %d thread(s)" % (torch.__version__, torch.get_num_threads()))
         _torch = torch
+        if TORCH_DEV and TORCH_DEV.startswith("cuda") and not torch.cuda.is_available():
+            print("info PyTorch has no CUDA device here: no peer")
+            _torch = False
+        elif TORCH_DEV:
+            print("info torch device: %s" % TORCH_DEV)
     return _torch or None
 
 

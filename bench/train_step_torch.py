@@ -2,6 +2,7 @@
 """train_step_torch.py - PyTorch CPU peer of bench_train_step and examples/mnist.c.
 
     train_step_torch.py bench [--model conv|mlp|both] [--batch B] [--steps N] [--threads T]
+                              [--load DIR] [--device cpu|cuda]
         ms per training step (zero_grad, forward, cross-entropy, backward,
         Adam step) on a fixed random batch, after two warm-up steps; prints
         "model batch ms_per_step" lines like bench_train_step. With --load DIR
@@ -9,7 +10,8 @@
         initial parameters and batch instead, and adds two columns: the
         relative difference between its loss and libtinyc's at the first step
         (the forward pass) and the largest one over steps 2-5 (backward and
-        Adam feed into those).
+        Adam feed into those). --device cuda runs it on the GPU (each step
+        ends with .item() of its loss, which waits for the GPU).
     train_step_torch.py train --model conv|mlp [--steps N] [--batch B] [--seed S]
                               [--lr X] [--data DIR] [--threads T]
         the same training run as examples/mnist.c (raw 0..255 pixels, batches
@@ -96,6 +98,8 @@ def bench(args):
         ref = None
         if args.load:
             x, y, ref = load_from(model, kind, args.load)
+        model, x, y = model.to(args.device), x.to(args.device), y.to(args.device)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # on the moved parameters
         losses = []
         for _ in range(2):
             losses.append(step(model, opt, x, y).item())
@@ -176,6 +180,7 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--load", default="", help="bench: start from bench_train_step --dump DIR")
+    p.add_argument("--device", default="cpu", help="bench: the torch device (cpu, cuda)")
     args, _ = p.parse_known_args()  # bench_train_step options like --jit are ignored
     torch.set_num_threads(args.threads)
     bench(args) if args.mode == "bench" else train(args)

@@ -13,9 +13,12 @@
 #      with the reference evaluator
 #   4. the same suites with TC_CUDA_CHECK=1 (strict compile: NVRTC warnings
 #      fail) while they run on the CPU
+#   5. bench/gpu.sh CUDA in a Release build (BUILD_DIR-bench): softmax,
+#      layernorm, matmul and the MNIST training steps in ms next to PyTorch
+#      on the same GPU (where this Python's torch has CUDA), results checked
 # Exit status 0 only if everything passed and nothing was skipped that a GPU
 # machine must run. Environment: TC_SANITIZE=1 builds with ASan+UBSan (slow
-# but thorough), JOBS=<n> for the build.
+# but thorough), JOBS=<n> for the build, BENCH=0 skips step 5.
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +72,14 @@ done
 for t in diff_test_diff schedule_test_schedule schedule_test_fusion; do
     check "$t" strict TC_DEVICE= TC_CUDA_CHECK=1
 done
+
+if [ "${BENCH:-1}" = 1 ]; then
+    echo "== bench/gpu.sh CUDA"
+    if ! bash "$src/bench/gpu.sh" CUDA "$build-bench"; then
+        echo "   -> FAILED"
+        failed=1
+    fi
+fi
 
 if [ "$failed" = 0 ]; then
     echo "gpu_check: all CUDA checks passed"
