@@ -77,3 +77,26 @@ if(TC_OPENCL AND TC_INSTALL AND EXISTS ${CMAKE_BINARY_DIR}/tinyc.pc)
     file(WRITE ${CMAKE_BINARY_DIR}/tinyc.pc "${tc_pc}")
   endif()
 endif()
+
+# The mock CUDA driver (tests/runtime/mock_cuda.c, test-only, never installed):
+# a strict stand-in for libcuda that runtime_test_cuda_mock loads through
+# TC_CUDA_LIB, so cuda.c's device, memory, module and launch code runs and is
+# checked on machines without a GPU. It carries its own copy of the few driver
+# types it needs; where cuda.h is found it includes that instead, so the
+# compiler checks its entry points against the real prototypes.
+if(TC_BUILD_TESTS)
+  find_path(TC_CUDA_INCLUDE_DIR cuda.h HINTS ENV CUDA_HOME ENV CUDA_PATH
+    PATHS /usr/local/cuda PATH_SUFFIXES include)
+  add_library(tc_mock_cuda SHARED ${CMAKE_SOURCE_DIR}/tests/runtime/mock_cuda.c)
+  target_compile_options(tc_mock_cuda PRIVATE ${TC_WARNINGS} -fvisibility=hidden)
+  target_link_libraries(tc_mock_cuda PRIVATE Threads::Threads)
+  if(TC_CUDA_INCLUDE_DIR)
+    target_compile_definitions(tc_mock_cuda PRIVATE MOCK_HAVE_CUDA_H)
+    target_include_directories(tc_mock_cuda PRIVATE ${TC_CUDA_INCLUDE_DIR})
+  endif()
+  if(TARGET runtime_test_cuda_mock)
+    add_dependencies(runtime_test_cuda_mock tc_mock_cuda)
+    target_compile_definitions(runtime_test_cuda_mock PRIVATE
+      TC_MOCK_CUDA_LIB="$<TARGET_FILE:tc_mock_cuda>")
+  endif()
+endif()

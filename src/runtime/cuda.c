@@ -448,7 +448,8 @@ static tc_status cuda_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
         if (dims->global[i] == 0) return TC_OK;
     if (!current(d)) return tc_error_code();
     CUdeviceptr vals[64];
-    void *args[64];
+    void *args[65]; /* NULL-terminated: a driver reads only the kernel's count, and the
+                       test driver (tests/runtime/mock_cuda.c) checks that count with it */
     if (n_bufs > 64)
         return tc_error_set(TC_ERR_INVALID, "%s launch of '%s': %d buffers (at most 64)", d->name,
                             p->fn_name, n_bufs);
@@ -456,6 +457,7 @@ static tc_status cuda_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
         vals[i] = (CUdeviceptr)(uintptr_t)bufs[i];
         args[i] = &vals[i];
     }
+    args[n_bufs] = NULL;
     CUresult r =
         cu.cuLaunchKernel(p->function, (unsigned)dims->global[0], (unsigned)dims->global[1],
                           (unsigned)dims->global[2], (unsigned)dims->local[0],

@@ -1,0 +1,462 @@
+/* test_cuda_mock.c - the CUDA device's host path (src/runtime/cuda.c) against
+ * the mock driver (tests/runtime/mock_cuda.c, TC_CUDA_LIB), so it runs on
+ * machines without a GPU: device open and close, buffers, copies at offsets,
+ * NVRTC compile -> module load -> function -> launch with checked params, the
+ * in-memory and on-disk program caches, injected driver failures (each a
+ * clear tc error that leaks nothing), and tensor graphs up to an MLP training
+ * step with Adam realized on CUDA. The mock records every misuse of the
+ * driver API as a violation; each test ends asserting there were none.
+ * The mock's launches check, they do not compute: no test here compares
+ * kernel results (copies are real memcpy, so copied values do round-trip).
+ * Tests that need NVRTC skip without it.
+ */
+#include "tc_test.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mock_cuda.h"
+#include "runtime/runtime.h"
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+
+static char root[256]; /* the mkdtemp directory: TC_CACHEDIR */
+
+static struct {
+    mock_cuda_violations_fn violations;
+    mock_cuda_violation_fn violation;
+    mock_cuda_reset_fn reset;
+    mock_cuda_fail_fn inject;
+    mock_cuda_calls_fn calls;
+    mock_cuda_live_fn live;
+} mock;
+
+static const char *twice_src = "extern \"C\" __global__ void twice(float *out, const float *a) {\n"
+                               "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                               "  out[i] = a[i] * 2.0f + (float)i;\n"
+                               "}\n";
+
+/* a kernel with 40 KiB of static shared memory and __launch_bounds__(128) */
+static const char *shared_src =
+    "extern \"C\" __global__ void __launch_bounds__(128) big(float *out) {\n"
+    "  __shared__ float tmp[10240];\n"
+    "  for (int i = threadIdx.x; i < 10240; i += 128) tmp[i] = (float)i;\n"
+    "  __syncthreads();\n"
+    "  out[threadIdx.x] = tmp[10239 - threadIdx.x];\n"
+    "}\n";
+
+static void rm_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char path[600];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0) rm_tree(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, sizeof root, "%s/tc_test_cuda_mock_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(root)) return -1;
+    setenv("TC_CACHEDIR", root, 1);
+    return 0;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    tc_shutdown();
+    rm_tree(root);
+    return 0;
+}
+
+static int setup(void **state) {
+    (void)state;
+    mock.reset();
+    mock.inject(NULL);
+    return 0;
+}
+
+/* every test ends with the device closed: what it left behind (leaked
+ * allocations or modules) are violations, and fail the test here */
+static int teardown(void **state) {
+    (void)state;
+    mock.inject(NULL);
+    tc_shutdown();
+    int n = mock.violations();
+    for (int i = 0; i < n && mock.violation(i); i++)
+        fprintf(stderr, "violation at close %d: %s\n", i, mock.violation(i));
+    return n == 0 ? 0 : -1;
+}
+
+/* the mock saw no misuse (prints what it saw otherwise) */
+static void assert_no_violations(void) {
+    int n = mock.violations();
+    for (int i = 0; i < n && mock.violation(i); i++)
+        fprintf(stderr, "violation %d: %s\n", i, mock.violation(i));
+    assert_int_equal(n, 0);
+}
+
+/* exactly n violations, the first containing `needle`; then forgets them */
+static void assert_violation(int n, const char *needle) {
+    const char *first = mock.violation(0);
+    if (mock.violations() != n || !first || !strstr(first, needle))
+        fprintf(stderr, "want %d violation(s) with '%s', got %d: %s\n", n, needle,
+                mock.violations(), first ? first : "(none)");
+    assert_int_equal(mock.violations(), n);
+    assert_non_null(strstr(first, needle));
+    mock.reset();
+}
+
+static void assert_live(int allocs, int modules, int refs) {
+    int a = -1, m = -1, r = -1;
+    mock.live(&a, &m, &r);
+    if (a != allocs || m != modules || r != refs)
+        fprintf(stderr, "mock: %d allocations, %d modules, %d context refs (want %d, %d, %d)\n", a,
+                m, r, allocs, modules, refs);
+    assert_int_equal(a, allocs);
+    assert_int_equal(m, modules);
+    assert_int_equal(r, refs);
+}
+
+static tc_dev *open_cuda(void) {
+    int id = tc_device_open("CUDA", "test");
+    if (id < 0) fprintf(stderr, "%s\n", tc_last_error());
+    assert_true(id > 0);
+    return tc_device_get(id);
+}
+
+static void need_nvrtc(void) {
+    char why[200];
+    if (!tc_nvrtc_available(why, sizeof why)) {
+        fprintf(stderr, "no NVRTC: %s\n", why);
+        skip();
+    }
+}
+
+/* ---- the device ------------------------------------------------------------------ */
+
+/* open takes the limits from the driver, holds one context reference, and
+ * the close gives everything back; a second open after shutdown works */
+static void test_open_close(void **state) {
+    (void)state;
+    tc_dev *d = open_cuda();
+    assert_string_equal(d->name, "CUDA");
+    assert_ptr_equal(d->dialect, &tc_dialect_cuda);
+    assert_int_equal(d->target.lanes_max, 1024);
+    assert_int_equal(d->target.shared_max, 49152);
+    assert_int_equal(d->target.local_max[2], 64);
+    assert_int_equal(d->target.global_max[1], 65535);
+    assert_int_equal(tc_device_open("cuda:0", "test"), d->id);
+    assert_int_equal(tc_device_open("CUDA:1", "tc_zeros"), -1);
+    assert_tc_error(TC_ERR_DEVICE, "CUDA:1");
+    assert_live(0, 0, 1);
+    tc_runtime_shutdown();
+    assert_live(0, 0, 0);
+    d = open_cuda();
+    assert_live(0, 0, 1);
+    assert_true(mock.calls("cuDevicePrimaryCtxRetain") == 2);
+    assert_true(mock.calls("cuDevicePrimaryCtxRelease_v2") == 1);
+    assert_no_violations();
+}
+
+/* buffers: copies at offsets round-trip (the mock's copies are memcpy),
+ * out-of-range copies are caught by the library before the driver sees them,
+ * and released buffers go back to the driver at trim */
+static void test_buffers(void **state) {
+    (void)state;
+    tc_dev *d = open_cuda();
+    enum { N = 100 };
+    float a[N], got[N];
+    for (int i = 0; i < N; i++) a[i] = (float)i * 0.5f - 7.0f;
+    tc_buffer *b = tc_buffer_new(d->id, sizeof a), *empty = tc_buffer_new(d->id, 0);
+    assert_true(b && empty);
+    assert_int_equal(tc_buffer_copyin(b, 0, a, sizeof a), TC_OK);
+    float patch[3] = {1000, 2000, 3000};
+    assert_int_equal(tc_buffer_copyin(b, 40 * sizeof(float), patch, sizeof patch), TC_OK);
+    memcpy(&a[40], patch, sizeof patch);
+    assert_int_equal(tc_buffer_copyout(b, 0, got, sizeof got), TC_OK);
+    assert_memory_equal(got, a, sizeof a);
+    assert_int_equal(tc_buffer_copyout(b, 97 * sizeof(float), got, 3 * sizeof(float)), TC_OK);
+    assert_memory_equal(got, &a[97], 3 * sizeof(float));
+    assert_int_equal(tc_buffer_copyin(b, 98 * sizeof(float), patch, sizeof patch), TC_ERR_INVALID);
+    assert_int_equal(tc_buffer_copyout(b, 0, got, sizeof a + 4), TC_ERR_INVALID);
+    /* device to device, and CUDA -> CPU */
+    tc_buffer *c = tc_buffer_new(d->id, sizeof a);
+    tc_buffer *h = tc_buffer_new(tc_device_open("CPU", "test"), sizeof a);
+    assert_true(c && h);
+    assert_int_equal(tc_buffer_copy(c, b, sizeof a), TC_OK);
+    assert_int_equal(tc_buffer_copy(h, c, sizeof a), TC_OK);
+    assert_memory_equal(h->ptr, a, sizeof a);
+    assert_live(3, 0, 1);
+    tc_buffer_release(b), tc_buffer_release(c), tc_buffer_release(h), tc_buffer_release(empty);
+    tc_runtime_trim();
+    assert_live(0, 0, 1);
+    assert_no_violations();
+}
+
+/* ---- compile, load, launch ----------------------------------------------------------- */
+
+/* NVRTC's PTX loads, its function launches with params the mock checks
+ * against the .entry; the same source is one program (one module load) */
+static void test_compile_launch(void **state) {
+    (void)state;
+    need_nvrtc();
+    tc_dev *d = open_cuda();
+    tc_buffer *in = tc_buffer_new(d->id, 256 * sizeof(float));
+    tc_buffer *out = tc_buffer_new(d->id, 256 * sizeof(float));
+    assert_true(in && out);
+    tc_program *p = d->compile(d, twice_src, "twice");
+    if (!p) fprintf(stderr, "%s\n", tc_last_error());
+    assert_non_null(p);
+    assert_ptr_equal(d->compile(d, twice_src, "twice"), p);
+    assert_true(mock.calls("cuModuleLoadData") == 1);
+    assert_true(mock.calls("cuModuleGetFunction") == 1);
+    void *args[2] = {out->ptr, in->ptr};
+    tc_launch_dims dims = {{4, 1, 1}, {64, 1, 1}, 0};
+    assert_int_equal(d->launch(d, p, args, 2, &dims), TC_OK);
+    tc_launch_dims none = {{0, 1, 1}, {64, 1, 1}, 0}; /* an empty grid launches nothing */
+    assert_int_equal(d->launch(d, p, args, 2, &none), TC_OK);
+    assert_int_equal(d->synchronize(d), TC_OK);
+    assert_true(mock.calls(NULL) == 1);
+    assert_live(2, 1, 1);
+    assert_no_violations();
+    tc_buffer_release(in), tc_buffer_release(out);
+}
+
+/* the mock's launch checks can fail: each misuse is an error from the launch
+ * (TC_ERR_RUNTIME naming the kernel and the driver's answer) and a violation */
+static void test_launch_misuse_caught(void **state) {
+    (void)state;
+    need_nvrtc();
+    tc_dev *d = open_cuda();
+    tc_buffer *in = tc_buffer_new(d->id, 1024), *out = tc_buffer_new(d->id, 1024);
+    tc_program *p = d->compile(d, twice_src, "twice");
+    assert_true(in && out && p);
+    void *args[2] = {out->ptr, in->ptr};
+    tc_launch_dims dims = {{1, 1, 1}, {64, 1, 1}, 0};
+    assert_int_equal(d->launch(d, p, args, 1, &dims), TC_ERR_RUNTIME); /* one param short */
+    assert_tc_error(TC_ERR_RUNTIME, "launch of 'twice' (grid 1x1x1, block 64x1x1) failed: "
+                                    "cuLaunchKernel: CUDA_ERROR_INVALID_VALUE");
+    assert_violation(1, "1 kernel params for the .entry's 2");
+    float host[4];
+    void *bad[2] = {out->ptr, host}; /* a host pointer */
+    assert_int_equal(d->launch(d, p, bad, 2, &dims), TC_ERR_RUNTIME);
+    assert_violation(1, "param 1");
+    tc_launch_dims wide = {{1, 1, 1}, {64, 32, 1}, 0}; /* 2048 threads */
+    assert_int_equal(d->launch(d, p, args, 2, &wide), TC_ERR_RUNTIME);
+    assert_violation(1, "2048 threads");
+    tc_program *big = d->compile(d, shared_src, "big");
+    assert_non_null(big);
+    tc_launch_dims ok = {{1, 1, 1}, {128, 1, 1}, 0}, over = {{1, 1, 1}, {256, 1, 1}, 0};
+    assert_int_equal(d->launch(d, big, args, 1, &ok), TC_OK);
+    assert_int_equal(d->launch(d, big, args, 1, &over), TC_ERR_RUNTIME);
+    assert_violation(1, ".maxntid 128");
+    tc_buffer_release(in), tc_buffer_release(out);
+}
+
+/* a second device session loads the PTX from the disk cache: same module,
+ * same function, and no NVRTC warning or error on the way */
+static void test_disk_cache(void **state) {
+    (void)state;
+    need_nvrtc();
+    tc_dev *d = open_cuda();
+    assert_non_null(d->compile(d, twice_src, "twice"));
+    tc_runtime_shutdown();
+    assert_live(0, 0, 0);
+    DIR *dir = opendir(root);
+    assert_non_null(dir);
+    int n_ptx = 0;
+    for (struct dirent *e; (e = readdir(dir));)
+        n_ptx += strlen(e->d_name) > 4 && strcmp(e->d_name + strlen(e->d_name) - 4, ".ptx") == 0;
+    closedir(dir);
+    assert_true(n_ptx >= 1);
+    d = open_cuda();
+    tc_program *p = d->compile(d, twice_src, "twice");
+    assert_non_null(p);
+    assert_live(0, 1, 1);
+    assert_no_violations();
+}
+
+/* ---- injected driver failures ------------------------------------------------------- */
+
+/* out of device memory: a clear TC_ERR_MEMORY from the call that allocated,
+ * nothing leaked, and the next allocation works */
+static void test_oom(void **state) {
+    (void)state;
+    tc_dev *d = open_cuda();
+    assert_int_equal(mock.inject("cuMemAlloc_v2:1"), 0);
+    assert_null(tc_buffer_new(d->id, 4096));
+    assert_tc_error(TC_ERR_MEMORY, "CUDA: cuMemAlloc of 4096 bytes failed: "
+                                   "CUDA_ERROR_OUT_OF_MEMORY");
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    assert_int_equal(mock.inject("cuMemAlloc_v2:1"), 0);
+    assert_null(tc_from_data(x, TC_FLOAT32, 2, SHAPE(2, 3), "CUDA"));
+    assert_tc_error(TC_ERR_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY");
+    /* in the middle of a realize: the second kernel's output, and the retry
+     * after the library gives its cached blocks back */
+    need_nvrtc();
+    tc_tensor *a = tc_from_data(x, TC_FLOAT32, 2, SHAPE(2, 3), "CUDA");
+    assert_non_null(a);
+    tc_tensor *outs[2] = {tc_sum(a, 1, (int[]){0}, false), tc_sum(a, 1, (int[]){1}, false)};
+    assert_true(outs[0] && outs[1]);
+    assert_int_equal(tc_schedule_kernel_count(outs, 2), 2); /* two reduces, other axes */
+    assert_int_equal(mock.inject("cuMemAlloc_v2:2+"), 0);
+    assert_int_equal(tc_realize(outs, 2), TC_ERR_MEMORY);
+    assert_tc_error(TC_ERR_MEMORY, "cuMemAlloc");
+    mock.inject(NULL);
+    assert_int_equal(tc_realize(outs, 2), TC_OK);
+    tc_release(a), tc_release(outs[0]), tc_release(outs[1]);
+    assert_no_violations();
+    tc_runtime_trim();
+    assert_live(0, 2, 1); /* the two reduce kernels stay loaded */
+    (void)d;
+}
+
+/* a failed launch, module load and copy-back each end the call that hit it
+ * with the driver's error name, and the graph can be realized again */
+static void test_driver_failures(void **state) {
+    (void)state;
+    need_nvrtc();
+    open_cuda();
+    float x[6] = {1, -2, 3, -4, 5, -6}, got[6];
+    tc_tensor *a = tc_from_data(x, TC_FLOAT32, 2, SHAPE(2, 3), "CUDA");
+    tc_tensor *b = tc_relu(a), *s = tc_sum(b, 1, (int[]){1}, false);
+    assert_non_null(s);
+    assert_int_equal(mock.inject("cuModuleLoadData:1"), 0);
+    assert_int_equal(tc_realize(&s, 1), TC_ERR_COMPILE);
+    assert_tc_error(TC_ERR_COMPILE, "cuModuleLoadData failed: CUDA_ERROR_INVALID_PTX");
+    assert_int_equal(mock.inject("cuLaunchKernel:1"), 0);
+    assert_int_equal(tc_realize(&s, 1), TC_ERR_RUNTIME);
+    assert_tc_error(TC_ERR_RUNTIME, "failed: cuLaunchKernel: CUDA_ERROR_LAUNCH_FAILED");
+    assert_int_equal(mock.inject("cuLaunchKernel:1:700"), 0);
+    assert_int_equal(tc_realize(&s, 1), TC_ERR_RUNTIME);
+    assert_tc_error(TC_ERR_RUNTIME, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    mock.inject(NULL);
+    assert_int_equal(tc_realize(&s, 1), TC_OK);
+    assert_int_equal(mock.inject("cuMemcpyDtoH_v2:1"), 0);
+    assert_int_equal(tc_to_host(s, got, 2 * sizeof(float)), TC_ERR_RUNTIME);
+    assert_tc_error(TC_ERR_RUNTIME, "cuMemcpyDtoH of 8 bytes at offset 0 failed: "
+                                    "CUDA_ERROR_LAUNCH_FAILED");
+    mock.inject(NULL);
+    assert_int_equal(tc_to_host(s, got, 2 * sizeof(float)), TC_OK);
+    assert_int_equal(tc_to_host(a, got, sizeof got), TC_OK);
+    assert_memory_equal(got, x, sizeof x); /* an input's bytes, not a kernel's result */
+    tc_release(a), tc_release(b), tc_release(s);
+    assert_no_violations();
+}
+
+/* a context that cannot be made current stops the call before the driver is asked */
+static void test_bad_context_caught(void **state) {
+    (void)state;
+    tc_dev *d = open_cuda();
+    tc_buffer *b = tc_buffer_new(d->id, 64);
+    assert_non_null(b);
+    assert_int_equal(mock.inject("cuCtxSetCurrent:1"), 0);
+    assert_int_equal(tc_buffer_copyin(b, 0, "0123456789", 10), TC_ERR_RUNTIME);
+    assert_tc_error(TC_ERR_RUNTIME, "CUDA: cuCtxSetCurrent failed: CUDA_ERROR_INVALID_VALUE");
+    tc_buffer_release(b);
+    assert_no_violations();
+}
+
+/* ---- tensor graphs ----------------------------------------------------------------- */
+
+/* an MLP training step (matmuls, relu, cross-entropy, backward, Adam), a
+ * softmax, a layernorm and a conv: every kernel compiled, loaded and launched
+ * on the mock (one checked launch per kernel the engine counted), with no
+ * violation; the close then finds nothing left */
+static void test_tensor_corpus(void **state) {
+    (void)state;
+    need_nvrtc();
+    open_cuda();
+    tc_manual_seed(7);
+    tc_reset_counters();
+    tc_layer *l1 = tc_nn_linear(64, 32, true, "CUDA"), *l2 = tc_nn_linear(32, 10, true, "CUDA");
+    assert_true(l1 && l2);
+    tc_layer *layers[2] = {l1, l2};
+    tc_tensor *ps[4];
+    assert_int_equal(tc_nn_parameters(layers, 2, ps, 4), 4);
+    tc_optimizer *opt = tc_adam(ps, 4, 1e-3, 0.9, 0.999, 1e-8);
+    assert_non_null(opt);
+    int32_t labels[16];
+    for (int i = 0; i < 16; i++) labels[i] = i % 10;
+    tc_tensor *x = tc_randn(2, SHAPE(16, 64), TC_FLOAT32, "CUDA");
+    tc_tensor *y = tc_from_data(labels, TC_INT32, 1, SHAPE(16), "CUDA");
+    assert_true(x && y);
+    for (int step = 0; step < 2; step++) {
+        assert_int_equal(tc_optimizer_zero_grad(opt), TC_OK);
+        tc_tensor *h = tc_layer_forward(l1, x), *r = tc_relu(h), *o = tc_layer_forward(l2, r);
+        tc_tensor *loss = tc_cross_entropy(o, y);
+        assert_non_null(loss);
+        if (tc_backward(loss) != TC_OK || tc_optimizer_step_with(opt, &loss, 1) != TC_OK)
+            fprintf(stderr, "%s\n", tc_last_error());
+        float got;
+        assert_int_equal(tc_to_host(loss, &got, sizeof got), TC_OK);
+        tc_release(h), tc_release(r), tc_release(o), tc_release(loss);
+    }
+    tc_tensor *sm = tc_softmax(x, 1), *ln = tc_layernorm(x, 1, 1e-5);
+    tc_tensor *img = tc_randn(4, SHAPE(2, 3, 8, 8), TC_FLOAT32, "CUDA");
+    tc_tensor *w = tc_randn(4, SHAPE(4, 3, 3, 3), TC_FLOAT32, "CUDA");
+    tc_tensor *cv = tc_conv2d(img, w, NULL, 1, 1);
+    tc_tensor *outs[3] = {sm, ln, cv};
+    assert_true(sm && ln && cv);
+    assert_int_equal(tc_realize(outs, 3), TC_OK);
+    tc_counters cnt;
+    tc_get_counters(&cnt);
+    fprintf(stderr, "corpus: %lld kernels, %ld checked launches, %ld modules loaded\n",
+            (long long)cnt.kernel_count, mock.calls(NULL), mock.calls("cuModuleLoadData"));
+    assert_true(cnt.kernel_count > 20);
+    assert_true(mock.calls(NULL) == cnt.kernel_count);
+    for (int i = 0; i < 3; i++) tc_release(outs[i]);
+    tc_release(img), tc_release(w), tc_release(x), tc_release(y);
+    tc_optimizer_free(opt);
+    tc_layer_free(l1), tc_layer_free(l2);
+    assert_no_violations();
+    tc_shutdown();
+    assert_live(0, 0, 0);
+    assert_no_violations();
+}
+
+int main(void) {
+    /* the library loads the mock as its libcuda; this process finds the
+     * mock's own entry points in the same loaded copy */
+    setenv("TC_CUDA_LIB", TC_MOCK_CUDA_LIB, 1);
+    unsetenv("TC_MOCK_CUDA_FAIL");
+    unsetenv("TC_DEVICE");
+    void *h = dlopen(TC_MOCK_CUDA_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "cannot load the mock driver %s: %s\n", TC_MOCK_CUDA_LIB, dlerror());
+        return 1;
+    }
+    *(void **)&mock.violations = dlsym(h, "mock_cuda_violations");
+    *(void **)&mock.violation = dlsym(h, "mock_cuda_violation");
+    *(void **)&mock.reset = dlsym(h, "mock_cuda_reset");
+    *(void **)&mock.inject = dlsym(h, "mock_cuda_fail");
+    *(void **)&mock.calls = dlsym(h, "mock_cuda_calls");
+    *(void **)&mock.live = dlsym(h, "mock_cuda_live");
+    if (!mock.violations || !mock.violation || !mock.reset || !mock.inject || !mock.calls ||
+        !mock.live) {
+        fprintf(stderr, "the mock driver lacks its query entry points\n");
+        return 1;
+    }
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_open_close),      T(test_buffers),
+        T(test_compile_launch),  T(test_launch_misuse_caught),
+        T(test_disk_cache),      T(test_oom),
+        T(test_driver_failures), T(test_bad_context_caught),
+        T(test_tensor_corpus),
+    };
+#undef T
+    int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    dlclose(h);
+    return rc;
+}
