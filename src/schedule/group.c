@@ -600,7 +600,14 @@ static bool protect_assign_targets(tc_sched_ctx *c) {
  * Roots without a reduce that have the same size and read each other, or a
  * common input, at their own index are one kernel: Adam's m, v and param
  * updates (the param update reads the new m and v, which the kernel has in
- * registers anyway), or two results of one input. */
+ * registers anyway), or two results of one input. Such a group also joins a
+ * reduce's kernel whose rows it matches one to one (its size is the reduced
+ * space's, the reduce's outputs are stored unpermuted): a realized reduce
+ * (a batch norm's sum, read by many other kernels) then also stores what is
+ * computed from it per row (the mean, the running-mean update) instead of a
+ * kernel of its own reading it back. Only reduces of at most REDUCE_ROWS
+ * rows: a conv's kernel (a register tile per 9.4M outputs) that also stored
+ * its relu'd copy lost its tile plan, 6 -> 20 ms (beautiful_mnist's conv1). */
 
 /* the realized nodes root r reads at exactly its own flat index (no view,
  * or a reshape of equal size, all along the path) */
@@ -631,21 +638,41 @@ static void identity_loads(tc_node *r, tc_ptrvec *out) {
     tc_ptrvec_free(&bent);
 }
 
-enum { TINY_KERNEL = 256 }; /* elements: below this, kernels of one size merge */
+enum {
+    TINY_KERNEL = 256,   /* elements: below this, kernels of one size merge */
+    REDUCE_ROWS = 4096,  /* rows of a reduce whose kernel elementwise groups may join */
+};
 
 static bool elementwise_group(tc_binfo *g) {
     return !g->has_reduce;
 }
 
-/* merges the groups of a and b when the result is a correct kernel */
+/* elements of group g's rows: its reduced space, or its roots' size */
+static int64_t group_rows(const tc_binfo *g) {
+    if (!g->has_reduce) return tc_node_numel(g->node);
+    int64_t n = 1;
+    for (int a = 0; a < g->full_ndim; a++) n *= (g->axes >> a) & 1 ? 1 : g->full[a];
+    return n;
+}
+
+/* merges the groups of a and b when the result is a correct kernel: two
+ * elementwise groups of one size, or an elementwise group into a reduce's
+ * group with a row per element */
 static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
     tc_binfo *ga = tc_group_find(tc_binfo_of(a)), *gb = tc_group_find(tc_binfo_of(b));
-    if (ga == gb || !elementwise_group(ga) || !elementwise_group(gb)) return false;
-    if (tc_node_numel(ga->node) != tc_node_numel(gb->node)) return false;
+    if (ga == gb || !elementwise_group(gb)) return false;
+    if (group_rows(ga) != tc_node_numel(gb->node) || (ga->has_reduce && group_rows(ga) > REDUCE_ROWS)) return false;
     tc_ptrvec reps = {0}, members = {0}, inline_ok = {0};
     tc_ptrvec_push(&reps, ga);
     tc_ptrvec_push(&reps, gb);
     members_of(c, &reps, &members);
+    bool permuted = false; /* a reduce root stored through a permutation: its rows are not its elements */
+    for (int i = 0; i < members.n && ga->has_reduce; i++) permuted |= tc_binfo_of(members.items[i])->store_st != NULL;
+    if (permuted) {
+        tc_ptrvec_free(&reps);
+        tc_ptrvec_free(&members);
+        return false;
+    }
     for (int i = 0; i < members.n; i++) { /* members read at the identity are recomputed */
         tc_ptrvec idl = {0};
         identity_loads(members.items[i], &idl);
@@ -679,7 +706,7 @@ static void merge_elementwise(tc_sched_ctx *c) {
         identity_loads(b, &idl);
         for (int k = 0; k < idl.n; k++) {
             tc_node *l = idl.items[k];
-            if (l->op != TC_OP_BUFFER && mergeable_root(l)) try_merge_elementwise(c, l, b);
+            if (l->op != TC_OP_BUFFER && mergeable_root(l)) try_merge_elementwise(c, l, b); /* l may be a reduce's */
             for (int j = 0; j < readers.n; j += 2) /* a sibling reading the same input */
                 if (readers.items[j] == l) try_merge_elementwise(c, readers.items[j + 1], b);
             tc_ptrvec_push(&readers, l);

@@ -7,6 +7,9 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "engine/engine.h"
+#include "tensor/tensor.h"
+
 static const int64_t X[2] = {7, 33};
 static const int LAST = -1;
 
@@ -210,6 +213,64 @@ static void test_conv_bias_relu(void **state) {
     tc_shutdown();
 }
 
+/* the reference evaluator's values of ts[0..n-1], before they are realized
+ * (malloc'ed, n_floats[i] floats each) */
+static float **reference(tc_tensor **ts, int n) {
+    float **want = calloc((size_t)n, sizeof *want);
+    assert_non_null(want);
+    for (int i = 0; i < n; i++) {
+        want[i] = malloc(sizeof(float) * (size_t)tc_numel(ts[i]));
+        assert_non_null(want[i]);
+        assert_int_equal(tc_ref_eval(tc_tensor_node(ts[i]), want[i]), TC_OK);
+    }
+    return want;
+}
+
+/* realizes ts in `kernels` kernels and compares them with want (freed) */
+static void check_all(tc_tensor **ts, int n, float **want, int kernels, const char *what) {
+    assert_int_equal(tc_schedule_kernel_count(ts, n), kernels);
+    assert_int_equal(tc_realize(ts, n), TC_OK);
+    for (int i = 0; i < n; i++) {
+        float *got = tc_test_read(ts[i]);
+        assert_true(tc_allclose_f32(got, want[i], tc_numel(ts[i]), 1e-4, 1e-5, what));
+        free(got);
+        free(want[i]);
+    }
+    free(want);
+}
+
+/* A reduce realized because other kernels read it still stores, as more
+ * outputs, what is computed from it row by row when it has at most 4096
+ * rows (group.c): batchnorm's training statistics with the running-stat
+ * updates and the backward sums are 5 kernels (the sum and the mean with
+ * the running mean; the variance's sum, the inverse std and the running
+ * variance; three backward reduces), not 7. A matmul of 64x64 outputs
+ * stores its relu too; of 65x64 (4160 rows, a tile plan worth keeping) the
+ * relu is a kernel of its own. */
+static void test_realized_reduce_outputs(void **state) {
+    (void)state;
+    const int64_t xs[4] = {6, 5, 7, 3}, cs[1] = {5};
+    tc_tensor *x = tc_test_randn(4, xs, 41, -2, 2), *w = tc_test_randn(1, cs, 42, 0.5f, 1.5f);
+    tc_tensor *b = tc_test_randn(1, cs, 43, -1, 1), *rm = tc_test_randn(1, cs, 44, -0.1f, 0.1f);
+    tc_tensor *rv = tc_test_randn(1, cs, 45, 0.9f, 1.1f);
+    tc_set_requires_grad(x, true), tc_set_requires_grad(w, true);
+    tc_tensor *y = tc_batchnorm(x, w, b, rm, rv, true, 0.1, 1e-5), *r = tc_relu(y), *r2 = tc_mul(r, r);
+    tc_tensor *loss = tc_sum(r2, 0, NULL, false);
+    assert_int_equal(tc_backward(loss), TC_OK);
+    tc_tensor *outs[5] = {loss, tc_grad(x), tc_grad(w), rm, rv};
+    check_all(outs, 5, reference(outs, 5), 5, "batchnorm train step");
+    tc_release(outs[1]), tc_release(outs[2]);
+    drop((tc_tensor *[]){x, w, b, rm, rv, y, r, r2, loss, NULL});
+    for (int64_t m = 64; m <= 65; m++) {
+        const int64_t as[2] = {m, 32}, ws[2] = {32, 64};
+        tc_tensor *a = tc_test_randn(2, as, 46, -1, 1), *bw = tc_test_randn(2, ws, 47, -1, 1);
+        tc_tensor *mm = tc_matmul(a, bw), *re = tc_relu(mm), *both[2] = {mm, re};
+        check_all(both, 2, reference(both, 2), m == 64 ? 1 : 2, "a @ b and its relu");
+        drop((tc_tensor *[]){a, bw, mm, re, NULL});
+    }
+    tc_shutdown();
+}
+
 /* TC_NOFUSE=1: one kernel per reduce (softmax is 3: max, sum, store) and the
  * same numbers */
 static void test_nofuse(void **state) {
@@ -232,6 +293,7 @@ int main(void) {
         cmocka_unit_test(test_branching_outputs), cmocka_unit_test(test_different_spaces),
         cmocka_unit_test(test_unsafe_pads),      cmocka_unit_test(test_nofuse),
         cmocka_unit_test(test_optimizer_update), cmocka_unit_test(test_conv_bias_relu),
+        cmocka_unit_test(test_realized_reduce_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
