@@ -400,6 +400,18 @@ static tc_uop *simplify(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop **s) {
         if (ints && is_const(b) && a->op == TC_UOP_ALU && a->alu == TC_OP_ADD && is_const(a->srcs[1]))
             return tc_ub_alu(ub, TC_OP_ADD, dt, 2, a->srcs[0],
                              tc_ub_iconst(ub, dt, wrap_int(dt, a->srcs[1]->ivalue + b->ivalue)), NULL);
+        /* a constant term goes outermost: (x + c) + y -> (x + y) + c, so the
+         * copies of a tile index one base at constant offsets (the C
+         * compiler then keeps one pointer, not one per copy: conv2's dx
+         * held 12 row pointers in 16 registers and spilled) */
+        for (int k = 0; ints && k < 2; k++) {
+            tc_uop *t = s[k], *o = s[1 - k];
+            if (!is_const(o) && t->op == TC_UOP_ALU && t->alu == TC_OP_ADD && is_const(t->srcs[1]))
+                return tc_ub_alu(ub, TC_OP_ADD, dt, 2,
+                                 k ? tc_ub_alu(ub, TC_OP_ADD, dt, 2, o, t->srcs[0], NULL)
+                                   : tc_ub_alu(ub, TC_OP_ADD, dt, 2, t->srcs[0], o, NULL),
+                                 t->srcs[1], NULL); /* the terms keep their order */
+        }
     } else if (op == TC_OP_MUL) {
         if (ints && is_iconst(b, 1)) return a;
         if (!ints && is_const(b) && b->value == 1 && dt != TC_BOOL) return a;

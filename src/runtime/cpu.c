@@ -43,7 +43,7 @@ extern char **environ; /* passed to the compiler */
 
 /* compiler flags, part of the cache key; the file arguments follow them */
 static const char *const cc_flags[] = {
-    "-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-fexcess-precision=standard", "-std=gnu11", NULL};
+    "-O2", "-march=native", "-fno-predictive-commoning", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-fexcess-precision=standard", "-std=gnu11", NULL};
 
 static int64_t compile_count; /* compiler invocations in this process */
 

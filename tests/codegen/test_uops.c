@@ -76,6 +76,17 @@ static void test_identities(void **state) {
     /* (r+2)+3 -> r+5 */
     tc_uop *s = alu2(f, TC_OP_ADD, alu2(f, TC_OP_ADD, r, ic(f, 2)), ic(f, 3));
     assert_ptr_equal(s, alu2(f, TC_OP_ADD, r, ic(f, 5)));
+    /* a constant term goes outermost, the others keep their order: (r+2)+q
+     * is (r+q)+2, q+(r+2) is (q+r)+2 and (r+2)+(q+3) is (r+q)+5, so a tile's
+     * copies index one base at constant offsets */
+    tc_uop *q = tc_ub_range(&f->ub, 1, TC_INT32, 4), *rq = alu2(f, TC_OP_ADD, r, q);
+    tc_uop *want2 = alu2(f, TC_OP_ADD, rq, ic(f, 2));
+    assert_true(want2->op == TC_UOP_ALU && want2->srcs[0] == rq && want2->srcs[1] == ic(f, 2));
+    assert_ptr_equal(alu2(f, TC_OP_ADD, alu2(f, TC_OP_ADD, r, ic(f, 2)), q), want2);
+    assert_ptr_equal(alu2(f, TC_OP_ADD, q, alu2(f, TC_OP_ADD, r, ic(f, 2))),
+                     alu2(f, TC_OP_ADD, alu2(f, TC_OP_ADD, q, r), ic(f, 2)));
+    assert_ptr_equal(alu2(f, TC_OP_ADD, alu2(f, TC_OP_ADD, r, ic(f, 2)), alu2(f, TC_OP_ADD, q, ic(f, 3))),
+                     alu2(f, TC_OP_ADD, rq, ic(f, 5)));
     fx_free(f);
 }
 
