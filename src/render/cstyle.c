@@ -564,6 +564,13 @@ static bool has_reduce(const tc_kernel_uops *k) {
     return false;
 }
 
+/* a load gated by a mask (a pad's zeros): `valid ? buf[i] : 0` */
+static bool has_gated_load(const tc_kernel_uops *k) {
+    for (int i = 0; i < k->n_uops; i++)
+        if (k->uops[i]->op == TC_UOP_LOAD && k->uops[i]->n_srcs == 3) return true;
+    return false;
+}
+
 static bool uses_vec(const tc_kernel_uops *k) {
     for (int i = 0; i < k->n_uops; i++)
         if (k->uops[i]->vcount > 1) return true;
@@ -577,7 +584,12 @@ static void signature(rctx *r) {
     if (r->d->vec_prelude && uses_vec(k)) tc_sb_printf(&r->out, "%s", r->d->vec_prelude);
     if (!r->d->vec_type) vector_typedefs(r); /* C: GCC vector types */
     tc_sb_printf(&r->out, "%s", r->d->kernel_prefix);
-    if (r->d->map_prefix && !has_reduce(k)) tc_sb_printf(&r->out, "%s", r->d->map_prefix);
+    /* not where a load is gated: gcc 12.2 with -march=native (AVX-512) and
+     * the dynamic cost model vectorizes a pad's copy wrongly (x of (3,5,2)
+     * padded by 2 rows: the first 4 values came out 0; -O2's own model, -O3
+     * and clang are right), found by the differential suite at
+     * TC_DIFF_SCALE=10 (tests/api/test_movement.c keeps the case) */
+    if (r->d->map_prefix && !has_reduce(k) && !has_gated_load(k)) tc_sb_printf(&r->out, "%s", r->d->map_prefix);
     tc_sb_printf(&r->out, "void ");
     if (r->d->has_launch_bounds)
         tc_sb_printf(&r->out, "__launch_bounds__(%lld) ",
