@@ -610,8 +610,9 @@ static bool protect_assign_targets(tc_sched_ctx *c) {
  * its relu'd copy lost its tile plan, 6 -> 20 ms (beautiful_mnist's conv1). */
 
 /* the realized nodes root r reads at exactly its own flat index (no view,
- * or a reshape of equal size, all along the path) */
-static void identity_loads(tc_node *r, tc_ptrvec *out) {
+ * or a reshape of equal size, all along the path); bent_out (or NULL): the
+ * ones it reads otherwise */
+static void identity_loads(tc_node *r, tc_ptrvec *out, tc_ptrvec *bent_out) {
     tc_ptrvec stack = {0}, seen = {0}, bent = {0};
     tc_ptrvec_push(&stack, r);
     while (stack.n) {
@@ -633,9 +634,28 @@ static void identity_loads(tc_node *r, tc_ptrvec *out) {
     }
     for (int i = 0; i < out->n; i++) /* read both ways: not only at the identity */
         if (contains(&bent, out->items[i])) out->items[i--] = out->items[--out->n];
+    for (int i = 0; bent_out && i < bent.n; i++) push_unique(bent_out, bent.items[i]);
     tc_ptrvec_free(&stack);
     tc_ptrvec_free(&seen);
     tc_ptrvec_free(&bent);
+}
+
+/* does b, or the unrealized cone under it, read one of the nodes in set? */
+static bool cone_reads(tc_node *b, const tc_ptrvec *set) {
+    tc_ptrvec stack = {0}, seen = {0};
+    bool found = false;
+    tc_ptrvec_push(&stack, b);
+    while (stack.n && !found) {
+        tc_node *x = tc_node_base(stack.items[--stack.n]);
+        if (x->op == TC_OP_BUFFER || x->op == TC_OP_CONST || contains(&seen, x)) continue;
+        tc_ptrvec_push(&seen, x);
+        found = contains(set, x);
+        if (x != b && tc_binfo_of(x)->realize) continue;
+        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return found;
 }
 
 enum {
@@ -673,14 +693,20 @@ static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
         tc_ptrvec_free(&members);
         return false;
     }
+    tc_ptrvec bent = {0}; /* reduce groups: members read through a view (a flip of a row's value) */
     for (int i = 0; i < members.n; i++) { /* members read at the identity are recomputed */
         tc_ptrvec idl = {0};
-        identity_loads(members.items[i], &idl);
+        identity_loads(members.items[i], &idl, ga->has_reduce ? &bent : NULL);
         for (int k = 0; k < idl.n; k++)
             if (contains(&members, idl.items[k])) push_unique(&inline_ok, idl.items[k]);
         tc_ptrvec_free(&idl);
     }
-    bool ok = !members_conflict(c, &members, &inline_ok);
+    /* a reduce's value is one register per row: a member that reads another
+     * member of a reduce's kernel (or a value computed from one) through a
+     * view (a flip: other rows) cannot have it (diff seed 5466158) */
+    bool ok = true;
+    for (int i = 0; i < bent.n && ok; i++) ok = !cone_reads(bent.items[i], &members);
+    ok = ok && !members_conflict(c, &members, &inline_ok);
     if (ok) {
         gb->parent = ga;
         for (int i = 0; i < inline_ok.n; i++) tc_binfo_of(inline_ok.items[i])->inlinable = true;
@@ -688,6 +714,7 @@ static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
     tc_ptrvec_free(&reps);
     tc_ptrvec_free(&members);
     tc_ptrvec_free(&inline_ok);
+    tc_ptrvec_free(&bent);
     return ok;
 }
 
@@ -703,7 +730,7 @@ static void merge_elementwise(tc_sched_ctx *c) {
         tc_node *b = c->bases.items[i];
         if (!mergeable_root(b) || !elementwise_group(tc_group_find(tc_binfo_of(b)))) continue;
         tc_ptrvec idl = {0};
-        identity_loads(b, &idl);
+        identity_loads(b, &idl, NULL);
         for (int k = 0; k < idl.n; k++) {
             tc_node *l = idl.items[k];
             if (l->op != TC_OP_BUFFER && mergeable_root(l)) try_merge_elementwise(c, l, b); /* l may be a reduce's */

@@ -261,6 +261,16 @@ static void test_realized_reduce_outputs(void **state) {
     check_all(outs, 5, reference(outs, 5), 5, "batchnorm train step");
     tc_release(outs[1]), tc_release(outs[2]);
     drop((tc_tensor *[]){x, w, b, rm, rv, y, r, r2, loss, NULL});
+    /* a value of a reduce's kernel read through a flip (other rows) stays
+     * out of it: the reduce is one register per row (diff seed 5466158) */
+    const int64_t fs[2] = {2, 5};
+    int one = 0, last = 1;
+    tc_tensor *fx = tc_test_randn(2, fs, 48, -1, 1), *fe = tc_exp(fx), *fsum = tc_sum(fe, 1, &one, true);
+    tc_tensor *fl = tc_log(fsum), *ff = tc_flip(fl, 1, &last), *fm = tc_add(ff, fl), *fa = tc_abs(fm);
+    tc_tensor *fq = tc_sqrt(fa);
+    tc_tensor *flipped[2] = {fsum, fq};
+    check_all(flipped, 2, reference(flipped, 2), 2, "sqrt(|flip(log(sum)) + log(sum)|) with the sum");
+    drop((tc_tensor *[]){fx, fe, fsum, fl, ff, fm, fa, fq, NULL});
     for (int64_t m = 64; m <= 65; m++) {
         const int64_t as[2] = {m, 32}, ws[2] = {32, 64};
         tc_tensor *a = tc_test_randn(2, as, 46, -1, 1), *bw = tc_test_randn(2, ws, 47, -1, 1);
