@@ -87,9 +87,10 @@ endif()
 if(TC_BUILD_TESTS)
   find_path(TC_CUDA_INCLUDE_DIR cuda.h HINTS ENV CUDA_HOME ENV CUDA_PATH
     PATHS /usr/local/cuda PATH_SUFFIXES include)
-  add_library(tc_mock_cuda SHARED ${CMAKE_SOURCE_DIR}/tests/runtime/mock_cuda.c)
+  add_library(tc_mock_cuda SHARED ${CMAKE_SOURCE_DIR}/tests/runtime/mock_cuda.c
+    ${CMAKE_SOURCE_DIR}/tests/runtime/mock_cuda_ptx.c)
   target_compile_options(tc_mock_cuda PRIVATE ${TC_WARNINGS} -fvisibility=hidden)
-  target_link_libraries(tc_mock_cuda PRIVATE Threads::Threads)
+  target_link_libraries(tc_mock_cuda PRIVATE Threads::Threads m)
   if(TC_CUDA_INCLUDE_DIR)
     target_compile_definitions(tc_mock_cuda PRIVATE MOCK_HAVE_CUDA_H)
     target_include_directories(tc_mock_cuda PRIVATE ${TC_CUDA_INCLUDE_DIR})
@@ -98,5 +99,22 @@ if(TC_BUILD_TESTS)
     add_dependencies(runtime_test_cuda_mock tc_mock_cuda)
     target_compile_definitions(runtime_test_cuda_mock PRIVATE
       TC_MOCK_CUDA_LIB="$<TARGET_FILE:tc_mock_cuda>")
+    set_tests_properties(runtime_test_cuda_mock PROPERTIES SKIP_REGULAR_EXPRESSION "no NVRTC: ")
   endif()
+  # the differential suite and the kernel-count tests with TC_DEVICE=CUDA on
+  # the mock: NVRTC compiles every kernel, the mock's PTX interpreter runs it,
+  # and the results must match the reference evaluator as on any device
+  # (skipped where NVRTC is not installed: `runtime_test_cuda_mock --need-nvrtc`
+  # says so first)
+  foreach(t ${TC_GPU_SUITES})
+    if(NOT TARGET ${t})
+      continue()
+    endif()
+    add_dependencies(${t} tc_mock_cuda)
+    add_test(NAME ${t}_cuda_mock COMMAND sh -c "\"$1\" --need-nvrtc && exec \"$2\"" sh
+      $<TARGET_FILE:runtime_test_cuda_mock> $<TARGET_FILE:${t}>)
+    set_tests_properties(${t}_cuda_mock PROPERTIES LABELS cuda_mock TIMEOUT 900
+      SKIP_REGULAR_EXPRESSION "NVRTC is not available"
+      ENVIRONMENT "TC_DEVICE=CUDA;TC_CUDA_LIB=$<TARGET_FILE:tc_mock_cuda>;TC_CACHEDIR=${CMAKE_BINARY_DIR}/kcache/${t}_cuda_mock;${TC_TEST_ENV}")
+  endforeach()
 endif()

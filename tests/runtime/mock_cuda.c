@@ -31,8 +31,11 @@
  *   - at the release of the last reference to a primary context: the
  *     allocations and modules still alive in it (leaks; the mock frees them).
  * Device memory is host memory (256-byte aligned, filled with 0xff bytes,
- * NaN as floats, so nothing can pass for a computed result). Launches are
- * checked, not run: results are never computed.
+ * NaN as floats, so nothing can pass for an uncomputed result). Launches
+ * that pass the checks then run on the PTX interpreter (mock_cuda_ptx.c):
+ * kernels compute, and an access out of bounds or misaligned, or an
+ * instruction it does not know, is a violation (CUDA_ERROR_ILLEGAL_ADDRESS
+ * or CUDA_ERROR_LAUNCH_FAILED). TC_MOCK_CUDA_EXEC=0 only checks launches.
  *
  * Error injection: TC_MOCK_CUDA_FAIL (read by cuInit) or mock_cuda_fail()
  * take "NAME:N[+][:CODE],..." - the Nth call to entry point NAME (counted
@@ -122,6 +125,7 @@ CUresult cuGetErrorName(CUresult error, const char **pstr);
 #endif
 
 #include "mock_cuda.h"
+#include "mock_cuda_ptx.h"
 
 #define MOCK_API         __attribute__((visibility("default")))
 #define MOCK_MAX_MSGS    32    /* violation messages kept */
@@ -192,12 +196,14 @@ struct CUfunc_st {
     size_t shared;      /* static .shared bytes it may use (its own + the module's) */
     unsigned maxntid;   /* .maxntid x*y*z (0: none) */
     struct CUmod_st *m; /* the module */
+    ptx_kernel *code;   /* its decoded body (in m->ptx) */
 };
 
 struct CUmod_st {
     bool is_loaded;        /* false once unloaded (kept to catch double unloads) */
     struct CUfunc_st *fns; /* its .entry kernels */
     int n_fns;
+    ptx_module *ptx;       /* the interpreter's decoding (NULL once unloaded) */
     struct CUmod_st *next; /* every module ever loaded (freed at release) */
 };
 
@@ -225,6 +231,7 @@ static int n_injections;
 static int n_violations;              /* since mock_cuda_reset */
 static char msgs[MOCK_MAX_MSGS][320]; /* the first violations */
 static long launches_checked;         /* launches that passed every check */
+static bool is_executing = true;      /* launches run (TC_MOCK_CUDA_EXEC=0: only checked) */
 
 /* ---- violations and injection -------------------------------------------------------- */
 
@@ -475,7 +482,17 @@ static CUresult parse_module(const char *text, struct CUmod_st **out) {
         f->shared += common;
         m->n_fns++;
     }
-    for (int i = 0; i < m->n_fns; i++) m->fns[i].m = m;
+    char err[200];
+    m->ptx = ptx_load(text, err, sizeof err);
+    if (!m->ptx) {
+        free(m->fns);
+        free(m);
+        return violation(CUDA_ERROR_INVALID_PTX, "cuModuleLoadData: %s", err);
+    }
+    for (int i = 0; i < m->n_fns; i++) {
+        m->fns[i].m = m;
+        m->fns[i].code = ptx_find(m->ptx, m->fns[i].name);
+    }
     m->is_loaded = true;
     *out = m;
     return CUDA_SUCCESS;
@@ -515,6 +532,7 @@ static void destroy_context(void) {
             violation(CUDA_SUCCESS, "context released with a module still loaded (%s)",
                       m->n_fns > 0 ? m->fns[0].name : "no kernels");
         modules = m->next;
+        ptx_free(m->ptx);
         free(m->fns);
         free(m);
     }
@@ -542,6 +560,8 @@ MOCK_API CUresult CUDAAPI cuInit(unsigned int flags) {
     if (flags != 0)
         RETURN(violation(CUDA_ERROR_INVALID_VALUE, "cuInit: flags %u (must be 0)", flags));
     if (!is_initialized) {
+        const char *x = getenv("TC_MOCK_CUDA_EXEC");
+        is_executing = !(x && strcmp(x, "0") == 0);
         const char *c = getenv("TC_MOCK_CUDA_CC");
         if (c && atoi(c) >= 30) cc = atoi(c);
         const char *spec = getenv("TC_MOCK_CUDA_FAIL");
@@ -744,7 +764,12 @@ MOCK_API CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
     if (r == CUDA_SUCCESS && !is_live_module(hmod))
         r = violation(CUDA_ERROR_INVALID_HANDLE, "cuModuleUnload: module %p is %s", (void *)hmod,
                       is_known_module(hmod) ? "already unloaded" : "unknown");
-    if (r == CUDA_SUCCESS) hmod->is_loaded = false;
+    if (r == CUDA_SUCCESS) {
+        hmod->is_loaded = false;
+        ptx_free(hmod->ptx);
+        hmod->ptx = NULL;
+        for (int i = 0; i < hmod->n_fns; i++) hmod->fns[i].code = NULL;
+    }
     RETURN(r);
 }
 
@@ -818,6 +843,25 @@ static CUresult check_params(const struct CUfunc_st *f, void **params) {
     return CUDA_SUCCESS;
 }
 
+/* the interpreter's view of the allocation table */
+static int range_of(uintptr_t p, uintptr_t *base, size_t *size) {
+    int i = find_alloc(p, 0);
+    if (i < 0) return 0;
+    *base = allocs[i].base, *size = allocs[i].size;
+    return 1;
+}
+
+/* runs a checked launch on the interpreter */
+static CUresult execute(const struct CUfunc_st *f, const unsigned g[3], const unsigned b[3],
+                        void **params) {
+    char err[400];
+    int rc = f->code ? ptx_run(f->code, g, b, params, range_of, err, sizeof err) : -2;
+    if (!f->code) snprintf(err, sizeof err, "kernel '%s' was not decoded", f->name);
+    if (rc == 0) return CUDA_SUCCESS;
+    return violation(rc == -2 ? CUDA_ERROR_LAUNCH_FAILED : CUDA_ERROR_ILLEGAL_ADDRESS,
+                     "cuLaunchKernel: %s", err);
+}
+
 MOCK_API CUresult CUDAAPI cuLaunchKernel(CUfunction fn, unsigned int gx, unsigned int gy,
                                          unsigned int gz, unsigned int bx, unsigned int by,
                                          unsigned int bz, unsigned int shared, CUstream stream,
@@ -837,6 +881,7 @@ MOCK_API CUresult CUDAAPI cuLaunchKernel(CUfunction fn, unsigned int gx, unsigne
     if (r == CUDA_SUCCESS) r = check_dims(f, g, b, shared);
     if (r == CUDA_SUCCESS) r = check_params(f, params);
     if (r == CUDA_SUCCESS) launches_checked++;
+    if (r == CUDA_SUCCESS && is_executing) r = execute(f, g, b, params);
     RETURN(r);
 }
 
