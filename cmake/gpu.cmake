@@ -88,7 +88,8 @@ if(TC_BUILD_TESTS)
   find_path(TC_CUDA_INCLUDE_DIR cuda.h HINTS ENV CUDA_HOME ENV CUDA_PATH
     PATHS /usr/local/cuda PATH_SUFFIXES include)
   add_library(tc_mock_cuda SHARED ${CMAKE_SOURCE_DIR}/tests/runtime/mock_cuda.c
-    ${CMAKE_SOURCE_DIR}/tests/runtime/mock_cuda_ptx.c)
+    ${CMAKE_SOURCE_DIR}/tests/runtime/mock_cuda_ptx_decode.c
+    ${CMAKE_SOURCE_DIR}/tests/runtime/mock_cuda_ptx_run.c)
   target_compile_options(tc_mock_cuda PRIVATE ${TC_WARNINGS} -fvisibility=hidden)
   target_link_libraries(tc_mock_cuda PRIVATE Threads::Threads m)
   if(TC_CUDA_INCLUDE_DIR)

@@ -360,87 +360,6 @@ static int find_alloc(uintptr_t p, size_t n) {
 
 /* ---- modules: the PTX facts the launch checks need -------------------------------------- */
 
-static size_t ptx_type_size(const char *t) {
-    if (t[0] == 'p' && t[1] == 'r' && t[2] == 'e' && t[3] == 'd') return 1;
-    int bits = atoi(t + 1); /* b8, u16, f32, s64, ... */
-    return bits >= 8 ? (size_t)bits / 8 : 0;
-}
-
-/* bytes of the .shared declaration at s (".shared .align 4 .b8 name[1024];");
- * .extern (dynamic) shared memory counts 0 */
-static size_t shared_decl_bytes(const char *s, const char *line_start) {
-    if (strstr(line_start, ".extern") && strstr(line_start, ".extern") < s) return 0;
-    size_t elem = 0, count = 1;
-    const char *p = s + strlen(".shared");
-    const char *end = strchr(p, ';');
-    if (!end) return 0;
-    for (; p < end; p++) {
-        if (*p == '.' && p[1] != 'a' && isalpha((unsigned char)p[1]) && !elem)
-            elem = ptx_type_size(p + 1);
-        if (*p == '[') count *= (size_t)strtoull(p + 1, NULL, 10);
-    }
-    return elem * count;
-}
-
-/* the start of the line holding p */
-static const char *line_of(const char *text, const char *p) {
-    while (p > text && p[-1] != '\n') p--;
-    return p;
-}
-
-/* one .entry at e (after ".entry "): name, params, .maxntid, and the body's .shared
- * declarations; returns the position after its body, NULL if malformed */
-static const char *parse_entry(const char *text, const char *e, struct CUfunc_st *f) {
-    size_t len = strcspn(e, "( \t\n");
-    if (len == 0 || len >= sizeof f->name) return NULL;
-    memcpy(f->name, e, len);
-    f->name[len] = '\0';
-    const char *p = e + len;
-    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
-    if (*p == '(') {
-        const char *close = strchr(p, ')');
-        if (!close) return NULL;
-        for (const char *q = strstr(p, ".param"); q && q < close; q = strstr(q + 6, ".param")) {
-            if (f->n_params == 64) return NULL;
-            const char *eol = strpbrk(q, ",)");
-            const char *u64 = strstr(q, ".u64");
-            f->is_ptr[f->n_params++] = u64 && u64 < eol && !memchr(q, '[', (size_t)(eol - q));
-        }
-        p = close + 1;
-    }
-    const char *open = strchr(p, '{');
-    if (!open) return NULL;
-    const char *maxntid = strstr(p, ".maxntid");
-    if (maxntid && maxntid < open) {
-        unsigned x = 1, y = 1, z = 1;
-        if (sscanf(maxntid + 8, " %u , %u , %u", &x, &y, &z) < 1) return NULL;
-        f->maxntid = x * y * z;
-    }
-    int depth = 0;
-    for (p = open; *p; p++) {
-        if (*p == '{') depth++;
-        if (*p == '}' && --depth == 0) break;
-        if (*p == '.' && strncmp(p, ".shared", 7) == 0 && isspace((unsigned char)p[7]) &&
-            strstr(line_of(text, p), ".shared") == p)
-            f->shared += shared_decl_bytes(p, line_of(text, p));
-    }
-    return *p ? p + 1 : NULL;
-}
-
-/* bytes of .shared declared at module scope (outside every .entry body) */
-static size_t module_shared(const char *text) {
-    size_t n = 0;
-    int depth = 0;
-    for (const char *p = text; *p; p++) {
-        if (*p == '{') depth++;
-        if (*p == '}') depth--;
-        if (depth == 0 && strncmp(p, ".shared", 7) == 0 && isspace((unsigned char)p[7]) &&
-            p == line_of(text, p) + strspn(line_of(text, p), " \t"))
-            n += shared_decl_bytes(p, line_of(text, p));
-    }
-    return n;
-}
-
 /* the .target's sm number ("sm_80" -> 80); -1 if absent */
 static int ptx_target(const char *text) {
     const char *t = strstr(text, "\n.target");
@@ -460,38 +379,28 @@ static CUresult parse_module(const char *text, struct CUmod_st **out) {
                          "cuModuleLoadData: PTX .target sm_%d on a device of compute "
                          "capability %d.%d",
                          target, cc / 10, cc % 10);
+    char err[200];
     struct CUmod_st *m = calloc(1, sizeof *m);
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t common = module_shared(text);
-    for (const char *e = strstr(text, ".entry "); e; e = strstr(e, ".entry ")) {
-        struct CUfunc_st *grown = realloc(m->fns, sizeof *grown * (size_t)(m->n_fns + 1));
-        if (!grown) {
-            free(m->fns);
-            free(m);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        m->fns = grown;
-        struct CUfunc_st *f = &m->fns[m->n_fns];
-        memset(f, 0, sizeof *f);
-        e = parse_entry(text, e + strlen(".entry "), f);
-        if (!e) {
-            free(m->fns);
-            free(m);
-            return violation(CUDA_ERROR_INVALID_PTX, "cuModuleLoadData: malformed .entry");
-        }
-        f->shared += common;
-        m->n_fns++;
-    }
-    char err[200];
     m->ptx = ptx_load(text, err, sizeof err);
-    if (!m->ptx) {
-        free(m->fns);
+    m->n_fns = m->ptx ? ptx_count(m->ptx) : 0;
+    m->fns = m->ptx ? calloc((size_t)m->n_fns + 1, sizeof *m->fns) : NULL;
+    if (!m->fns) {
+        bool is_decoded = m->ptx != NULL;
+        ptx_free(m->ptx);
         free(m);
-        return violation(CUDA_ERROR_INVALID_PTX, "cuModuleLoadData: %s", err);
+        return is_decoded ? CUDA_ERROR_OUT_OF_MEMORY
+                          : violation(CUDA_ERROR_INVALID_PTX, "cuModuleLoadData: %s", err);
     }
     for (int i = 0; i < m->n_fns; i++) {
-        m->fns[i].m = m;
-        m->fns[i].code = ptx_find(m->ptx, m->fns[i].name);
+        struct CUfunc_st *f = &m->fns[i];
+        f->code = ptx_at(m->ptx, i);
+        snprintf(f->name, sizeof f->name, "%s", ptx_name(f->code));
+        f->n_params = ptx_n_params(f->code);
+        for (int p = 0; p < f->n_params; p++) f->is_ptr[p] = ptx_param_is_u64(f->code, p);
+        f->shared = ptx_shared_bytes(f->code);
+        f->maxntid = ptx_maxntid(f->code);
+        f->m = m;
     }
     m->is_loaded = true;
     *out = m;

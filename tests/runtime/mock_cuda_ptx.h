@@ -29,8 +29,19 @@ typedef int (*ptx_range_fn)(uintptr_t p, uintptr_t *base, size_t *size);
 /* PTX text -> a decoded module; NULL with err filled (out of memory or a
  * malformed .entry). Kernels with unknown instructions still load. */
 ptx_module *ptx_load(const char *text, char *err, size_t err_size);
-void ptx_free(ptx_module *m);                          /* NULL is fine */
-ptx_kernel *ptx_find(ptx_module *m, const char *name); /* NULL if none */
+void ptx_free(ptx_module *m); /* NULL is fine */
+
+/* the facts the launch checks need: kernels in m in .entry order, a
+ * kernel's name, its .param count, whether param i is a .u64 (a pointer for
+ * libtinyc), its static .shared bytes (its own and the module's, laid out
+ * with their alignment) and its .maxntid x*y*z (0: none) */
+int ptx_count(const ptx_module *m);
+ptx_kernel *ptx_at(ptx_module *m, int i);
+const char *ptx_name(const ptx_kernel *k);
+int ptx_n_params(const ptx_kernel *k);
+int ptx_param_is_u64(const ptx_kernel *k, int i);
+size_t ptx_shared_bytes(const ptx_kernel *k);
+unsigned ptx_maxntid(const ptx_kernel *k);
 
 /* runs k on grid x block with params (params[i] points at the i-th value).
  * Returns 0; -1 with err saying what went wrong where (an access out of
