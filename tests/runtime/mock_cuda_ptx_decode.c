@@ -53,7 +53,7 @@ static const struct {
 /* modifiers that change nothing here (rounding to nearest is what C does;
  * .nc, .uni, .sync, .aligned, .approx, .full are hints or defaults) */
 static const char *const ignored_mods[] = {"rn",     "nc",   "uni", "sync", "aligned",
-                                           "approx", "full", "to",  "ftz",  NULL};
+                                           "approx", "full", "to",  NULL};
 
 /* ---- decoding -------------------------------------------------------------------------- */
 
@@ -63,7 +63,41 @@ static unsigned hash_str(const char *s) {
     return h;
 }
 
-/* the slot of register `name` in k, made on first sight; -1 on out of memory */
+/* true if a .reg line declared name ("%f12" by "%f<57>", "%SP" by "%SP") */
+static bool is_declared(const ptx_kernel *k, const char *name) {
+    for (int i = 0; i < k->n_rdecls; i++) {
+        size_t n = strlen(k->rdecls[i].prefix);
+        if (strncmp(name, k->rdecls[i].prefix, n) != 0) continue;
+        if (k->rdecls[i].count < 0 && name[n] == '\0') return true;
+        if (k->rdecls[i].count >= 0 && isdigit((unsigned char)name[n])) {
+            char *end;
+            long v = strtol(name + n, &end, 10);
+            if (*end == '\0' && v < k->rdecls[i].count) return true;
+        }
+    }
+    return false;
+}
+
+/* records the registers of one ".reg .TYPE %a<N>, %b;" line; false on out of memory */
+static bool declare_regs(ptx_kernel *k, const char *s) {
+    for (const char *p = strchr(s, '%'); p; p = strchr(p, '%')) {
+        size_t n = strcspn(p, "<,; \t");
+        if (n >= sizeof k->rdecls[0].prefix) return true; /* never matches: uses fail */
+        reg_decl *g = realloc(k->rdecls, sizeof *g * (size_t)(k->n_rdecls + 1));
+        if (!g) return false;
+        k->rdecls = g;
+        reg_decl *r = &k->rdecls[k->n_rdecls++];
+        memcpy(r->prefix, p, n);
+        r->prefix[n] = '\0';
+        r->count = p[n] == '<' ? atoi(p + n + 1) : -1;
+        p += n;
+    }
+    return true;
+}
+
+/* the slot of register `name` in k, made on first sight; -1 when it was
+ * never declared (a special register the interpreter does not know, say) or
+ * on out of memory */
 static int reg_slot(ptx_kernel *k, const char *name) {
     if (k->n_regs * 2 >= k->hash_cap) {
         int cap = k->hash_cap ? 2 * k->hash_cap : 256;
@@ -87,6 +121,7 @@ static int reg_slot(ptx_kernel *k, const char *name) {
         if (!r) return -1;
         k->regs = r, k->cap_regs = cap;
     }
+    if (!is_declared(k, name)) return -1;
     char *copy = strdup(name);
     if (!copy) return -1;
     k->regs[k->n_regs] = copy;
@@ -240,8 +275,11 @@ static bool parse_operand(ptx_kernel *k, char *s, operand *o, labels *lb, int at
             if (o->n_vec == MAX_VEC) return false;
             char save = p[len];
             p[len] = '\0';
-            o->vec[o->n_vec++] = strcmp(p, "_") == 0 ? -1 : reg_slot(k, p);
+            int slot = strcmp(p, "_") == 0 ? -1 : reg_slot(k, p);
+            bool is_bad = slot < 0 && strcmp(p, "_") != 0;
+            o->vec[o->n_vec++] = slot;
             p[len] = save;
+            if (is_bad) return false;
             p += len;
         }
         return o->n_vec > 0;
@@ -331,6 +369,7 @@ static bool decode(ptx_kernel *k, char *line, int lineno, instr *in, labels *lb)
         p[len] = '\0';
         in->guard = reg_slot(k, p);
         p[len] = save;
+        if (in->guard < 0) return false;
         p += len;
         while (isspace((unsigned char)*p)) p++;
     }
@@ -441,8 +480,9 @@ static bool decode_body(ptx_kernel *k, const char *text, const char *body, const
                 if (!parse_decl(s, name, &bytes, &align))
                     set_unsupported(k, lineno, "declaration not understood", s);
                 else ok = add_symbol(k, name, s[1] == 's' ? SYM_SHARED : SYM_LOCAL, bytes, align);
-            } else if (strncmp(s, ".reg", 4) != 0 && strncmp(s, ".pragma", 7) != 0 &&
-                       strncmp(s, ".loc", 4) != 0) {
+            } else if (strncmp(s, ".reg", 4) == 0) {
+                ok = declare_regs(k, s);
+            } else if (strncmp(s, ".pragma", 7) != 0 && strncmp(s, ".loc", 4) != 0) {
                 set_unsupported(k, lineno, "directive not understood", s);
             }
             continue;
@@ -573,6 +613,7 @@ void ptx_free(ptx_module *m) {
         free(k->reg_hash);
         free(k->code);
         free(k->syms);
+        free(k->rdecls);
     }
     for (int i = 0; i < m->n_vars; i++) free(m->vars[i].data);
     free(m->vars);

@@ -176,6 +176,11 @@ typedef struct {
     size_t size;
 } gvar;
 
+typedef struct {
+    char prefix[32]; /* "%f" of "%f<57>", or a whole name ("%SP") */
+    int count;       /* registers prefix0 .. prefix<count-1>; -1: the name alone */
+} reg_decl;
+
 struct ptx_kernel {
     char name[128];
     instr *code; /* the body */
@@ -190,7 +195,9 @@ struct ptx_kernel {
     symbol *syms; /* .shared / .local declared in the body or the module */
     int n_syms, cap_syms;
     size_t shared_size, local_size;
-    unsigned maxntid;      /* .maxntid x*y*z (0: none) */
+    unsigned maxntid; /* .maxntid x*y*z (0: none) */
+    reg_decl *rdecls; /* what .reg lines declared */
+    int n_rdecls;
     char unsupported[200]; /* the first line not understood ("" if none) */
     ptx_module *m;
 };

@@ -520,13 +520,29 @@ int ptx_run(ptx_kernel *k, const unsigned grid[3], const unsigned block[3], void
                     th->tid[2] = (unsigned)(t / ((size_t)block[0] * block[1]));
                 }
                 for (bool is_waiting = true; is_waiting && rc == 0;) {
-                    is_waiting = false; /* run every live thread to its next barrier or end */
+                    /* every live thread to its next barrier or its end; all that
+                     * wait must wait at the same bar.sync, and none may end while
+                     * others wait (a barrier in divergent code) */
+                    is_waiting = false;
+                    int at = -1;      /* the bar.sync they wait at */
+                    size_t first = 0; /* the first thread waiting there */
+                    size_t ended = n_threads;
                     for (size_t t = 0; t < n_threads && rc == 0; t++) {
                         if (ths[t].is_done) continue;
                         int s = run_thread(&l, &ths[t]);
                         if (s < 0) rc = -1;
-                        if (s == 1) is_waiting = true;
+                        if (s == 0 && ended == n_threads) ended = t;
+                        if (s != 1) continue;
+                        is_waiting = true;
+                        if (at < 0) at = ths[t].pc, first = t;
+                        if (ths[t].pc != at)
+                            rc = fail(&l, &ths[t], &k->code[ths[t].pc - 1],
+                                      "waits at another bar.sync than thread %zu", first);
                     }
+                    if (rc == 0 && is_waiting && ended < n_threads)
+                        rc = fail(&l, &ths[ended], &k->code[ths[ended].pc - 1],
+                                  "ended while other threads wait at the bar.sync of PTX line %d",
+                                  k->code[at - 1].line);
                 }
             }
     free(ths);

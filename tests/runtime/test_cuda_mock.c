@@ -52,7 +52,9 @@ static const char *shared_src =
     "}\n";
 
 /* kernels the interpreter must refuse: a store past the buffer, a float4
- * load off its 16-byte alignment, an instruction it does not know (brev) */
+ * load off its 16-byte alignment, an instruction it does not know (brev), a
+ * special register it does not know (%laneid), a barrier only some threads
+ * reach */
 static const char *bad_src =
     "extern \"C\" __global__ void oob(float *out) { out[threadIdx.x + 300] = 1.0f; }\n"
     "extern \"C\" __global__ void misaligned(float *out, const float *a) {\n"
@@ -61,6 +63,13 @@ static const char *bad_src =
     "}\n"
     "extern \"C\" __global__ void unknown(unsigned *out) {\n"
     "  unsigned r; asm(\"brev.b32 %0, %1;\" : \"=r\"(r) : \"r\"(out[0])); out[0] = r;\n"
+    "}\n"
+    "extern \"C\" __global__ void lane(unsigned *out) {\n"
+    "  unsigned r; asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(r)); out[threadIdx.x] = r;\n"
+    "}\n"
+    "extern \"C\" __global__ void diverge(float *out) {\n"
+    "  if (threadIdx.x < 16) __syncthreads();\n"
+    "  out[threadIdx.x] = 1.0f;\n"
     "}\n";
 
 static void rm_tree(const char *dir) {
@@ -305,6 +314,14 @@ static void test_interpreter_catches(void **state) {
     assert_int_equal(d->launch(d, unk, args, 1, &dims), TC_ERR_RUNTIME);
     assert_tc_error(TC_ERR_RUNTIME, "CUDA_ERROR_LAUNCH_FAILED");
     assert_violation(1, "brev.b32");
+    tc_program *lane = d->compile(d, bad_src, "lane");
+    assert_non_null(lane);
+    assert_int_equal(d->launch(d, lane, args, 1, &dims), TC_ERR_RUNTIME);
+    assert_violation(1, "%laneid");
+    tc_program *div = d->compile(d, bad_src, "diverge");
+    assert_non_null(div);
+    assert_int_equal(d->launch(d, div, args, 1, &dims), TC_ERR_RUNTIME);
+    assert_violation(1, "ended while other threads wait at the bar.sync");
     tc_buffer_release(in), tc_buffer_release(out);
 }
 
