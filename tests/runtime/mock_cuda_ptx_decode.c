@@ -353,6 +353,54 @@ static int split_operands(char *s, char **parts, int cap) {
     return n;
 }
 
+/* whether the runner computes instruction in at its types (a combination
+ * it does not implement must be refused, never run wrongly) */
+static bool is_supported(const instr *in) {
+    ptype t = (ptype)in->t;
+    bool is_float = t == T_F32 || t == T_F64, is_int = !is_float && t != T_F16 && t != T_NONE;
+    switch ((opcode)in->op) {
+    case OP_ADD:
+    case OP_SUB:
+    case OP_MUL:
+    case OP_MAD:
+    case OP_DIV:
+    case OP_NEG:
+    case OP_ABS:
+    case OP_MIN:
+    case OP_MAX: return (is_float && in->mod == M_NONE) || (is_int && t != T_PRED);
+    case OP_FMA:
+    case OP_RCP:
+    case OP_SQRT: return is_float;
+    case OP_EX2:
+    case OP_LG2:
+    case OP_SIN:
+    case OP_COS:
+    case OP_RSQRT: return t == T_F32;
+    case OP_REM:
+    case OP_SHL:
+    case OP_SHR:
+    case OP_BFI:
+    case OP_CNOT: return is_int && t != T_PRED;
+    case OP_AND:
+    case OP_OR:
+    case OP_XOR:
+    case OP_NOT: return is_int;
+    case OP_SETP: return (is_float || is_int) && t != T_PRED && in->mod >= C_EQ && in->mod <= C_NAN;
+    case OP_CVT: /* float -> float rounds to an integral value only with .rni & co */
+        return t != T_NONE && t != T_PRED && in->t2 != T_NONE && in->t2 != T_PRED;
+    case OP_BRA:
+    case OP_RET:
+    case OP_BAR:
+    case OP_MOV:
+    case OP_SELP:
+    case OP_LD:
+    case OP_ST:
+    case OP_CVTA: return true;
+    case OP_UNKNOWN: return false;
+    }
+    return false;
+}
+
 /* decodes one instruction line (comment and ';' removed) into in */
 static bool decode(ptx_kernel *k, char *line, int lineno, instr *in, labels *lb) {
     memset(in, 0, sizeof *in);
@@ -420,13 +468,15 @@ static bool decode(ptx_kernel *k, char *line, int lineno, instr *in, labels *lb)
     if (in->op == OP_CVT) in->t2 = (uint8_t)types[1];
     if (in->op == OP_CVTA && (in->mod == S_GLOBAL || in->mod == S_SHARED || in->mod == S_LOCAL))
         in->mod = 0;
+    if (!is_supported(in)) return false;
     char *parts[MAX_OPS + 1];
     int n = split_operands(ops, parts, MAX_OPS + 1);
     if (n < 0 || n > MAX_OPS) return false;
     in->n = (uint8_t)n;
     for (int i = 0; i < n; i++)
         if (!parse_operand(k, parts[i], &in->o[i], lb, k->n_code, in->op == OP_BRA)) return false;
-    if (in->op == OP_BAR && n >= 1 && in->o[0].kind != K_IMM) return false;
+    if (in->op == OP_BAR && (n != 1 || in->o[0].kind != K_IMM || in->o[0].imm != 0))
+        return false; /* only the whole-block barrier 0 */
     return true;
 }
 
@@ -589,8 +639,10 @@ static bool decode_global(ptx_module *m, const char *s) {
     g->data = calloc(1, bytes ? bytes : 1);
     if (!g->data) return false;
     m->n_vars++;
-    const char *init = strchr(s, '{');
-    const char *stop = init ? strchr(init, '}') : NULL;
+    const char *init = strchr(s, '{'), *eq = strchr(s, '=');
+    const char *semi = strchr(s, ';');
+    if (!init && eq && (!semi || eq < semi)) init = eq; /* a scalar "= v" */
+    const char *stop = init ? strpbrk(init + 1, "};") : NULL;
     size_t at = 0;
     for (const char *p = init ? init + 1 : NULL; p && p < stop && at + elem <= bytes;) {
         char *endp;

@@ -254,6 +254,13 @@ static uint64_t cvt(const instr *in, uint64_t v) {
     bool df = d == T_F16 || d == T_F32 || d == T_F64, sf = s == T_F16 || s == T_F32 || s == T_F64;
     if (sf) {
         double x = s == T_F16 ? half_to_float((uint16_t)v) : s == T_F32 ? f32(v) : f64(v);
+        if (in->mod == R_RNI || in->mod == R_RZI || in->mod == R_RMI || in->mod == R_RPI) {
+            if (d == T_F16 || d == T_F32 || d == T_F64) /* to an integral value, same type */
+                x = in->mod == R_RNI   ? nearbyint(x)
+                    : in->mod == R_RMI ? floor(x)
+                    : in->mod == R_RPI ? ceil(x)
+                                       : trunc(x);
+        }
         if (d == T_F16) return float_to_half((float)x); /* f64 -> f16 goes through f32 */
         if (d == T_F32) return bits32((float)x);
         if (d == T_F64) return bits64(x);

@@ -14,6 +14,7 @@
 #include "tc_test.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,13 @@ static const char *shared_src =
     "  __syncthreads();\n"
     "  out[threadIdx.x] = tmp[10239 - threadIdx.x];\n"
     "}\n";
+
+/* float rounding to integral values: cvt.rni/rzi/rmi/rpi.f32.f32 */
+static const char *round_src = "extern \"C\" __global__ void rnd(float *out, const float *a) {\n"
+                               "  int i = threadIdx.x;\n"
+                               "  out[4 * i] = rintf(a[i]), out[4 * i + 1] = truncf(a[i]);\n"
+                               "  out[4 * i + 2] = floorf(a[i]), out[4 * i + 3] = ceilf(a[i]);\n"
+                               "}\n";
 
 /* kernels the interpreter must refuse: a store past the buffer, a float4
  * load off its 16-byte alignment, an instruction it does not know (brev), a
@@ -286,6 +294,18 @@ static void test_launch_computes(void **state) {
     assert_int_equal(tc_buffer_copyout(out, 0, got, 128 * sizeof(float)), TC_OK);
     for (int i = 0; i < 128; i++) want[i] = (float)(10239 - i);
     assert_true(tc_allclose_f32(got, want, 128, 0, 0, "big"));
+    float x[8] = {2.5f, -1.5f, 0.5f, 1.7f, -2.3f, -0.5f, 3.0f, 1e9f};
+    assert_int_equal(tc_buffer_copyin(in, 0, x, sizeof x), TC_OK);
+    tc_program *rnd = d->compile(d, round_src, "rnd");
+    assert_non_null(rnd);
+    tc_launch_dims eight = {{1, 1, 1}, {8, 1, 1}, 0};
+    assert_int_equal(d->launch(d, rnd, args, 2, &eight), TC_OK);
+    assert_int_equal(tc_buffer_copyout(out, 0, got, 32 * sizeof(float)), TC_OK);
+    for (int i = 0; i < 8; i++) {
+        want[4 * i] = rintf(x[i]), want[4 * i + 1] = truncf(x[i]);
+        want[4 * i + 2] = floorf(x[i]), want[4 * i + 3] = ceilf(x[i]);
+    }
+    assert_true(tc_allclose_f32(got, want, 32, 0, 0, "rint, trunc, floor, ceil"));
     tc_buffer_release(in), tc_buffer_release(out);
     assert_no_violations();
 }
