@@ -447,6 +447,12 @@ static void test_driver_failures(void **state) {
     assert_int_equal(mock.inject("cuModuleLoadData:1"), 0);
     assert_int_equal(tc_realize(&s, 1), TC_ERR_COMPILE);
     assert_tc_error(TC_ERR_COMPILE, "cuModuleLoadData failed: CUDA_ERROR_INVALID_PTX");
+    assert_int_equal(mock.inject("cuModuleGetFunction:1:500"), 0); /* the module is unloaded */
+    assert_int_equal(tc_realize(&s, 1), TC_ERR_COMPILE);
+    assert_tc_error(TC_ERR_COMPILE, "cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND");
+    int n_alloc, n_modules, refs;
+    mock.live(&n_alloc, &n_modules, &refs);
+    assert_int_equal(n_modules, 0);
     assert_int_equal(mock.inject("cuLaunchKernel:1"), 0);
     assert_int_equal(tc_realize(&s, 1), TC_ERR_RUNTIME);
     assert_tc_error(TC_ERR_RUNTIME, "failed: cuLaunchKernel: CUDA_ERROR_LAUNCH_FAILED");
@@ -461,9 +467,33 @@ static void test_driver_failures(void **state) {
                                     "CUDA_ERROR_LAUNCH_FAILED");
     mock.inject(NULL);
     assert_int_equal(tc_to_host(s, got, 2 * sizeof(float)), TC_OK);
+    assert_true(got[0] == 4.0f && got[1] == 5.0f); /* relu, then the row sums */
     assert_int_equal(tc_to_host(a, got, sizeof got), TC_OK);
-    assert_memory_equal(got, x, sizeof x); /* an input's bytes, not a kernel's result */
+    assert_memory_equal(got, x, sizeof x);
+    assert_int_equal(mock.inject("cuCtxSynchronize:1"), 0);
+    assert_int_equal(tc_synchronize("CUDA"), TC_ERR_RUNTIME);
+    assert_tc_error(TC_ERR_RUNTIME, "CUDA: cuCtxSynchronize failed: CUDA_ERROR_LAUNCH_FAILED");
+    mock.inject(NULL);
+    assert_int_equal(tc_synchronize("CUDA"), TC_OK);
     tc_release(a), tc_release(b), tc_release(s);
+    assert_no_violations();
+}
+
+/* opening the device fails cleanly where the driver does (no context is
+ * left retained), and the next open works */
+static void test_open_failures(void **state) {
+    (void)state;
+    need_nvrtc();
+    assert_int_equal(mock.inject("cuDevicePrimaryCtxRetain:1"), 0);
+    assert_int_equal(tc_device_open("CUDA", "tc_zeros"), -1);
+    assert_tc_error(TC_ERR_DEVICE, "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_INVALID_VALUE");
+    assert_live(0, 0, 0);
+    assert_int_equal(mock.inject("cuDeviceGetAttribute:1:101"), 0);
+    assert_int_equal(tc_device_open("CUDA", "tc_zeros"), -1);
+    assert_tc_error(TC_ERR_DEVICE, "cuDeviceGetAttribute failed: CUDA_ERROR_INVALID_DEVICE");
+    mock.inject(NULL);
+    open_cuda();
+    assert_live(0, 0, 1);
     assert_no_violations();
 }
 
@@ -612,7 +642,7 @@ int main(int argc, char **argv) {
         T(test_interpreter_catches), T(test_launch_misuse_caught),
         T(test_disk_cache),          T(test_oom),
         T(test_driver_failures),     T(test_bad_context_caught),
-        T(test_tensor_corpus),
+        T(test_open_failures),       T(test_tensor_corpus),
     };
 #undef T
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
