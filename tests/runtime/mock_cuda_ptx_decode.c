@@ -35,7 +35,7 @@ static const struct {
     {"sqrt", OP_SQRT}, {"rsqrt", OP_RSQRT},
 };
 
-/* modifiers: mul/mad width, setp comparison, cvt rounding, ld/st space */
+/* the spelling of each modifier (mock_cuda_ptx_int.h); "lo"/"hi" twice: widths and comparisons */
 static const struct {
     const char *name;
     int mod;

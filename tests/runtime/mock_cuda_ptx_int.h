@@ -15,23 +15,23 @@
 #define MAX_OPS 5 /* operands of one instruction (bfi has 5) */
 
 typedef enum {
-    T_NONE,
-    T_PRED,
-    T_B8,
+    T_NONE, /* no type given */
+    T_PRED, /* predicate (0 or 1) */
+    T_B8,   /* untyped bits */
     T_B16,
     T_B32,
     T_B64,
-    T_U8,
+    T_U8, /* unsigned */
     T_U16,
     T_U32,
     T_U64,
-    T_S8,
+    T_S8, /* signed (sign-extended when widened) */
     T_S16,
     T_S32,
     T_S64,
-    T_F16,
-    T_F32,
-    T_F64,
+    T_F16, /* half (conversions only) */
+    T_F32, /* float */
+    T_F64, /* double */
 } ptype;
 
 static inline int tbits(ptype t) {
@@ -62,76 +62,77 @@ static inline bool tsigned(ptype t) {
 }
 
 typedef enum {
-    OP_UNKNOWN,
-    OP_ADD,
-    OP_SUB,
-    OP_MUL,
-    OP_MAD,
-    OP_FMA,
-    OP_DIV,
-    OP_REM,
+    OP_UNKNOWN, /* not decoded */
+    OP_ADD,     /* d = a + b */
+    OP_SUB,     /* d = a - b */
+    OP_MUL,     /* .lo/.hi/.wide for ints */
+    OP_MAD,     /* d = a * b + c (.lo/.hi/.wide) */
+    OP_FMA,     /* fused, rounded once */
+    OP_DIV,     /* ints: by 0 gives all ones */
+    OP_REM,     /* ints */
     OP_NEG,
     OP_ABS,
-    OP_MIN,
+    OP_MIN, /* floats: the non-NaN operand */
     OP_MAX,
-    OP_AND,
+    OP_AND, /* bitwise; logical on .pred */
     OP_OR,
     OP_XOR,
     OP_NOT,
-    OP_CNOT,
-    OP_SHL,
-    OP_SHR,
-    OP_BFI,
-    OP_SELP,
-    OP_SETP,
-    OP_MOV,
-    OP_LD,
+    OP_CNOT, /* d = a == 0 */
+    OP_SHL,  /* shift >= width: 0 */
+    OP_SHR,  /* .s: arithmetic */
+    OP_BFI,  /* bit-field insert a into b at c, d bits */
+    OP_SELP, /* d = p ? a : b */
+    OP_SETP, /* p = a CMP b [BOOL q] */
+    OP_MOV,  /* also vector pack/unpack */
+    OP_LD,   /* .global/.shared/.local/.param, .v2/.v4 */
     OP_ST,
-    OP_CVT,
-    OP_CVTA,
-    OP_BRA,
-    OP_RET,
-    OP_BAR,
-    OP_EX2,
-    OP_LG2,
-    OP_SIN,
-    OP_COS,
-    OP_RCP,
+    OP_CVT,  /* between any two types, rounding */
+    OP_CVTA, /* identity: every space is host memory */
+    OP_BRA,  /* to a label */
+    OP_RET,  /* the thread ends */
+    OP_BAR,  /* bar.sync 0 */
+    OP_EX2,  /* libm exp2f */
+    OP_LG2,  /* libm log2f */
+    OP_SIN,  /* libm sinf */
+    OP_COS,  /* libm cosf */
+    OP_RCP,  /* 1 / a */
     OP_SQRT,
-    OP_RSQRT,
+    OP_RSQRT, /* 1 / sqrt(a) */
 } opcode;
 
+/* modifiers: mul/mad width, setp comparison, cvt rounding, ld/st space */
 enum {
-    M_NONE,
-    M_LO,
-    M_HI,
-    M_WIDE,
-    C_EQ,
+    M_NONE, /* no modifier */
+    M_LO,   /* mul/mad: the low half */
+    M_HI,   /* the high half */
+    M_WIDE, /* the double-width product */
+    C_EQ,   /* setp: ordered (false on NaN) */
     C_NE,
-    C_LT,
-    C_LE,
-    C_GT,
-    C_GE,
-    C_EQU,
+    C_LT,  /* also .lo on unsigned */
+    C_LE,  /* also .ls */
+    C_GT,  /* also .hi */
+    C_GE,  /* also .hs */
+    C_EQU, /* unordered (true on NaN) */
     C_NEU,
     C_LTU,
     C_LEU,
     C_GTU,
     C_GEU,
-    C_NUM,
-    C_NAN,
-    R_RNI,
-    R_RZI,
-    R_RMI,
-    R_RPI,
-    S_GLOBAL,
-    S_SHARED,
-    S_LOCAL,
-    S_PARAM,
+    C_NUM,    /* neither is NaN */
+    C_NAN,    /* either is NaN */
+    R_RNI,    /* cvt: to an integral value, nearest even */
+    R_RZI,    /* toward zero */
+    R_RMI,    /* toward -inf */
+    R_RPI,    /* toward +inf */
+    S_GLOBAL, /* ld/st: device memory (also with no space) */
+    S_SHARED, /* the block's buffer */
+    S_LOCAL,  /* the thread's depot */
+    S_PARAM,  /* kernel parameters */
 };
 
 typedef enum {
-    K_NONE,
+    K_NONE,    /* absent */
     K_REG,     /* reg */
     K_IMM,     /* imm (+ the base of symbol space sym) */
     K_SPECIAL, /* reg: 0-2 %tid, 3-5 %ntid, 6-8 %ctaid, 9-11 %nctaid */
@@ -152,28 +153,28 @@ typedef struct {
 } operand;
 
 typedef struct {
-    uint8_t op;      /* opcode */
-    uint8_t t, t2;   /* the type; cvt's source type */
-    uint8_t mod;     /* M_*, C_*, R_*, S_* */
-    uint8_t bool_op; /* setp's .and/.or/.xor with a 4th operand (OP_AND...) or 0 */
-    uint8_t vec;     /* ld/st vector width (1, 2, 4) */
-    uint8_t n;       /* operands */
-    bool guard_neg;  /* @!%p */
-    int32_t guard;   /* predicate register or -1 */
-    int32_t line;    /* line in the PTX text */
-    operand o[MAX_OPS];
+    uint8_t op;         /* opcode */
+    uint8_t t, t2;      /* the type; cvt's source type */
+    uint8_t mod;        /* M_*, C_*, R_*, S_* */
+    uint8_t bool_op;    /* setp's .and/.or/.xor with a 4th operand (OP_AND...) or 0 */
+    uint8_t vec;        /* ld/st vector width (1, 2, 4) */
+    uint8_t n;          /* operands */
+    bool guard_neg;     /* @!%p */
+    int32_t guard;      /* predicate register or -1 */
+    int32_t line;       /* line in the PTX text */
+    operand o[MAX_OPS]; /* destination first (st: the address first) */
 } instr;
 
 typedef struct {
-    char name[96];
+    char name[96]; /* as declared */
     uint8_t space; /* SYM_SHARED, SYM_LOCAL */
     int64_t off;   /* offset in the block's shared buffer or the thread's depot */
 } symbol;
 
 typedef struct {
-    char name[96];
+    char name[96]; /* as declared */
     uint8_t *data; /* host copy, initialized */
-    size_t size;
+    size_t size;   /* bytes */
 } gvar;
 
 typedef struct {
@@ -182,34 +183,34 @@ typedef struct {
 } reg_decl;
 
 struct ptx_kernel {
-    char name[128];
-    instr *code; /* the body */
-    int n_code, cap_code;
-    char **regs; /* register names (index = slot) */
-    int n_regs, cap_regs;
-    int *reg_hash; /* open addressing over regs, -1 empty */
-    int hash_cap;
-    char params[64][96]; /* .param names in order */
-    uint8_t param_t[64];
-    int n_params;
-    symbol *syms; /* .shared / .local declared in the body or the module */
-    int n_syms, cap_syms;
-    size_t shared_size, local_size;
-    unsigned maxntid; /* .maxntid x*y*z (0: none) */
-    reg_decl *rdecls; /* what .reg lines declared */
+    char name[128];                 /* the .entry's name */
+    instr *code;                    /* the body, ending in a ret */
+    int n_code, cap_code;           /* used, allocated */
+    char **regs;                    /* register names (index = slot) */
+    int n_regs, cap_regs;           /* used, allocated */
+    int *reg_hash;                  /* open addressing over regs, -1 empty */
+    int hash_cap;                   /* a power of two */
+    char params[64][96];            /* .param names in order */
+    uint8_t param_t[64];            /* their types (T_NONE: none given) */
+    int n_params;                   /* how many */
+    symbol *syms;                   /* .shared / .local declared in the body or the module */
+    int n_syms, cap_syms;           /* used, allocated */
+    size_t shared_size, local_size; /* bytes per block, per thread */
+    unsigned maxntid;               /* .maxntid x*y*z (0: none) */
+    reg_decl *rdecls;               /* what .reg lines declared */
     int n_rdecls;
     char unsupported[200]; /* the first line not understood ("" if none) */
-    ptx_module *m;
+    ptx_module *m;         /* the module it is in */
 };
 
 struct ptx_module {
-    ptx_kernel *kernels;
-    int n_kernels;
-    gvar *vars;
-    int n_vars;
+    ptx_kernel *kernels; /* .entry kernels in order */
+    int n_kernels;       /* how many */
+    gvar *vars;          /* module .global variables */
+    int n_vars;          /* how many */
     char (*mshared)[96]; /* module-scope .shared: declarations copied into each kernel */
-    size_t *mshared_size, *mshared_align;
-    int n_mshared;
+    size_t *mshared_size, *mshared_align; /* their bytes and alignment */
+    int n_mshared;                        /* how many */
 };
 
 #endif /* TC_MOCK_CUDA_PTX_INT_H */
