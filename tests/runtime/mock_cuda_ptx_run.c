@@ -21,6 +21,7 @@
 
 typedef struct {
     uint64_t *r;     /* registers */
+    uint32_t id;     /* linear thread index + 1 (0: nobody) */
     uint8_t *local;  /* .local depot */
     int pc;          /* next instruction */
     bool is_done;    /* returned */
@@ -33,6 +34,10 @@ typedef struct {
     void **params;
     unsigned grid[3], block[3], cta[3];
     uint8_t *shared;
+    /* race detection on shared memory, per byte: who last wrote and read it
+     * in which barrier interval (epochs are unique across blocks) */
+    uint32_t *w_id, *w_epoch, *r_id, *r_epoch;
+    uint32_t epoch; /* the interval running now */
     ptx_range_fn ask_range;
     uintptr_t rbase[16]; /* global ranges seen this launch */
     size_t rsize[16];
@@ -179,6 +184,42 @@ static bool check_access(launch *l, const thread *th, const instr *in, int space
     fail(l, th, in, "global access of %zu bytes at offset %llu of a %zu-byte allocation", n,
          (unsigned long long)(p - base), size);
     return false;
+}
+
+#define MANY 0xffffffffu /* several threads read the byte in this interval */
+
+/* the race check of a shared access of n bytes at p by th: between two
+ * bar.syncs, a byte one thread wrote may not be read or written by another,
+ * and a byte one thread read may not be written by another (on a GPU their
+ * order is not defined; here threads run one after another, so the result
+ * would depend on that order) */
+static bool check_race(launch *l, const thread *th, const instr *in, uint64_t p, size_t n,
+                       bool is_write) {
+    size_t off = (size_t)(p - (uint64_t)(uintptr_t)l->shared);
+    for (size_t b = off; b < off + n; b++) {
+        uint32_t other = 0;
+        const char *what = NULL;
+        if (l->w_epoch[b] == l->epoch && l->w_id[b] != th->id)
+            other = l->w_id[b], what = is_write ? "writes a shared byte thread %u wrote"
+                                                : "reads a shared byte thread %u wrote";
+        else if (is_write && l->r_epoch[b] == l->epoch && l->r_id[b] != th->id)
+            other = l->r_id[b], what = "writes a shared byte thread %u read";
+        if (what) {
+            char msg[120];
+            snprintf(msg, sizeof msg, what, other == MANY ? 0 : other - 1);
+            fail(l, th, in, "%s%s since the last bar.sync (offset %zu): a race", msg,
+                 other == MANY ? " (and others)" : "", b);
+            return false;
+        }
+        if (is_write) {
+            l->w_epoch[b] = l->epoch, l->w_id[b] = th->id;
+        } else if (l->r_epoch[b] != l->epoch) {
+            l->r_epoch[b] = l->epoch, l->r_id[b] = th->id;
+        } else if (l->r_id[b] != th->id) {
+            l->r_id[b] = MANY;
+        }
+    }
+    return true;
 }
 
 static uint64_t load_bytes(const void *p, size_t n) {
@@ -447,6 +488,8 @@ static int run_thread(launch *l, thread *th) {
                 (addr->reg >= 0 ? r[addr->reg] : sym_base(l, th, addr->sym)) + (uint64_t)addr->imm;
             int space = in->mod ? in->mod : S_GLOBAL;
             if (!check_access(l, th, in, space, p, n * in->vec)) return -1;
+            if (space == S_SHARED && !check_race(l, th, in, p, n * in->vec, in->op == OP_ST))
+                return -1;
             for (int i = 0; i < in->vec; i++) {
                 int rr = reg->kind == K_VEC ? reg->vec[i] : reg->reg;
                 uint8_t *at = (uint8_t *)(uintptr_t)p + (size_t)i * n;
@@ -505,9 +548,12 @@ int ptx_run(ptx_kernel *k, const unsigned grid[3], const unsigned block[3], void
     thread *ths = calloc(n_threads, sizeof *ths);
     uint64_t *regs = calloc(n_threads * n_regs, sizeof *regs);
     uint8_t *locals = calloc(n_threads, k->local_size ? k->local_size : 1);
-    l.shared = malloc(k->shared_size ? k->shared_size : 1);
+    size_t sh = k->shared_size ? k->shared_size : 1;
+    l.shared = malloc(sh);
+    l.w_id = calloc(sh, sizeof *l.w_id), l.w_epoch = calloc(sh, sizeof *l.w_epoch);
+    l.r_id = calloc(sh, sizeof *l.r_id), l.r_epoch = calloc(sh, sizeof *l.r_epoch);
     int rc = 0;
-    if (!ths || !regs || !locals || !l.shared) {
+    if (!ths || !regs || !locals || !l.shared || !l.w_id || !l.w_epoch || !l.r_id || !l.r_epoch) {
         snprintf(err, err_size, "kernel '%s': out of host memory for %zu threads", k->name,
                  n_threads);
         rc = -1;
@@ -516,7 +562,8 @@ int ptx_run(ptx_kernel *k, const unsigned grid[3], const unsigned block[3], void
         for (unsigned by = 0; rc == 0 && by < grid[1]; by++)
             for (unsigned bx = 0; rc == 0 && bx < grid[0]; bx++) {
                 l.cta[0] = bx, l.cta[1] = by, l.cta[2] = bz;
-                memset(l.shared, 0xff, k->shared_size ? k->shared_size : 1);
+                l.epoch++;
+                memset(l.shared, 0xff, sh);
                 for (size_t t = 0; t < n_threads; t++) {
                     thread *th = &ths[t];
                     memset(th, 0, sizeof *th);
@@ -525,12 +572,14 @@ int ptx_run(ptx_kernel *k, const unsigned grid[3], const unsigned block[3], void
                     th->tid[0] = (unsigned)(t % block[0]);
                     th->tid[1] = (unsigned)(t / block[0] % block[1]);
                     th->tid[2] = (unsigned)(t / ((size_t)block[0] * block[1]));
+                    th->id = (uint32_t)t + 1;
                 }
                 for (bool is_waiting = true; is_waiting && rc == 0;) {
                     /* every live thread to its next barrier or its end; all that
                      * wait must wait at the same bar.sync, and none may end while
                      * others wait (a barrier in divergent code) */
                     is_waiting = false;
+                    l.epoch++;        /* a new barrier interval */
                     int at = -1;      /* the bar.sync they wait at */
                     size_t first = 0; /* the first thread waiting there */
                     size_t ended = n_threads;
@@ -556,5 +605,6 @@ int ptx_run(ptx_kernel *k, const unsigned grid[3], const unsigned block[3], void
     free(regs);
     free(locals);
     free(l.shared);
+    free(l.w_id), free(l.w_epoch), free(l.r_id), free(l.r_epoch);
     return rc;
 }

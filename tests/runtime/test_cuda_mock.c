@@ -61,7 +61,8 @@ static const char *round_src = "extern \"C\" __global__ void rnd(float *out, con
 
 /* kernels the interpreter must refuse: a store past the buffer, a float4
  * load off its 16-byte alignment, an instruction it does not know (brev), a
- * special register it does not know (%laneid), a barrier only some threads
+ * special register it does not know (%laneid), a read of shared memory
+ * another thread writes with no barrier between, a barrier only some threads
  * reach */
 static const char *bad_src =
     "extern \"C\" __global__ void oob(float *out) { out[threadIdx.x + 300] = 1.0f; }\n"
@@ -74,6 +75,11 @@ static const char *bad_src =
     "}\n"
     "extern \"C\" __global__ void lane(unsigned *out) {\n"
     "  unsigned r; asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(r)); out[threadIdx.x] = r;\n"
+    "}\n"
+    "extern \"C\" __global__ void racy(float *out) {\n"
+    "  __shared__ float s[64];\n"
+    "  s[threadIdx.x] = (float)threadIdx.x;\n" /* no __syncthreads() before the read */
+    "  out[threadIdx.x] = s[(threadIdx.x + 1) % 64];\n"
     "}\n"
     "extern \"C\" __global__ void diverge(float *out) {\n"
     "  if (threadIdx.x < 16) __syncthreads();\n"
@@ -338,6 +344,10 @@ static void test_interpreter_catches(void **state) {
     assert_non_null(lane);
     assert_int_equal(d->launch(d, lane, args, 1, &dims), TC_ERR_RUNTIME);
     assert_violation(1, "%laneid");
+    tc_program *racy = d->compile(d, bad_src, "racy");
+    assert_non_null(racy);
+    assert_int_equal(d->launch(d, racy, args, 1, &dims), TC_ERR_RUNTIME);
+    assert_violation(1, "writes a shared byte thread 0 read since the last bar.sync");
     tc_program *div = d->compile(d, bad_src, "diverge");
     assert_non_null(div);
     assert_int_equal(d->launch(d, div, args, 1, &dims), TC_ERR_RUNTIME);
