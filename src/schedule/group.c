@@ -640,17 +640,20 @@ static void identity_loads(tc_node *r, tc_ptrvec *out, tc_ptrvec *bent_out) {
     tc_ptrvec_free(&bent);
 }
 
-/* does b, or the unrealized cone under it, read one of the nodes in set? */
-static bool cone_reads(tc_node *b, const tc_ptrvec *set) {
+/* does the unrealized cone under b hold one of the nodes in set (with
+ * edge: or read one, a realized node at its edge)? */
+static bool cone_search(tc_node *b, const tc_ptrvec *set, bool edge) {
     tc_ptrvec stack = {0}, seen = {0};
     bool found = false;
     tc_ptrvec_push(&stack, b);
     while (stack.n && !found) {
         tc_node *x = tc_node_base(stack.items[--stack.n]);
         if (x->op == TC_OP_BUFFER || x->op == TC_OP_CONST || contains(&seen, x)) continue;
+        bool is_edge = x != b && tc_binfo_of(x)->realize;
+        if (is_edge && !edge) continue;
         tc_ptrvec_push(&seen, x);
         found = contains(set, x);
-        if (x != b && tc_binfo_of(x)->realize) continue;
+        if (is_edge) continue;
         for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
     }
     tc_ptrvec_free(&stack);
@@ -705,7 +708,7 @@ static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
      * member of a reduce's kernel (or a value computed from one) through a
      * view (a flip: other rows) cannot have it (diff seed 5466158) */
     bool ok = true;
-    for (int i = 0; i < bent.n && ok; i++) ok = !cone_reads(bent.items[i], &members);
+    for (int i = 0; i < bent.n && ok; i++) ok = !cone_search(bent.items[i], &members, true);
     ok = ok && !members_conflict(c, &members, &inline_ok);
     if (ok) {
         gb->parent = ga;
@@ -808,23 +811,6 @@ static int by_id(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* does the unrealized cone under b hold one of the nodes in set? */
-static bool cone_holds(tc_node *b, const tc_ptrvec *set) {
-    tc_ptrvec stack = {0}, seen = {0};
-    bool found = false;
-    tc_ptrvec_push(&stack, b);
-    while (stack.n && !found) {
-        tc_node *x = tc_node_base(stack.items[--stack.n]);
-        if (x->op == TC_OP_BUFFER || x->op == TC_OP_CONST || contains(&seen, x)) continue;
-        if (x != b && tc_binfo_of(x)->realize) continue;
-        tc_ptrvec_push(&seen, x);
-        found = contains(set, x);
-        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
-    }
-    tc_ptrvec_free(&stack);
-    tc_ptrvec_free(&seen);
-    return found;
-}
 
 /* One grouping pass; false when it realized something (run another pass).
  * Reduces are placed producers first. A reduce whose consumers cannot be
@@ -865,7 +851,7 @@ static bool group_pass(tc_sched_ctx *c) {
     tc_ptrvec_free(&reduces);
     for (int i = 0; i < c->bases.n && stable; i++) {
         tc_binfo *bi = tc_binfo_of(c->bases.items[i]);
-        if (bi->expand_pending && !bi->validated && !bi->realize && !cone_holds(bi->node, &deferred)) {
+        if (bi->expand_pending && !bi->validated && !bi->realize && !cone_search(bi->node, &deferred, false)) {
             bi->realize = true; /* its reduce went elsewhere: the expand recomputes it */
             stable = false;
         }
