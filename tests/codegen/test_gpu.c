@@ -323,11 +323,7 @@ static void test_missing_barrier_fails(void **state) {
 
 static void test_cuda_compiles(void **state) {
     (void)state;
-    char why[200];
-    if (!tc_nvrtc_available(why, sizeof why)) {
-        fprintf(stderr, "no NVRTC: %s\n", why);
-        skip();
-    }
+    tc_test_need_nvrtc();
     tc_tensor *x = rnd(8, 300, 5), *xs = rnd(8, 100, 6),
               *x4 = tc_test_randn(4, (int64_t[]){3, 5, 6, 7}, 7, -1, 1);
     int ax = 1, ax3 = 3;

@@ -524,11 +524,7 @@ static void test_on_device(void **state) {
 
 static void test_cuda_compiles(void **state) {
     (void)state;
-    char why[200];
-    if (!tc_nvrtc_available(why, sizeof why)) {
-        fprintf(stderr, "no NVRTC: %s\n", why);
-        skip();
-    }
+    tc_test_need_nvrtc();
     tc_tensor *x = rnd(64, 256, 30), *y = rnd(64, 256, 31), *rb = rnd(64, 1, 32),
               *r8 = rnd(8, 256, 33);
     tc_tensor *outs[N_VEC_OPS + 4 + N_MASKS + 3 + 2 + 1];

@@ -1,6 +1,8 @@
 /* tc_test.c - see tc_test.h. */
 #include "tc_test.h"
 
+#include "runtime/runtime.h" /* tc_nvrtc_available */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,4 +132,12 @@ void tc_check_schedule(tc_tensor *t, int kernels, double rtol, double atol, cons
     free(got_v);
     assert_true(ok);
     assert_true(count_ok);
+}
+
+void tc_test_need_nvrtc(void) {
+    char why[200];
+    if (!tc_nvrtc_available(why, sizeof why)) {
+        fprintf(stderr, "no NVRTC: %s\n", why);
+        skip();
+    }
 }

@@ -27,10 +27,12 @@ void tc_assert_error(tc_status code, const char *needle, const char *file, int l
 void *tc_test_read(tc_tensor *t);
 /* a tensor of the given shape filled from a fixed-seed LCG in [lo, hi) */
 tc_tensor *tc_test_randn(int ndim, const int64_t *shape, uint64_t seed, float lo, float hi);
-
-#endif
+/* skips the test (saying why on stderr) where NVRTC cannot be loaded */
+void tc_test_need_nvrtc(void);
 
 /* Kernel-count check used by the schedule tests: asserts that realizing t
  * runs exactly `kernels` kernels (dumping the schedule when not), then
  * realizes it and compares the values with the reference evaluator. */
 void tc_check_schedule(tc_tensor *t, int kernels, double rtol, double atol, const char *what);
+
+#endif

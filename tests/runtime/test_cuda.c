@@ -55,14 +55,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void need_nvrtc(void) {
-    char why[200];
-    if (!tc_nvrtc_available(why, sizeof why)) {
-        fprintf(stderr, "no NVRTC: %s\n", why);
-        skip();
-    }
-}
-
 static tc_dev *gpu(void) {
     int id = tc_device_open("CUDA", "test");
     if (id < 0) {
@@ -125,7 +117,7 @@ static void test_no_driver(void **state) {
 
 static void test_nvrtc(void **state) {
     (void)state;
-    need_nvrtc();
+    tc_test_need_nvrtc();
     char *ptx = NULL;
     assert_int_equal(tc_cuda_compile(twice_src, "twice", "sm_80", true, &ptx), TC_OK);
     assert_non_null(ptx);

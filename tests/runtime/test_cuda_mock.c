@@ -164,23 +164,13 @@ static void assert_live(int allocs, int modules, int refs) {
     assert_int_equal(r, refs);
 }
 
-static void need_nvrtc(void);
-
 /* the CUDA device on the mock (it needs NVRTC too: skips without) */
 static tc_dev *open_cuda(void) {
-    need_nvrtc();
+    tc_test_need_nvrtc();
     int id = tc_device_open("CUDA", "test");
     if (id < 0) fprintf(stderr, "%s\n", tc_last_error());
     assert_true(id > 0);
     return tc_device_get(id);
-}
-
-static void need_nvrtc(void) {
-    char why[200];
-    if (!tc_nvrtc_available(why, sizeof why)) {
-        fprintf(stderr, "no NVRTC: %s\n", why);
-        skip();
-    }
 }
 
 /* ---- the device ------------------------------------------------------------------ */
@@ -250,7 +240,7 @@ static void test_buffers(void **state) {
  * against the .entry; the same source is one program (one module load) */
 static void test_compile_launch(void **state) {
     (void)state;
-    need_nvrtc();
+    tc_test_need_nvrtc();
     tc_dev *d = open_cuda();
     tc_buffer *in = tc_buffer_new(d->id, 256 * sizeof(float));
     tc_buffer *out = tc_buffer_new(d->id, 256 * sizeof(float));
@@ -277,7 +267,7 @@ static void test_compile_launch(void **state) {
  * meet at __syncthreads (each reads what another thread wrote) */
 static void test_launch_computes(void **state) {
     (void)state;
-    need_nvrtc();
+    tc_test_need_nvrtc();
     tc_dev *d = open_cuda();
     enum { N = 256 };
     float a[N], got[N], want[N];
@@ -316,42 +306,35 @@ static void test_launch_computes(void **state) {
     assert_no_violations();
 }
 
+/* kernel fn of bad_src launched with n_args of args fails with TC_ERR_RUNTIME
+ * (naming `error` when given) and exactly one violation containing `violation` */
+static void launch_caught(tc_dev *d, const char *fn, void **args, int n_args, const tc_launch_dims *dims,
+                          const char *error, const char *violation) {
+    tc_program *p = d->compile(d, bad_src, fn);
+    assert_non_null(p);
+    assert_int_equal(d->launch(d, p, args, n_args, dims), TC_ERR_RUNTIME);
+    if (error) assert_tc_error(TC_ERR_RUNTIME, error);
+    assert_violation(1, violation);
+}
+
 /* the interpreter's own checks: each bad kernel fails its launch with the
  * driver's error and one violation saying what and where */
 static void test_interpreter_catches(void **state) {
     (void)state;
-    need_nvrtc();
+    tc_test_need_nvrtc();
     tc_dev *d = open_cuda();
     tc_buffer *out = tc_buffer_new(d->id, 1024), *in = tc_buffer_new(d->id, 1024);
     assert_true(in && out);
     void *args[2] = {out->ptr, in->ptr};
     tc_launch_dims dims = {{1, 1, 1}, {32, 1, 1}, 0};
-    tc_program *oob = d->compile(d, bad_src, "oob");
-    assert_non_null(oob);
-    assert_int_equal(d->launch(d, oob, args, 1, &dims), TC_ERR_RUNTIME);
-    assert_tc_error(TC_ERR_RUNTIME, "CUDA_ERROR_ILLEGAL_ADDRESS");
-    assert_violation(1, "kernel 'oob' block (0,0,0) thread (0,0,0)");
-    tc_program *mis = d->compile(d, bad_src, "misaligned");
-    assert_non_null(mis);
-    assert_int_equal(d->launch(d, mis, args, 2, &dims), TC_ERR_RUNTIME);
-    assert_violation(1, "misaligned 16-byte access");
-    tc_program *unk = d->compile(d, bad_src, "unknown");
-    assert_non_null(unk);
-    assert_int_equal(d->launch(d, unk, args, 1, &dims), TC_ERR_RUNTIME);
-    assert_tc_error(TC_ERR_RUNTIME, "CUDA_ERROR_LAUNCH_FAILED");
-    assert_violation(1, "brev.b32");
-    tc_program *lane = d->compile(d, bad_src, "lane");
-    assert_non_null(lane);
-    assert_int_equal(d->launch(d, lane, args, 1, &dims), TC_ERR_RUNTIME);
-    assert_violation(1, "%laneid");
-    tc_program *racy = d->compile(d, bad_src, "racy");
-    assert_non_null(racy);
-    assert_int_equal(d->launch(d, racy, args, 1, &dims), TC_ERR_RUNTIME);
-    assert_violation(1, "writes a shared byte thread 0 read since the last bar.sync");
-    tc_program *div = d->compile(d, bad_src, "diverge");
-    assert_non_null(div);
-    assert_int_equal(d->launch(d, div, args, 1, &dims), TC_ERR_RUNTIME);
-    assert_violation(1, "ended while other threads wait at the bar.sync");
+    launch_caught(d, "oob", args, 1, &dims, "CUDA_ERROR_ILLEGAL_ADDRESS",
+                  "kernel 'oob' block (0,0,0) thread (0,0,0)");
+    launch_caught(d, "misaligned", args, 2, &dims, NULL, "misaligned 16-byte access");
+    launch_caught(d, "unknown", args, 1, &dims, "CUDA_ERROR_LAUNCH_FAILED", "brev.b32");
+    launch_caught(d, "lane", args, 1, &dims, NULL, "%laneid");
+    launch_caught(d, "racy", args, 1, &dims, NULL,
+                  "writes a shared byte thread 0 read since the last bar.sync");
+    launch_caught(d, "diverge", args, 1, &dims, NULL, "ended while other threads wait at the bar.sync");
     tc_buffer_release(in), tc_buffer_release(out);
 }
 
@@ -359,7 +342,7 @@ static void test_interpreter_catches(void **state) {
  * (TC_ERR_RUNTIME naming the kernel and the driver's answer) and a violation */
 static void test_launch_misuse_caught(void **state) {
     (void)state;
-    need_nvrtc();
+    tc_test_need_nvrtc();
     tc_dev *d = open_cuda();
     tc_buffer *in = tc_buffer_new(d->id, 1024), *out = tc_buffer_new(d->id, 1024);
     tc_program *p = d->compile(d, twice_src, "twice");
@@ -390,7 +373,7 @@ static void test_launch_misuse_caught(void **state) {
  * same function, and no NVRTC warning or error on the way */
 static void test_disk_cache(void **state) {
     (void)state;
-    need_nvrtc();
+    tc_test_need_nvrtc();
     tc_dev *d = open_cuda();
     assert_non_null(d->compile(d, twice_src, "twice"));
     tc_runtime_shutdown();
@@ -426,7 +409,7 @@ static void test_oom(void **state) {
     assert_tc_error(TC_ERR_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY");
     /* in the middle of a realize: the second kernel's output, and the retry
      * after the library gives its cached blocks back */
-    need_nvrtc();
+    tc_test_need_nvrtc();
     tc_tensor *a = tc_from_data(x, TC_FLOAT32, 2, SHAPE(2, 3), "CUDA");
     assert_non_null(a);
     tc_tensor *outs[2] = {tc_sum(a, 1, (int[]){0}, false), tc_sum(a, 1, (int[]){1}, false)};
@@ -448,7 +431,7 @@ static void test_oom(void **state) {
  * with the driver's error name, and the graph can be realized again */
 static void test_driver_failures(void **state) {
     (void)state;
-    need_nvrtc();
+    tc_test_need_nvrtc();
     open_cuda();
     float x[6] = {1, -2, 3, -4, 5, -6}, got[6];
     tc_tensor *a = tc_from_data(x, TC_FLOAT32, 2, SHAPE(2, 3), "CUDA");
@@ -493,7 +476,7 @@ static void test_driver_failures(void **state) {
  * left retained), and the next open works */
 static void test_open_failures(void **state) {
     (void)state;
-    need_nvrtc();
+    tc_test_need_nvrtc();
     assert_int_equal(mock.inject("cuDevicePrimaryCtxRetain:1"), 0);
     assert_int_equal(tc_device_open("CUDA", "tc_zeros"), -1);
     assert_tc_error(TC_ERR_DEVICE, "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_INVALID_VALUE");
@@ -592,7 +575,7 @@ static void run_corpus(const char *device, corpus *out) {
  * finds nothing left */
 static void test_tensor_corpus(void **state) {
     (void)state;
-    need_nvrtc();
+    tc_test_need_nvrtc();
     open_cuda();
     static corpus cuda, cpu;
     run_corpus("CUDA", &cuda);
