@@ -52,6 +52,23 @@ typedef struct {
 tc_status tc_ptrvec_push(tc_ptrvec *v, void *p); /* TC_ERR_MEMORY on failure */
 void tc_ptrvec_free(tc_ptrvec *v);              /* frees the array, not the items */
 
+/* ---- pointer map and set (map.c) ------------------------------------------
+ * Hash map from non-NULL pointers to pointers; a set is a map whose values
+ * are unused. A zeroed struct is an empty map. An insert that runs out of
+ * memory sets `failed` (sticky) and changes nothing: callers check it once. */
+typedef struct {
+    void **keys;  /* cap slots, NULL = empty */
+    void **vals;  /* cap values, parallel to keys */
+    int n;        /* keys stored */
+    int cap;      /* 0 or a power of two */
+    bool failed;  /* an insert ran out of memory */
+} tc_ptrmap;
+bool tc_ptrmap_put(tc_ptrmap *m, const void *key, void *val); /* false: out of memory */
+bool tc_ptrmap_get(const tc_ptrmap *m, const void *key, void **val); /* val may be NULL */
+bool tc_ptrset_add(tc_ptrmap *m, const void *key); /* true: newly added */
+void tc_ptrmap_clear(tc_ptrmap *m);                 /* empty; keeps the table */
+void tc_ptrmap_free(tc_ptrmap *m);
+
 /* ---- string builder (str.c) ---------------------------------------------- */
 typedef struct {
     char *s;    /* NUL-terminated text, owned */
