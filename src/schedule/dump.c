@@ -31,6 +31,59 @@ void tc_schedule_dump(FILE *f, const tc_schedule *s) {
     }
 }
 
+/* one line per distinct AST node, sources before users, each named by its
+ * position ("a3"): a DAG stays the size of the DAG (the tree dump repeats
+ * shared subtrees, which grows exponentially on deep kernels) */
+static void ast_dump_dag(FILE *f, const tc_ast *root, tc_ptrmap *names) {
+    tc_ptrvec stack = {0};
+    intptr_t next = 0;
+    tc_ptrmap_clear(names);
+    tc_ptrvec_push(&stack, (void *)root);
+    while (stack.n) {
+        const tc_ast *a = stack.items[stack.n - 1];
+        bool ready = true; /* every source named */
+        for (int i = 0; i < a->n_srcs; i++)
+            if (!tc_ptrmap_get(names, a->srcs[i], NULL)) {
+                ready = false;
+                tc_ptrvec_push(&stack, a->srcs[i]);
+            }
+        if (!ready) continue;
+        stack.n--;
+        if (tc_ptrmap_get(names, a, NULL)) continue;
+        tc_ptrmap_put(names, a, (void *)++next);
+        fprintf(f, "  a%ld %s %s", (long)next, tc_ops[a->op].name, tc_dtypes[a->dtype].name);
+        for (int i = 0; i < a->n_srcs; i++) {
+            void *v = NULL;
+            tc_ptrmap_get(names, a->srcs[i], &v);
+            fprintf(f, " a%ld", (long)(intptr_t)v);
+        }
+        if (a->op == TC_OP_LOAD || a->op == TC_OP_STORE) fprintf(f, " buf%d", a->buf);
+        if (a->op == TC_OP_CONST) fprintf(f, " %.17g", a->value);
+        if (tc_op_is_reduce(a->op)) fprintf(f, " axes=0x%x", a->axes);
+        if (a->st) {
+            fprintf(f, " ");
+            tc_st_dump(f, a->st);
+        } else {
+            fprintf(f, "\n");
+        }
+    }
+    tc_ptrvec_free(&stack);
+}
+
+void tc_schedule_dump_dag(FILE *f, const tc_schedule *s) {
+    tc_ptrmap names = {0};
+    fprintf(f, "schedule: %d items, %d kernels\n", s->n_items, tc_schedule_n_kernels(s));
+    for (int i = 0; i < s->n_items; i++) {
+        const tc_sched_item *it = &s->items[i];
+        char shape[160];
+        fprintf(f, "item %d: %s full %s reduce 0x%x, %d outputs, %d buffers\n", i, it->name,
+                tc_fmt_shape(shape, sizeof shape, it->ndim, it->full_shape), it->reduce_axes,
+                it->n_outs, it->n_bufs);
+        if (it->ast) ast_dump_dag(f, it->ast, &names);
+    }
+    tc_ptrmap_free(&names);
+}
+
 /* counts the distinct AST nodes per op (a DAG: each node once) */
 static void count_ops(const tc_ast *root, int *counts) {
     tc_ptrvec stack = {0}, seen = {0};

@@ -10,6 +10,7 @@
  */
 #include "schedule.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static bool is_realized(const tc_node *n) {
@@ -313,6 +314,18 @@ static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes, int n) {
 
 static tc_schedule *create(tc_node *const *nodes, int n, bool no_merge, bool *is_cycle);
 
+/* TC_SCHEDULE_LOG=path appends every schedule's dump to path: the corpus
+ * that tools/schedule_replay.sh diffs before and after a scheduler change
+ * (tinygrad's process replay). A debugging aid: never fails a schedule. */
+static void log_schedule(const tc_schedule *s) {
+    const char *path = getenv("TC_SCHEDULE_LOG");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    tc_schedule_dump_dag(f, s);
+    fclose(f);
+}
+
 /* A schedule. When the elementwise merges leave no valid order (a cycle the
  * merge checks missed: seen only with several assigns in one realize), the
  * graph is scheduled again without them, which is always orderable when the
@@ -321,6 +334,7 @@ tc_schedule *tc_schedule_create(tc_node *const *nodes, int n) {
     bool is_cycle = false;
     tc_schedule *s = create(nodes, n, false, &is_cycle);
     if (!s && is_cycle) s = create(nodes, n, true, &is_cycle);
+    if (s) log_schedule(s);
     return s;
 }
 

@@ -65,6 +65,8 @@ void tc_schedule_free(tc_schedule *s); /* NULL is fine; drops the node reference
 int tc_schedule_n_kernels(const tc_schedule *s);
 void tc_ast_dump(FILE *f, const tc_ast *ast); /* indented tree, for TC_DEBUG>=3 */
 void tc_schedule_dump(FILE *f, const tc_schedule *s);
+/* the same, each kernel as a DAG (one line per distinct AST node): TC_SCHEDULE_LOG */
+void tc_schedule_dump_dag(FILE *f, const tc_schedule *s);
 void tc_schedule_write_dot(FILE *f, const tc_schedule *s); /* Graphviz (TC_SAVE_SCHEDULE) */
 
 /* ---- internal to src/schedule ---------------------------------------------
