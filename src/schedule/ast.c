@@ -6,8 +6,11 @@
  * space to its buffer. A fused reduce is one AST node however it is reached
  * (its value is a per-row register); everything else is memoised per
  * (node, tracker) so DAGs stay DAGs.
+ *
+ * Cost: building is O(the kernels' AST sizes) (each group's roots come from
+ * its member list); ordering is O((items + edges) log items).
  */
-#include "schedule.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -134,7 +137,7 @@ static bool needs_gate(build_ctx *bc, tc_node *view) {
     bool is_out = false;
     for (int i = 0; i < bc->n_outs; i++) is_out |= bc->slots.items[i] == b;
     if (!computed || (bi->realize && !is_out) || !tc_st_has_mask(view->st)) return false;
-    return tc_sched_cone_has(b, false, tc_sched_unsafe_pad);
+    return tc_sched_cone_has(bc->c, b, false, tc_sched_unsafe_pad);
 }
 
 static tc_ast *gate(build_ctx *bc, tc_ast *value, tc_st *st) {
@@ -239,12 +242,9 @@ static tc_status build_kernel_item(tc_sched_ctx *c, tc_binfo *rep) {
     build_ctx bc = {.c = c};
     tc_sched_item *it = tc_arena_alloc(&c->s->arena, sizeof *it);
     if (!it) return TC_ERR_MEMORY;
-    for (int i = 0; i < c->bases.n; i++) { /* the group's roots, by creation order */
-        tc_binfo *bi = tc_binfo_of(c->bases.items[i]);
-        if (bi->realize && bi->node->op != TC_OP_COPY && tc_group_find(bi) == rep &&
-            tc_ptrvec_push(&bc.slots, bi->node) != TC_OK)
+    for (tc_binfo *bi = rep; bi; bi = bi->next_member) /* the group's roots, by creation order */
+        if (bi->realize && bi->node->op != TC_OP_COPY && tc_ptrvec_push(&bc.slots, bi->node) != TC_OK)
             return TC_ERR_MEMORY;
-    }
     qsort(bc.slots.items, (size_t)bc.slots.n, sizeof(void *), by_id);
     bc.n_outs = it->n_outs = bc.slots.n;
     for (int k = 0; k < bc.n_outs; k++) tc_binfo_of(bc.slots.items[k])->item = c->items.n;
@@ -267,52 +267,116 @@ static tc_status build_kernel_item(tc_sched_ctx *c, tc_binfo *rep) {
     return status;
 }
 
-/* ---- ordering ---- */
+/* ---- ordering ----
+ * Kahn's algorithm over producer -> consumer edges plus "reader of an
+ * assign target runs before the assign"; of the items ready, the one
+ * created first runs first (a binary heap of ready indices).
+ * O((items + edges) log items). */
 
-/* Kahn's algorithm over producer -> consumer edges plus "reader of an
- * assign target runs before the assign". Ties keep creation order. */
+typedef struct {
+    int *at;   /* the heap: ready item indices */
+    int n;     /* in it */
+} ready_heap;
+
+static void heap_push(ready_heap *h, int v) {
+    int i = h->n++;
+    while (i > 0 && h->at[(i - 1) / 2] > v) {
+        h->at[i] = h->at[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->at[i] = v;
+}
+
+static int heap_pop(ready_heap *h) {
+    int top = h->at[0], v = h->at[--h->n], i = 0;
+    for (;;) {
+        int k = 2 * i + 1;
+        if (k >= h->n) break;
+        if (k + 1 < h->n && h->at[k + 1] < h->at[k]) k++;
+        if (h->at[k] >= v) break;
+        h->at[i] = h->at[k];
+        i = k;
+    }
+    if (h->n) h->at[i] = v;
+    return top;
+}
+
+/* edges a -> b (a runs before b), as per-item lists of successors */
+typedef struct {
+    tc_ptrvec *succ; /* n lists of successor indices (as pointers) */
+    int *indeg;      /* n predecessor counts */
+} item_graph;
+
+static void add_edge(tc_sched_ctx *c, item_graph *g, int a, int b) {
+    tc_sched_push(c, &g->succ[a], (void *)(intptr_t)b);
+    g->indeg[b]++;
+}
+
+static void item_edges(tc_sched_ctx *c, item_graph *g, tc_ptrmap *writers) {
+    int n = c->items.n;
+    tc_sched_item **its = (tc_sched_item **)c->items.items;
+    for (int a = 0; a < n; a++) /* the items writing each assign target */
+        for (int o = 0; o < its[a]->n_outs; o++) {
+            tc_node *out = its[a]->bufs[o];
+            if (out->op != TC_OP_ASSIGN) continue;
+            tc_node *t = tc_node_base(out->srcs[1]);
+            void *v = NULL;
+            tc_ptrvec *l = tc_ptrmap_get(writers, t, &v) ? v : tc_calloc(1, sizeof *l);
+            if (!l || (!v && !tc_ptrmap_put(writers, t, l))) {
+                tc_free(l);
+                c->failed = true;
+                return;
+            }
+            tc_sched_push(c, l, (void *)(intptr_t)a);
+        }
+    for (int b = 0; b < n; b++) {
+        for (int k = its[b]->n_outs; k < its[b]->n_bufs; k++) {
+            tc_node *in = its[b]->bufs[k];
+            if (in->scratch && tc_binfo_of(in)->item >= 0) add_edge(c, g, tc_binfo_of(in)->item, b);
+            void *v = NULL; /* b reads a's assign target: b first */
+            if (!tc_ptrmap_get(writers, in, &v)) continue;
+            const tc_ptrvec *l = v;
+            for (int i = 0; i < l->n; i++)
+                if ((int)(intptr_t)l->items[i] != b) add_edge(c, g, b, (int)(intptr_t)l->items[i]);
+        }
+    }
+}
+
 static tc_status order_items(tc_sched_ctx *c) {
     int n = c->items.n;
     tc_sched_item **its = (tc_sched_item **)c->items.items;
-    int *indeg = tc_calloc((size_t)n + 1, sizeof(int));
-    bool *edge = tc_calloc((size_t)n * (size_t)n + 1, 1); /* edge[a*n+b]: a before b */
-    bool *done = tc_calloc((size_t)n + 1, 1);
-    tc_status st = TC_OK;
-    if (!indeg || !edge || !done) st = TC_ERR_MEMORY;
-    for (int b = 0; b < n && st == TC_OK; b++) {
-        for (int k = its[b]->n_outs; k < its[b]->n_bufs; k++) {
-            tc_node *in = its[b]->bufs[k];
-            if (in->scratch && tc_binfo_of(in)->item >= 0) edge[tc_binfo_of(in)->item * n + b] = true;
-            for (int a = 0; a < n; a++) { /* b reads a's assign target: b first */
-                for (int o = 0; o < its[a]->n_outs; o++) {
-                    tc_node *out = its[a]->bufs[o];
-                    if (a != b && out->op == TC_OP_ASSIGN && tc_node_base(out->srcs[1]) == in)
-                        edge[b * n + a] = true;
-                }
-            }
-        }
-    }
-    for (int a = 0; a < n && st == TC_OK; a++)
-        for (int b = 0; b < n; b++) indeg[b] += edge[a * n + b];
+    item_graph g = {tc_calloc((size_t)n + 1, sizeof(tc_ptrvec)), tc_calloc((size_t)n + 1, sizeof(int))};
+    ready_heap h = {tc_calloc((size_t)n + 1, sizeof(int)), 0};
+    tc_ptrmap writers = {0}; /* assign target -> the items writing it */
     c->s->items = tc_arena_alloc(&c->s->arena, sizeof(tc_sched_item) * (size_t)(n ? n : 1));
-    if (!c->s->items && st == TC_OK) st = TC_ERR_MEMORY;
-    for (int placed = 0; placed < n && st == TC_OK; placed++) {
-        int pick = -1;
-        for (int i = 0; i < n && pick < 0; i++)
-            if (!done[i] && indeg[i] == 0) pick = i;
-        if (pick < 0) {
-            c->is_cycle = true;
-            st = tc_error_set(TC_ERR_INVALID, "tc_realize: cycle in the schedule: a kernel "
-                                              "reads a buffer that an assign overwrites");
-            break;
+    if (!g.succ || !g.indeg || !h.at || !c->s->items) c->failed = true;
+    if (!c->failed) item_edges(c, &g, &writers);
+    tc_status st = c->failed || writers.failed ? TC_ERR_MEMORY : TC_OK;
+    for (int i = 0; i < n && st == TC_OK; i++)
+        if (g.indeg[i] == 0) heap_push(&h, i);
+    while (h.n && st == TC_OK) {
+        int pick = heap_pop(&h);
+        for (int k = 0; k < g.succ[pick].n; k++) {
+            int b = (int)(intptr_t)g.succ[pick].items[k];
+            if (--g.indeg[b] == 0) heap_push(&h, b);
         }
-        done[pick] = true;
-        for (int b = 0; b < n; b++) indeg[b] -= edge[pick * n + b];
         c->s->items[c->s->n_items++] = *its[pick];
     }
-    tc_free(indeg);
-    tc_free(edge);
-    tc_free(done);
+    if (st == TC_OK && c->s->n_items < n) {
+        c->is_cycle = true;
+        st = tc_error_set(TC_ERR_INVALID, "tc_realize: cycle in the schedule: a kernel "
+                                          "reads a buffer that an assign overwrites");
+    }
+    for (int i = 0; g.succ && i < n; i++) tc_ptrvec_free(&g.succ[i]);
+    for (int i = 0; i < writers.cap; i++)
+        if (writers.keys[i]) {
+            tc_ptrvec_free(writers.vals[i]);
+            tc_free(writers.vals[i]);
+        }
+    tc_ptrmap_free(&writers);
+    tc_free(g.succ);
+    tc_free(g.indeg);
+    tc_free(h.at);
     return st;
 }
 

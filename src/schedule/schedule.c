@@ -1,14 +1,19 @@
 /* schedule.c - the scheduler's driver and its first section: collect the
  * graph under the requested nodes and decide the realize points that follow
  * from ops and views (tinygrad's create_schedule, in three sections: this
- * file; group.c places reduces and groups roots into kernels; ast.c builds
- * and orders the items).
+ * file; group.c places reduces and groups roots into kernels, with
+ * kgraph.c's checks and hazard.c's merges and assign rules; ast.c builds and
+ * orders the items; internal.h maps the files).
+ *
+ * Cost: collect is O(n + edges); decide_realizes and realize_shared are one
+ * pass over the bases with a walk of one kernel's cone per base read through
+ * an expand (or per reduce), each node of a walk visited once (epoch marks).
  *
  * Input: the nodes to realize. Output: a tc_schedule owning references to
  * every buffer node its items touch. The graph is only read; per-base
  * bookkeeping (tc_binfo) lives in node->scratch while create runs.
  */
-#include "schedule.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +21,6 @@
 static bool is_realized(const tc_node *n) {
     return n->op == TC_OP_BUFFER;
 }
-
 
 static tc_status add_base(tc_sched_ctx *c, tc_node *b) {
     tc_binfo *bi = tc_arena_alloc(&c->s->arena, sizeof *bi);
@@ -28,7 +32,7 @@ static tc_status add_base(tc_sched_ctx *c, tc_node *b) {
 }
 
 /* walks from the outputs through unrealized bases without recursion, and
- * records for every base who reads it through which view */
+ * records for every base who reads it through which view. O(n + edges) */
 static tc_status collect(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     tc_ptrvec stack = {0};
     tc_status st = TC_OK;
@@ -71,26 +75,35 @@ static bool reads_more_than_base(const tc_node *via, const tc_node *b) {
     return n > tc_node_numel(b);
 }
 
+/* first time the walk w reaches base x (which has bookkeeping)? */
+static bool first_visit(tc_node *x, unsigned w) {
+    tc_binfo *xi = tc_binfo_of(x);
+    if (xi->walk_mark == w) return false;
+    xi->walk_mark = w;
+    return true;
+}
+
+/* The walks below each visit the unrealized cone of one base once: O(cone).
+ * They stop at realized nodes, so a cone is one kernel's worth of graph. */
+
 /* true when the unrealized cone under b (stopping at realized nodes and, if
  * stop_at_reduce, at reduces) holds a node for which pred holds */
-bool tc_sched_cone_has(tc_node *b, bool stop_at_reduce, bool (*pred)(const tc_node *)) {
-    tc_ptrvec stack = {0}, seen = {0};
+bool tc_sched_cone_has(tc_sched_ctx *c, tc_node *b, bool stop_at_reduce,
+                       bool (*pred)(const tc_node *)) {
+    unsigned w = tc_sched_new_walk(c);
+    tc_ptrvec stack = {0};
     bool found = false;
-    tc_ptrvec_push(&stack, b);
+    tc_sched_push(c, &stack, b);
     while (stack.n && !found) {
         tc_node *x = tc_node_base(stack.items[--stack.n]);
         if (is_realized(x) || x->op == TC_OP_CONST) continue;
         if (x != b && tc_binfo_of(x)->realize) continue;
-        bool dup = false;
-        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == x;
-        if (dup) continue;
-        tc_ptrvec_push(&seen, x);
+        if (!first_visit(x, w)) continue;
         if (pred(x)) found = true;
         if (stop_at_reduce && tc_op_is_reduce(x->op)) continue;
-        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+        for (int i = 0; i < x->n_srcs; i++) tc_sched_push(c, &stack, x->srcs[i]);
     }
     tc_ptrvec_free(&stack);
-    tc_ptrvec_free(&seen);
     return found;
 }
 
@@ -99,10 +112,11 @@ static bool is_reduce_node(const tc_node *n) {
 }
 
 /* does computing b read any buffer (realized or produced by another kernel)? */
-static bool reads_memory(tc_node *b) {
-    tc_ptrvec stack = {0}, seen = {0};
+static bool reads_memory(tc_sched_ctx *c, tc_node *b) {
+    unsigned w = tc_sched_new_walk(c);
+    tc_ptrvec stack = {0};
     bool found = false;
-    tc_ptrvec_push(&stack, b);
+    tc_sched_push(c, &stack, b);
     while (stack.n && !found) {
         tc_node *x = tc_node_base(stack.items[--stack.n]);
         if (x->op == TC_OP_CONST) continue;
@@ -110,14 +124,10 @@ static bool reads_memory(tc_node *b) {
             found = true;
             continue;
         }
-        bool dup = false;
-        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == x;
-        if (dup) continue;
-        tc_ptrvec_push(&seen, x);
-        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+        if (!first_visit(x, w)) continue;
+        for (int i = 0; i < x->n_srcs; i++) tc_sched_push(c, &stack, x->srcs[i]);
     }
     tc_ptrvec_free(&stack);
-    tc_ptrvec_free(&seen);
     return found;
 }
 
@@ -127,11 +137,13 @@ static bool reads_memory(tc_node *b) {
  * on a value every lane shares, instead of the schedule spending a kernel on
  * it. */
 enum { CHEAP_SCALAR_OPS = 16 };
-static bool is_cheap_scalar(tc_node *b) {
+static bool is_cheap_scalar(tc_sched_ctx *c, tc_node *b) {
     if (tc_node_numel(b) != 1) return false;
-    tc_ptrvec stack = {0}, seen = {0};
+    unsigned w = tc_sched_new_walk(c);
+    tc_ptrvec stack = {0};
+    int n_ops = 0;
     bool cheap = true;
-    tc_ptrvec_push(&stack, b);
+    tc_sched_push(c, &stack, b);
     while (stack.n && cheap) {
         tc_node *x = tc_node_base(stack.items[--stack.n]);
         if (x->op == TC_OP_CONST) continue;
@@ -139,15 +151,11 @@ static bool is_cheap_scalar(tc_node *b) {
             cheap = tc_node_numel(x) == 1;
             continue;
         }
-        bool dup = false;
-        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == x;
-        if (dup) continue;
-        tc_ptrvec_push(&seen, x);
-        cheap = tc_op_is_elementwise(x->op) && seen.n <= CHEAP_SCALAR_OPS;
-        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+        if (!first_visit(x, w)) continue;
+        cheap = tc_op_is_elementwise(x->op) && ++n_ops <= CHEAP_SCALAR_OPS;
+        for (int i = 0; i < x->n_srcs; i++) tc_sched_push(c, &stack, x->srcs[i]);
     }
     tc_ptrvec_free(&stack);
-    tc_ptrvec_free(&seen);
     return cheap;
 }
 
@@ -158,11 +166,13 @@ static bool is_cheap_scalar(tc_node *b) {
  * traffic, and the schedule saves a kernel (the uint8 -> float cast of
  * beautiful_mnist's images, read 25 times by the first conv's windows). */
 enum { CHEAP_CONVERT_OPS = 4 };
-static bool is_cheap_convert(tc_node *b) {
-    tc_ptrvec stack = {0}, seen = {0};
+static bool is_cheap_convert(tc_sched_ctx *c, tc_node *b) {
+    unsigned w = tc_sched_new_walk(c);
+    tc_ptrvec stack = {0};
     tc_node *input = NULL;
+    int n_ops = 0;
     bool cheap = true;
-    tc_ptrvec_push(&stack, b);
+    tc_sched_push(c, &stack, b);
     while (stack.n && cheap) {
         tc_node *src = stack.items[--stack.n], *x = tc_node_base(src);
         if (x->op == TC_OP_CONST) continue;
@@ -172,21 +182,18 @@ static bool is_cheap_convert(tc_node *b) {
             input = x;
             continue;
         }
-        bool dup = false;
-        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == x;
-        if (dup) continue;
-        tc_ptrvec_push(&seen, x);
+        if (!first_visit(x, w)) continue;
         tc_op op = x->op;
         cheap = (op == TC_OP_CAST || op == TC_OP_ADD || op == TC_OP_MUL || op == TC_OP_NEG ||
-                 op == TC_OP_MAX) && seen.n <= CHEAP_CONVERT_OPS;
-        for (int i = 0; i < x->n_srcs; i++) tc_ptrvec_push(&stack, x->srcs[i]);
+                 op == TC_OP_MAX) && ++n_ops <= CHEAP_CONVERT_OPS;
+        for (int i = 0; i < x->n_srcs; i++) tc_sched_push(c, &stack, x->srcs[i]);
     }
     tc_ptrvec_free(&stack);
-    tc_ptrvec_free(&seen);
     return cheap && input;
 }
 
-/* realize points that follow from the op or from how a base is read */
+/* realize points that follow from the op or from how a base is read: one
+ * pass over the bases, with a bounded walk per base read through an expand */
 static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     for (int i = 0; i < n; i++) {
         tc_node *b = tc_node_base(nodes[i]);
@@ -210,10 +217,10 @@ static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) 
                 /* an expand recomputes b per element it broadcasts to: realize b,
                  * unless b is a per-row value of a reduce that a kernel can keep
                  * in a register (group.c decides) */
-                if (!reads_memory(b)) continue; /* made of constants only: free to recompute */
-                if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && (is_cheap_scalar(b) || is_cheap_convert(b)))
+                if (!reads_memory(c, b)) continue; /* made of constants only: free to recompute */
+                if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && (is_cheap_scalar(c, b) || is_cheap_convert(c, b)))
                     continue;
-                if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && tc_sched_cone_has(b, true, is_reduce_node))
+                if (tc_flag_get(TC_FLAG_NOFUSE) == 0 && tc_sched_cone_has(c, b, true, is_reduce_node))
                     bi->expand_pending = true;
                 else
                     bi->realize = true;
@@ -222,7 +229,7 @@ static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) 
              * gates the expression with the view's validity */
         }
     }
-    return TC_OK;
+    return c->failed ? TC_ERR_MEMORY : TC_OK;
 }
 
 /* An elementwise value of many elements that several reduces read, each in
@@ -236,59 +243,58 @@ static bool stops_walk(tc_node *x) {
     return is_realized(x) || x->op == TC_OP_CONST || tc_binfo_of(x)->realize;
 }
 
-/* n_reducers of every elementwise base in the cone of each reduce */
-static tc_status count_reducers(tc_sched_ctx *c) {
-    tc_ptrvec stack = {0}, seen = {0};
-    tc_status st = TC_OK;
-    for (int i = 0; i < c->bases.n && st == TC_OK; i++) {
+/* n_reducers of every elementwise base in the cone of each reduce:
+ * O(sum over reduces of their elementwise cones) */
+static void count_reducers(tc_sched_ctx *c) {
+    tc_ptrvec stack = {0};
+    for (int i = 0; i < c->bases.n && !c->failed; i++) {
         tc_node *r = c->bases.items[i];
         if (!tc_op_is_reduce(r->op)) continue;
-        stack.n = seen.n = 0;
-        for (int k = 0; k < r->n_srcs && st == TC_OK; k++) st = tc_ptrvec_push(&stack, r->srcs[k]);
-        while (stack.n && st == TC_OK) {
+        unsigned w = tc_sched_new_walk(c);
+        stack.n = 0;
+        for (int k = 0; k < r->n_srcs; k++) tc_sched_push(c, &stack, r->srcs[k]);
+        while (stack.n) {
             tc_node *x = tc_node_base(stack.items[--stack.n]);
-            if (stops_walk(x) || !tc_op_is_elementwise(x->op)) continue;
-            bool dup = false;
-            for (int k = 0; k < seen.n && !dup; k++) dup = seen.items[k] == x;
-            if (dup) continue;
-            st = tc_ptrvec_push(&seen, x);
+            if (stops_walk(x) || !tc_op_is_elementwise(x->op) || !first_visit(x, w)) continue;
             tc_binfo_of(x)->n_reducers++;
-            for (int k = 0; k < x->n_srcs && st == TC_OK; k++) st = tc_ptrvec_push(&stack, x->srcs[k]);
+            for (int k = 0; k < x->n_srcs; k++) tc_sched_push(c, &stack, x->srcs[k]);
         }
     }
     tc_ptrvec_free(&stack);
-    tc_ptrvec_free(&seen);
-    return st;
 }
 
 /* distinct realized inputs of at least numel/16 elements in b's cone */
-static int large_loads(tc_node *b) {
-    tc_ptrvec stack = {0}, seen = {0};
+static int large_loads(tc_sched_ctx *c, tc_node *b) {
+    unsigned w = tc_sched_new_walk(c);
+    tc_ptrvec stack = {0};
+    tc_ptrmap buffers = {0}; /* BUFFER nodes counted */
     int64_t min = tc_node_numel(b) / 16;
     int n = 0;
-    tc_ptrvec_push(&stack, b);
+    tc_sched_push(c, &stack, b);
     while (stack.n) {
         tc_node *x = tc_node_base(stack.items[--stack.n]);
         if (x->op == TC_OP_CONST) continue;
-        bool dup = false;
-        for (int k = 0; k < seen.n && !dup; k++) dup = seen.items[k] == x;
-        if (dup) continue;
-        tc_ptrvec_push(&seen, x);
-        if (x != b && (is_realized(x) || tc_binfo_of(x)->realize || !tc_op_is_elementwise(x->op))) {
+        if (is_realized(x)) {
+            if (tc_ptrset_add(&buffers, x)) n += tc_node_numel(x) >= min;
+            continue;
+        }
+        if (!first_visit(x, w)) continue;
+        if (x != b && (tc_binfo_of(x)->realize || !tc_op_is_elementwise(x->op))) {
             n += tc_node_numel(x) >= min;
             continue;
         }
-        for (int k = 0; k < x->n_srcs; k++) tc_ptrvec_push(&stack, x->srcs[k]);
+        for (int k = 0; k < x->n_srcs; k++) tc_sched_push(c, &stack, x->srcs[k]);
     }
+    c->failed |= buffers.failed;
     tc_ptrvec_free(&stack);
-    tc_ptrvec_free(&seen);
+    tc_ptrmap_free(&buffers);
     return n;
 }
 
 static tc_status realize_shared(tc_sched_ctx *c) {
     if (tc_flag_get(TC_FLAG_NOFUSE)) return TC_OK;
-    tc_status st = count_reducers(c);
-    for (int i = 0; i < c->bases.n && st == TC_OK; i++) {
+    count_reducers(c);
+    for (int i = 0; i < c->bases.n && !c->failed; i++) {
         tc_node *b = c->bases.items[i];
         tc_binfo *bi = tc_binfo_of(b);
         if (bi->realize || bi->n_reducers < SHARED_REDUCERS || tc_node_numel(b) < SHARED_NUMEL)
@@ -298,13 +304,14 @@ static tc_status realize_shared(tc_sched_ctx *c) {
             tc_node *u = bi->consumers.items[k];
             fans_out = !(tc_op_is_elementwise(u->op) && tc_binfo_of(u)->n_reducers >= bi->n_reducers);
         }
-        if (fans_out && large_loads(b) >= SHARED_LOADS) bi->realize = true;
+        if (fans_out && large_loads(c, b) >= SHARED_LOADS) bi->realize = true;
     }
-    return st;
+    return c->failed ? TC_ERR_MEMORY : TC_OK;
 }
 
 static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     tc_status st = collect(c, nodes, n);
+    if (st == TC_OK) st = tc_kg_init(c);
     if (st == TC_OK) st = decide_realizes(c, nodes, n);
     if (st == TC_OK) st = realize_shared(c);
     if (st == TC_OK) st = tc_group_reduces(c);
@@ -347,8 +354,10 @@ static tc_schedule *create(tc_node *const *nodes, int n, bool no_merge, bool *is
         tc_node *b = c.bases.items[i];
         tc_ptrvec_free(&tc_binfo_of(b)->consumers);
         tc_ptrvec_free(&tc_binfo_of(b)->loads);
+        tc_ptrvec_free(&tc_binfo_of(b)->readers);
         b->scratch = NULL;
     }
+    tc_kg_free(&c);
     tc_ptrvec_free(&c.bases);
     *is_cycle = c.is_cycle;
     if (st == TC_OK) {
