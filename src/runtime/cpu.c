@@ -39,7 +39,7 @@ extern char **environ; /* passed to the compiler */
 #define CPU_ALIGN     64   /* alignment of every buffer, in bytes */
 #define LOG_MAX       1500 /* compiler log bytes quoted in an error message */
 #define MAX_CC_WORDS  8    /* words in TC_CC ("ccache cc" is two) */
-#define ARGS_ON_STACK 32   /* launches with more buffers allocate their argument array */
+#define ARGS_ON_STACK 128  /* buffers a split launch takes (a plain launch past it allocates) */
 
 /* compiler flags, part of the cache key; the file arguments follow them */
 static const char *const cc_flags[] = {

@@ -30,6 +30,9 @@
 enum {
     TINY_KERNEL = 256,  /* elements: below this, kernels of one size merge */
     REDUCE_ROWS = 4096, /* rows of a reduce whose kernel elementwise groups may join */
+    UPDATE_BUFS = 64,   /* buffers of a kernel of merged updates, at most: what every
+                           runtime launches (CUDA's here; OpenCL guarantees 128) */
+    UPDATE_TRIES = 4,   /* open update kernels of one size a new update may join */
 };
 
 /* adds p to v unless set already has it */
@@ -204,6 +207,65 @@ static void free_lists(tc_ptrmap *m) {
     tc_ptrmap_free(m);
 }
 
+/* buffers of one kernel computing ga and gb: its outputs and the distinct
+ * nodes they load, but for the targets of its assigns (an assign reads its
+ * target through its own output's slot, ast.c) */
+static int merged_buffers(tc_sched_ctx *c, tc_binfo *ga, tc_binfo *gb) {
+    tc_ptrmap seen = {0}, targets = {0};
+    tc_binfo *groups[2] = {ga, gb};
+    for (int g = 0; g < 2; g++)
+        for (tc_binfo *m = groups[g]; m; m = m->next_member) {
+            tc_ptrset_add(&seen, m->node);
+            if (m->node->op == TC_OP_ASSIGN) tc_ptrset_add(&targets, tc_node_base(m->node->srcs[1]));
+        }
+    int n = seen.n;
+    for (int g = 0; g < 2; g++)
+        for (tc_binfo *m = groups[g]; m; m = m->next_member) {
+            const tc_ptrvec *loads = tc_kg_loads(c, m);
+            for (int k = 0; k < loads->n; k++)
+                if (!tc_ptrmap_get(&targets, loads->items[k], NULL) && tc_ptrset_add(&seen, loads->items[k])) n++;
+        }
+    if (seen.failed || targets.failed) n = UPDATE_BUFS + 1;
+    tc_ptrmap_free(&seen);
+    tc_ptrmap_free(&targets);
+    return n;
+}
+
+/* In-place updates of one size (an optimizer's parameters and moments)
+ * share a kernel even without a common input, as PyTorch's foreach
+ * optimizers share a launch: one kernel per parameter size, or a few when
+ * they pass UPDATE_BUFS buffers. Updates are sinks at the end of a step, so
+ * merging them delays nothing. Each update tries the last UPDATE_TRIES open
+ * kernels of its size: O(updates x UPDATE_BUFS). */
+static void merge_updates(tc_sched_ctx *c) {
+    tc_ptrmap open = {0}; /* numel + 1 -> roots of the kernels of that size so far */
+    for (int i = c->bases.n - 1; i >= 0 && !c->failed; i--) {
+        tc_node *b = c->bases.items[i];
+        if (b->op != TC_OP_ASSIGN || !mergeable_root(b) ||
+            !elementwise_group(tc_group_find(tc_binfo_of(b))))
+            continue;
+        void *v = NULL;
+        tc_ptrvec *l = NULL;
+        const void *key = (void *)(uintptr_t)(tc_node_numel(b) + 1);
+        if (tc_ptrmap_get(&open, key, &v)) {
+            l = v;
+        } else if (!(l = tc_calloc(1, sizeof *l)) || !tc_ptrmap_put(&open, key, l)) {
+            tc_free(l);
+            c->failed = true;
+            break;
+        }
+        bool joined = false;
+        for (int j = l->n - 1; j >= 0 && j >= l->n - UPDATE_TRIES && !joined; j--) {
+            tc_binfo *g = tc_group_find(tc_binfo_of(l->items[j])), *gb = tc_group_find(tc_binfo_of(b));
+            joined = g == gb || (merged_buffers(c, g, gb) <= UPDATE_BUFS &&
+                                 try_merge_elementwise(c, l->items[j], b));
+        }
+        if (!joined) tc_sched_push(c, l, b);
+    }
+    c->failed |= open.failed;
+    free_lists(&open);
+}
+
 void tc_hazard_merge_elementwise(tc_sched_ctx *c) {
     if (tc_flag_get(TC_FLAG_NOFUSE) != 0 || c->no_merge) return;
     tc_ptrmap readers = {0}; /* input -> the roots (so far) reading it at the identity */
@@ -234,6 +296,7 @@ void tc_hazard_merge_elementwise(tc_sched_ctx *c) {
     }
     c->failed |= tiny.failed;
     free_lists(&tiny);
+    merge_updates(c);
 }
 
 /* ---- assigns ----

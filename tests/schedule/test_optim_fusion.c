@@ -15,7 +15,8 @@
  *     and b2^t, whatever the number of parameters (the bias corrections
  *     lr/(1-b1^t) and sqrt(1-b2^t) are recomputed in each update kernel);
  *   - with the gradients already realized, the update is one kernel per
- *     parameter (its m, v and p together).
+ *     parameter size (its m, v and p together, and those of every other
+ *     parameter of that size, as PyTorch's foreach optimizers: test_foreach).
  * Every parameter after the step is compared with the update computed on the
  * host from the reference evaluator's gradient, and with the same step run
  * with TC_NOFUSE=1. */
@@ -182,7 +183,7 @@ static void check(bool transposed, bool bias, opt_kind k, int64_t grads, int64_t
     result r;
     run(transposed, bias, k, &r);
     int n_p = bias ? 2 : 1;
-    int64_t given = (k == ADAM || k == ADAMW ? 1 : 0) + n_p;
+    int64_t given = (k == ADAM || k == ADAMW ? 1 : 0) + n_p; /* W and b differ in size */
     if (r.grads != grads || r.step != grads + extra || r.given != given)
         fprintf(stderr, "%s: forward+backward %lld (want %lld), step %lld (want %lld), update of given "
                 "gradients %lld (want %lld)\n", what, (long long)r.grads, (long long)grads,
@@ -230,8 +231,64 @@ static void test_adam(void **state) {
     check(true, false, ADAMW, 3, 1, "AdamW, x @ W");
 }
 
+/* runs one step of optimizer k over the parameters sizes[i] (elements),
+ * their gradients (2*p) realized first, and returns the kernels it took;
+ * every parameter is checked against the host update */
+static int64_t foreach_step(opt_kind k, int n, const int64_t *sizes) {
+    tc_tensor *p[32], *g[32];
+    float *want[32];
+    for (int i = 0; i < n; i++) {
+        p[i] = tc_test_randn(1, &sizes[i], 10 + (uint64_t)i, -1, 1);
+        assert_int_equal(tc_set_requires_grad(p[i], true), TC_OK);
+        tc_tensor *sq = tc_mul(p[i], p[i]), *l = tc_sum(sq, 0, NULL, false);
+        assert_int_equal(tc_backward(l), TC_OK);
+        tc_release(sq), tc_release(l);
+        g[i] = tc_grad(p[i]);
+        want[i] = tc_test_read(p[i]);
+        float *gv = tc_test_read(g[i]); /* realizes the gradient */
+        host_update(k, want[i], gv, sizes[i]);
+        free(gv);
+    }
+    tc_optimizer *o = k == ADAM ? tc_adam(p, n, LR, B1, B2, EPS) : tc_sgd(p, n, LR, MOM);
+    assert_non_null(o);
+    tc_counters c0;
+    tc_get_counters(&c0);
+    tc_status st = tc_optimizer_step(o);
+    if (st != TC_OK) fprintf(stderr, "foreach step: %s\n", tc_last_error());
+    assert_int_equal(st, TC_OK);
+    int64_t kernels = kernels_run(&c0);
+    for (int i = 0; i < n; i++) {
+        float *got = tc_test_read(p[i]);
+        assert_true(tc_allclose_f32(got, want[i], sizes[i], 1e-4, 1e-5, "foreach step vs reference"));
+        free(got), free(want[i]);
+        tc_release(g[i]), tc_release(p[i]);
+    }
+    tc_optimizer_free(o);
+    return kernels;
+}
+
+/* The updates of parameters of one size share a kernel though they share no
+ * input (PyTorch's foreach optimizers: one launch for many parameters), up
+ * to 64 buffers a kernel. An Adam parameter is 4 of them (p, m and v written,
+ * each read through its own output's slot, and g read) and every update
+ * reads the 2 buffers of b1^t and b2^t, so 15 parameters fit: 4 of 256x128
+ * are 1 kernel (+ the one advancing b1^t and b2^t), 20 are 2. SGD with
+ * momentum puts one kernel per size: 6 parameters of 300 elements and 3 of
+ * 7 are 2. */
+static void test_foreach(void **state) {
+    (void)state;
+    int64_t same[20];
+    for (int i = 0; i < 20; i++) same[i] = 256 * 128;
+    assert_int_equal(foreach_step(ADAM, 4, same), 1 + 1);
+    assert_int_equal(foreach_step(ADAM, 20, same), 2 + 1);
+    int64_t mixed[9] = {300, 7, 300, 300, 7, 300, 7, 300, 300};
+    assert_int_equal(foreach_step(MOMENTUM, 9, mixed), 2);
+    tc_shutdown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_foreach),
         cmocka_unit_test(test_sgd_linear),
         cmocka_unit_test(test_sgd_transposed),
         cmocka_unit_test(test_sgd_momentum),
