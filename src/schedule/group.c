@@ -33,8 +33,9 @@
  * follows every reduce, producers first, and realizes every reduce (or the
  * value it cuts at) that cannot be followed, each seen by the reduces after
  * it; only a pass that realized nothing merges kernels. Then, in one go, the
- * broadcast values no reduce absorbed are realized; then one deferred
- * reduce; then the elementwise merges and the assign rules (hazard.c).
+ * broadcast values no reduce absorbed are realized; then the deferred
+ * reduces no other reduce's outcome depends on; then the elementwise merges
+ * and the assign rules (hazard.c).
  * Measured on deep graphs the passes stay few (4 for an L-layer MLP's
  * training step, whatever L), each O(n) in graph nodes plus the searches
  * of kgraph.c: following a reduce visits its consumers up to the roots they
@@ -419,12 +420,25 @@ static bool cone_has_deferred(tc_sched_ctx *c, tc_node *b) {
     return found;
 }
 
+/* marks the reduces r's reach holds (but r) as reached by another reduce;
+ * a deferred r lists them in links, pairs (r, reduce) */
+static void note_reached(tc_sched_ctx *c, tc_node *r, const reach *o, tc_ptrvec *links) {
+    for (int i = 0; i < o->seen.items.n; i++) {
+        tc_node *x = o->seen.items.items[i];
+        if (x == r || !tc_op_is_reduce(x->op)) continue;
+        tc_binfo_of(x)->is_reached = true;
+        if (!tc_binfo_of(r)->is_deferred) continue;
+        tc_sched_push(c, links, r);
+        tc_sched_push(c, links, x);
+    }
+}
+
 /* follows every unrealized reduce, producers first, and realizes what
  * cannot be followed (each realize is seen by the reduces after it). When
- * reduces is given (a merging pass), merges each reduce's kernel or defers
- * it (a conflict that a later realize often removes). False when it
- * realized something. */
-static bool place_reduces(tc_sched_ctx *c, tc_ptrvec *deferred) {
+ * deferred is given (a merging sweep), merges each reduce's kernel or defers
+ * it (a conflict that a later realize often removes), noting in links what
+ * the deferred reduces reach. False when it realized something. */
+static bool place_reduces(tc_sched_ctx *c, tc_ptrvec *deferred, tc_ptrvec *links) {
     bool stable = true;
     for (int i = 0; i < c->by_id.n && !c->failed; i++) {
         tc_node *r = c->by_id.items[i];
@@ -447,13 +461,31 @@ static bool place_reduces(tc_sched_ctx *c, tc_ptrvec *deferred) {
              * in one kernel) */
             tc_kg_realize(c, tc_binfo_of(o.cut ? o.cut : r));
             stable = false;
-        } else if (deferred && stable && !(merge_ok(c, &o, &s) && merge(c, &o, &s))) {
-            ri->is_deferred = true;
-            tc_sched_push(c, deferred, r);
+        } else if (deferred && stable) {
+            if (!(merge_ok(c, &o, &s) && merge(c, &o, &s))) {
+                ri->is_deferred = true;
+                tc_sched_push(c, deferred, r);
+            }
+            note_reached(c, r, &o, links);
         }
         reach_free(&o);
     }
     return stable;
+}
+
+/* Realizes the first deferred reduce, and with it every deferred reduce
+ * that no other reduce's reach holds and whose own reach holds no deferred
+ * reduce: realizing it changes no other reduce's reach, so nothing another
+ * pass could learn would merge it. Deferred reduces are independent in deep
+ * graphs (a layer's forward matmul, whose output its backward reads after
+ * the next layer's: a cycle), so the passes stay few: O(1), not O(layers). */
+static void realize_deferred(tc_sched_ctx *c, const tc_ptrvec *deferred, const tc_ptrvec *links) {
+    for (int i = 0; i < links->n; i += 2) /* reaching a deferred reduce: not independent */
+        if (tc_binfo_of(links->items[i + 1])->is_deferred) tc_binfo_of(links->items[i])->is_reached = true;
+    for (int i = 0; i < deferred->n; i++) {
+        tc_binfo *ri = tc_binfo_of(deferred->items[i]);
+        if (i == 0 || !ri->is_reached) tc_kg_realize(c, ri);
+    }
 }
 
 /* One grouping pass; false when it realized something (run another pass).
@@ -467,11 +499,11 @@ static bool place_reduces(tc_sched_ctx *c, tc_ptrvec *deferred) {
  * realized. */
 static bool group_pass(tc_sched_ctx *c) {
     c->in_pass = false;
-    while (!place_reduces(c, NULL) && !c->failed) {
+    while (!place_reduces(c, NULL, NULL) && !c->failed) {
     }
     tc_kg_reset(c);
-    tc_ptrvec deferred = {0};
-    bool stable = place_reduces(c, &deferred);
+    tc_ptrvec deferred = {0}, links = {0};
+    bool stable = place_reduces(c, &deferred, &links);
     bool absorbed = true; /* every pending broadcast went into a reduce's kernel */
     for (int i = 0; i < c->bases.n && stable; i++) {
         tc_binfo *bi = tc_binfo_of(c->bases.items[i]);
@@ -482,10 +514,11 @@ static bool group_pass(tc_sched_ctx *c) {
     }
     stable = stable && absorbed;
     if (stable && deferred.n) {
-        tc_kg_realize(c, tc_binfo_of(deferred.items[0]));
+        realize_deferred(c, &deferred, &links);
         stable = false;
     }
     tc_ptrvec_free(&deferred);
+    tc_ptrvec_free(&links);
     if (c->failed) return true;
     if (stable) tc_hazard_merge_elementwise(c);
     return stable && tc_hazard_protect_targets(c) && tc_hazard_split_old_readers(c);

@@ -32,6 +32,7 @@ struct tc_binfo {
     bool inlinable;      /* root: every read of it is recomputable in its own kernel */
     bool keep_stored;    /* root: always loaded, never recomputed (an assign's copied value) */
     bool is_deferred;    /* reduce: its merge was deferred in this pass */
+    bool is_reached;     /* reduce: inside another reduce's reach in this pass's merging sweep */
     tc_ptrvec consumers; /* pairs (consumer base, view node or NULL), flattened */
     int n_reducers;      /* elementwise: reduces whose kernels would recompute it */
     /* the grouping pass (kgraph.c resets these at the start of each pass) */
@@ -54,7 +55,9 @@ struct tc_binfo {
     /* marks: equal to an epoch of the context when visited by that walk */
     unsigned walk_mark;   /* base: visited by the current cone walk */
     unsigned bent_mark;   /* base: visited through a bent view (hazard.c) */
-    unsigned group_mark;  /* representative: expanded by the current group search */
+    unsigned group_mark;  /* representative: reached by the current search, going up (loads) */
+    unsigned down_mark;   /* representative: reached by the current search, going down (readers) */
+    unsigned start_mark;  /* representative: a group the current search starts from */
     unsigned member_mark; /* representative: one of the groups a conflict check merges */
 };
 

@@ -18,8 +18,9 @@
  *   tc_kg_unite     O(1) for the union, plus raising the levels of the
  *                   groups downstream that sat at or below the new level
  *   tc_kg_conflict  O(members' loads) plus a constant number of searches,
- *                   each O(groups and loads between the lowest level it
- *                   looks for and its start)
+ *                   each about twice the cheaper of two walks (up from its
+ *                   starts, down from its targets) over the groups between
+ *                   the targets' lowest level and the starts' highest
  * Roots added after a pass started (hazard.c splits) have no level: the
  * searches stop pruning for the rest of that pass (correct, slower).
  */
@@ -202,9 +203,17 @@ void tc_kg_unite(tc_sched_ctx *c, tc_binfo *rep, tc_binfo *g) {
     if (!c->levels_stale) raise_readers(c, rep);
 }
 
-/* ---- searches ---- */
+/* ---- searches ----
+ * needs: is there a chain of loads from a target (a root of the groups
+ * marked members, or of one group, or one node) up to the kernel of one of
+ * the start roots? Two walks take turns, one group at a time: up from the
+ * starts through loads, down from the targets through readers; the search
+ * ends when one meets the other's end or either runs out. A group on such a
+ * chain has a level between the targets' lowest and the starts' highest, so
+ * each walk skips the groups outside: the cost is about twice that of the
+ * cheaper walk (a scalar assign of level 1, read by no one, is done at once
+ * going down; a layer's backward reaches its forward in a few steps up). */
 
-/* what a search looks for among the loads it meets */
 typedef struct {
     unsigned members;      /* a root of a group whose member_mark is this ... */
     const tc_binfo *group; /* ... or of this group ... */
@@ -217,36 +226,91 @@ static bool is_target(const target *t, tc_node *l) {
     return t->group ? g == t->group : g->member_mark == t->members;
 }
 
-/* Is there a chain of loads from a target up to the kernel of one of the
- * roots on stack (consumed)? Each group is expanded once: every load of
- * every root in it. Groups below min_level cannot be on such a chain. */
-static bool search(tc_sched_ctx *c, tc_ptrvec *stack, const target *t, int min_level) {
-    unsigned w = tc_sched_new_walk(c);
-    if (c->levels_stale) min_level = INT_MIN;
-    bool found = false;
-    while (stack->n && !found) {
-        tc_binfo *g = tc_group_find(tc_binfo_of(stack->items[--stack->n]));
-        if (g->group_mark == w || g->level < min_level) continue;
-        g->group_mark = w;
-        for (tc_binfo *m = g; m && !found; m = m->next_member) {
-            const tc_ptrvec *loads = tc_kg_loads(c, m);
-            for (int i = 0; i < loads->n && !found; i++) {
-                tc_node *l = loads->items[i];
-                if (l->op == TC_OP_BUFFER) continue;
-                if (is_target(t, l)) found = true;
-                else tc_sched_push(c, stack, l);
+typedef struct {
+    tc_sched_ctx *c;
+    const target *t;
+    unsigned w;         /* this search's epoch (marks) */
+    int min_level;      /* the targets' lowest level */
+    int max_level;      /* the starts' highest level */
+    tc_ptrvec up, down; /* groups to expand each way */
+    bool found;
+} search_state;
+
+/* up: every load of every root of g */
+static void expand_up(search_state *q, tc_binfo *g) {
+    for (tc_binfo *m = g; m && !q->found; m = m->next_member) {
+        const tc_ptrvec *loads = tc_kg_loads(q->c, m);
+        for (int i = 0; i < loads->n && !q->found; i++) {
+            tc_node *l = loads->items[i];
+            if (l->op == TC_OP_BUFFER) continue;
+            if (is_target(q->t, l)) {
+                q->found = true;
+                continue;
             }
+            tc_binfo *lg = tc_group_find(tc_binfo_of(l));
+            if (lg->group_mark == q->w || lg->level < q->min_level) continue;
+            lg->group_mark = q->w;
+            tc_sched_push(q->c, &q->up, lg);
         }
     }
-    stack->n = 0;
-    return found;
+}
+
+/* down: the groups of the roots reading root m */
+static void expand_readers(search_state *q, const tc_binfo *m) {
+    for (int i = 0; i < m->readers.n && !q->found; i++) {
+        tc_binfo *rg = tc_group_find(m->readers.items[i]);
+        if (rg->start_mark == q->w) {
+            q->found = true;
+            continue;
+        }
+        if (rg->down_mark == q->w || rg->level >= q->max_level) continue;
+        rg->down_mark = q->w;
+        tc_sched_push(q->c, &q->down, rg);
+    }
+}
+
+/* starts: roots (consumed); tgroups: the target groups (NULL for a node) */
+static bool needs(tc_sched_ctx *c, tc_ptrvec *starts, const target *t, const tc_ptrvec *tgroups) {
+    search_state q = {.c = c, .t = t, .w = tc_sched_new_walk(c), .max_level = INT_MIN};
+    q.min_level = t->node ? tc_group_find(tc_binfo_of(t->node))->level : INT_MAX;
+    for (int i = 0; tgroups && i < tgroups->n; i++) {
+        const tc_binfo *g = tgroups->items[i];
+        if (g->level < q.min_level) q.min_level = g->level;
+    }
+    bool down = !c->levels_stale; /* readers and levels hold only for the pass's roots */
+    if (!down) q.min_level = INT_MIN;
+    for (int i = 0; i < starts->n; i++) {
+        tc_binfo *g = tc_group_find(tc_binfo_of(starts->items[i]));
+        if (g->start_mark == q.w) continue;
+        g->start_mark = g->group_mark = q.w;
+        if (g->level > q.max_level) q.max_level = g->level;
+        if (g->level >= q.min_level) tc_sched_push(c, &q.up, g);
+    }
+    starts->n = 0;
+    if (down && t->node) expand_readers(&q, tc_binfo_of(t->node));
+    for (int i = 0; down && tgroups && i < tgroups->n; i++) {
+        tc_binfo *g = tgroups->items[i];
+        if (g->down_mark == q.w) continue;
+        g->down_mark = q.w;
+        tc_sched_push(c, &q.down, g);
+    }
+    while (!q.found && !c->failed && q.up.n) { /* either walk running out: no chain */
+        expand_up(&q, q.up.items[--q.up.n]);
+        if (q.found || !down) continue;
+        if (!q.down.n) break;
+        tc_binfo *g = q.down.items[--q.down.n];
+        for (tc_binfo *m = g; m && !q.found; m = m->next_member) expand_readers(&q, m);
+    }
+    tc_ptrvec_free(&q.up);
+    tc_ptrvec_free(&q.down);
+    return q.found;
 }
 
 bool tc_kg_needs_node(tc_sched_ctx *c, tc_node *k, tc_node *a) {
     tc_ptrvec stack = {0};
     tc_sched_push(c, &stack, k);
     target t = {.node = a};
-    bool found = search(c, &stack, &t, tc_group_find(tc_binfo_of(a))->level);
+    bool found = needs(c, &stack, &t, NULL);
     tc_ptrvec_free(&stack);
     return found;
 }
@@ -274,10 +338,14 @@ static bool needs_outside_assign(tc_sched_ctx *c, const tc_ptrvec *reps, const t
     bool found = false;
     for (int i = 0; assigns && i < assigns->n && !found; i++) {
         if (is_member(assigns->items[i], me)) continue;
-        target tg = {.group = tc_group_find(tc_binfo_of(assigns->items[i]))};
+        tc_binfo *ag = tc_group_find(tc_binfo_of(assigns->items[i]));
+        target tg = {.group = ag};
+        tc_ptrvec tgroups = {0};
+        tc_sched_push(c, &tgroups, ag);
         for (int r = 0; r < reps->n; r++)
             tc_sched_push(c, &stack, ((tc_binfo *)reps->items[r])->node);
-        found = search(c, &stack, &tg, tg.group->level);
+        found = needs(c, &stack, &tg, &tgroups);
+        tc_ptrvec_free(&tgroups);
     }
     tc_ptrvec_free(&stack);
     return found;
@@ -295,12 +363,7 @@ static bool needs_outside_assign(tc_sched_ctx *c, const tc_ptrvec *reps, const t
  *   three are cycles. */
 bool tc_kg_conflict(tc_sched_ctx *c, const tc_ptrvec *reps, const tc_ptrmap *inline_ok) {
     unsigned me = tc_sched_new_walk(c);
-    int min_level = INT_MAX;
-    for (int r = 0; r < reps->n; r++) {
-        tc_binfo *g = reps->items[r];
-        g->member_mark = me;
-        if (g->level < min_level) min_level = g->level;
-    }
+    for (int r = 0; r < reps->n; r++) ((tc_binfo *)reps->items[r])->member_mark = me;
     target members = {.members = me};
     tc_ptrvec outside = {0}; /* roots outside that a member loads */
     bool bad = false;
@@ -319,7 +382,7 @@ bool tc_kg_conflict(tc_sched_ctx *c, const tc_ptrvec *reps, const tc_ptrmap *inl
             }
         }
     }
-    if (!bad) bad = search(c, &outside, &members, min_level);
+    if (!bad) bad = needs(c, &outside, &members, reps);
     /* outside readers of a member's assign target run before the group */
     for (int r = 0; r < reps->n && !bad; r++) {
         for (tc_binfo *m = reps->items[r]; m; m = m->next_member) {
@@ -333,7 +396,7 @@ bool tc_kg_conflict(tc_sched_ctx *c, const tc_ptrvec *reps, const tc_ptrmap *inl
                     tc_sched_push(c, &outside, readers->items[k]);
         }
     }
-    if (!bad) bad = search(c, &outside, &members, min_level);
+    if (!bad) bad = needs(c, &outside, &members, reps);
     tc_ptrvec_free(&outside);
     return bad;
 }
