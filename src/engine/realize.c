@@ -1,7 +1,10 @@
-/* realize.c - runs schedules: for each item, allocate its outputs, lower the
- * kernel (codegen -> render -> device compile, cached by source on disk and
- * in memory by the runtime), launch it, and turn its output nodes into
- * BUFFER nodes. Also host transfers, counters and TC_DEBUG output.
+/* realize.c - runs schedules: the graph's key finds the plan cached for a
+ * graph of the same structure (scache.c), or the scheduler makes a schedule
+ * of which a plan is made and each kernel lowered (codegen -> render; the
+ * device compiles, cached by source on disk and in memory). Then for each
+ * item: allocate its outputs, launch it with the plan's program, and turn
+ * its output nodes into BUFFER nodes. Also host transfers, counters and
+ * TC_DEBUG output.
  */
 #include "engine.h"
 

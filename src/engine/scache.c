@@ -8,32 +8,39 @@
  * or compiling.
  *
  * The key is exact. One walk from the requested nodes through unrealized
- * bases (the scheduler's walk) lists every base reached, realized leaves and
- * constants included. They are numbered by creation order (node id: the
- * scheduler orders reduces and a kernel's outputs by it), and the key writes
- * each base in that order: op, dtype, device, shape, reduced axes, constant
- * (its bits), and for a realized buffer the number of the first base sharing
- * its storage (assigns and hazards depend on which leaves are one buffer);
- * then each source, as a base number or as a view (its tracker and base,
- * numbered at first use, so a view read twice is one view). Before them:
- * the flags the scheduler and codegen read (TC_NOFUSE, TC_NOOPT, TC_BEAM) and
- * the requested bases in order. Two graphs with equal keys are one graph up
- * to renaming nodes by number, with the same creation order and the same
- * storage sharing; the scheduler reads nothing else, so it gives both the
- * same schedule. Integers are written as varints (zigzag for signed ones),
+ * bases (the scheduler's walk) lists every base reached. The unrealized ones
+ * (constants included) are numbered by creation order: node ids, by which
+ * the scheduler orders reduces (group.c) and a kernel's outputs (ast.c). The
+ * realized leaves, which it never orders by id, are numbered in the order
+ * the key first reads them, so a step whose parameters were made in another
+ * order than the last step's still matches. The key writes, after the flags
+ * the scheduler and codegen read (TC_NOFUSE, TC_NOOPT, TC_BEAM) and the
+ * requested bases in order, each base: op, dtype, device, shape, reduced
+ * axes, constant (its bits, so -0.0 is not 0.0), then its sources, each a
+ * base number or a view (its tracker and base, numbered at first use, so a
+ * view read twice is one view); and each leaf with the number of the first
+ * leaf sharing its storage (assigns and hazards depend on which leaves are
+ * one buffer). Two graphs with equal keys are one graph up to renaming its
+ * nodes by number, with the same order of creation among unrealized bases
+ * and the same storage sharing; the scheduler reads nothing else (node
+ * pointers are compared, or hashed to be found again, never ordered), so
+ * it gives both the same schedule. Integers are written as varints (zigzag for signed ones),
  * each list after its length, so equal bytes mean equal fields. A lookup
  * hashes the key and compares it byte for byte: a collision is a miss.
+ * If the scheduler comes to order realized buffers by id, number_of must
+ * number leaves by id too.
  * A plan's lowering and programs belong to one opening of each device
  * (tc_dev.serial): a device closed and opened again makes the plan stale,
  * and a stale plan is dropped, never run.
  *
  * Cost: the walk and the key are O(n) in the nodes reached (hash maps keyed
- * by pointer), the numbering a sort, O(n log n); a hit instantiates the plan
- * in O(items + buffers). A plan is made in O(AST nodes) from a schedule.
+ * by pointer), the numbering a sort of the unrealized bases, O(n log n); a
+ * hit instantiates the plan in O(items + buffers) and lets go of buffers in
+ * O(buffers) (plan_drops). A plan is made in O(AST nodes) from a schedule.
  * Bounds: MAX_ENTRIES plans and MAX_BYTES of keys, ASTs and kernel sources
  * (tests lower them with tc_scache_limit); the least recently used plan goes
- * first; a plan larger than the whole bound is not kept. Emptied at tc_shutdown. The
- * cache is guarded by the API lock.
+ * first; a plan larger than the whole bound is not kept. Emptied at
+ * tc_shutdown. The cache is guarded by the API lock.
  */
 #include "engine.h"
 
