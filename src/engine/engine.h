@@ -69,6 +69,65 @@ tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *p
 void tc_lcache_clear(void); /* empties it (tc_shutdown) */
 int tc_lcache_size(void);   /* entries (tests) */
 
+/* ---- the schedule cache (scache.c) -----------------------------------------
+ * A realize of a graph with the same structure as one realized before (the
+ * same ops, shapes, dtypes, views, devices, constants, creation order and
+ * storage sharing; other nodes and buffers) runs the plan made the first
+ * time: no scheduling, lowering or compiling. Keyed exactly (see scache.c). */
+typedef struct tc_skey tc_skey; /* a graph in canonical form: its bases numbered, its key */
+/* the canonical form of the graph under nodes[0..n-1]; *out owned by the
+ * caller. It points at the graph's nodes without holding them. */
+tc_status tc_skey_make(tc_node *const *nodes, int n, tc_skey **out);
+void tc_skey_free(tc_skey *k); /* NULL is fine */
+
+typedef struct {
+    tc_sched_item it;    /* the item; it.ast is the plan's copy, it.bufs NULL */
+    int *slots;          /* it.n_bufs base numbers of the key: the item's buffers */
+    tc_lowered low;      /* kernels: the lowered kernel (low.src owned; NULL until lowered) */
+    int device;          /* the device it runs on (its first buffer's) */
+    uint64_t dev_serial; /* kernels: the opening of that device low and prog are for */
+    tc_program *prog;    /* kernels: the compiled program (the device's), or NULL */
+} tc_plan_item;
+
+typedef struct {
+    tc_arena arena;      /* items, slots, ASTs */
+    tc_ptrvec sts;       /* trackers the ASTs read (owned) */
+    int n_items;         /* as the schedule's */
+    tc_plan_item *items; /* n_items, in run order */
+    int *drop_start;     /* n_items + 1: after item i the schedule lets go of the buffers
+                            listed in drops[2*drop_start[i] .. 2*drop_start[i+1]) */
+    int *drops;          /* (item, buffer index) pairs: references no later item needs */
+    size_t bytes;        /* memory it holds (the cache's bound) */
+} tc_plan;
+
+/* a plan of schedule s, which the scheduler made for the graph k describes;
+ * NULL with an error set */
+tc_plan *tc_plan_make(const tc_schedule *s, const tc_skey *k);
+/* the schedule of p over k's nodes (new references); NULL on out of memory */
+tc_schedule *tc_plan_schedule(const tc_plan *p, const tc_skey *k);
+void tc_plan_free(tc_plan *p); /* NULL is fine */
+/* the cached plan of k's key (the cache keeps it), or NULL; a plan whose
+ * devices were closed since is dropped */
+tc_plan *tc_scache_find(const tc_skey *k);
+/* keeps p (lowered and run) under k's key; takes p (freed when it does not
+ * fit) and k's bytes */
+void tc_scache_insert(tc_skey *k, tc_plan *p);
+void tc_scache_clear(void); /* empties it (tc_shutdown) */
+int tc_scache_size(void);   /* plans kept (tests) */
+/* tests: at most `entries` plans and `bytes` of memory (0: the defaults),
+ * evicting the least recently used ones now if needed */
+void tc_scache_limit(int entries, size_t bytes);
+
+/* what the engine did since start or the last counter reset, beyond
+ * tc_counters (tests) */
+typedef struct {
+    int64_t schedules_made; /* tc_schedule_create calls */
+    int64_t items_lowered;  /* kernel items lowered (codegen + render, or the lowering cache) */
+    int64_t plan_hits;      /* realizes that ran a cached plan */
+    int64_t plan_misses;    /* realizes that made a plan */
+} tc_engine_stats;
+void tc_engine_get_stats(tc_engine_stats *out);
+
 /* TC_BEAM=n (beam.c): the CPU optimizer's plan for item on dev, searched by
  * timing with a beam of n (cached on disk); without TC_BEAM, on targets with
  * work-groups and for small kernels: opt.c's heuristic plan */

@@ -1,7 +1,10 @@
-/* realize.c - runs schedules: for each item, allocate its outputs, lower the
- * kernel (codegen -> render -> device compile, cached by source on disk and
- * in memory by the runtime), launch it, and turn its output nodes into
- * BUFFER nodes. Also host transfers, counters and TC_DEBUG output.
+/* realize.c - runs schedules: the graph's key finds the plan cached for a
+ * graph of the same structure (scache.c), or the scheduler makes a schedule
+ * of which a plan is made and each kernel lowered (codegen -> render; the
+ * device compiles, cached by source on disk and in memory). Then for each
+ * item: allocate its outputs, launch it with the plan's program, and turn
+ * its output nodes into BUFFER nodes. Also host transfers, counters and
+ * TC_DEBUG output.
  */
 #include "engine.h"
 
@@ -12,14 +15,20 @@
 #include <string.h>
 
 static tc_counters counters; /* since start or the last reset */
+static tc_engine_stats stats; /* the same */
 
 void tc_engine_get_counters(tc_counters *out) {
     *out = counters;
     tc_runtime_mem(&out->mem_used, &out->mem_peak, &out->mem_cached);
 }
 
+void tc_engine_get_stats(tc_engine_stats *out) {
+    *out = stats;
+}
+
 void tc_engine_reset_counters(void) {
     memset(&counters, 0, sizeof counters);
+    memset(&stats, 0, sizeof stats);
     tc_runtime_mem_reset_peak();
 }
 
@@ -30,6 +39,7 @@ static int64_t builds(void) {
 
 void tc_engine_shutdown(void) {
     tc_engine_reset_counters();
+    tc_scache_clear(); /* before the devices close: plans hold their programs */
     tc_lcache_clear();
 }
 
@@ -68,11 +78,9 @@ tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
     return st == TC_OK ? tc_capture_record_copy(dst, src, nbytes) : st;
 }
 
-typedef tc_lowered lowered; /* src owned */
-
 /* codegen + render of a kernel item for the device of its output (or the
- * lowering cache's copy of the same) */
-static tc_status lower_item(const tc_sched_item *it, lowered *out) {
+ * lowering cache's copy of the same) into pi->low */
+static tc_status lower_item(const tc_sched_item *it, tc_plan_item *pi) {
     int64_t debug = tc_flag_get(TC_FLAG_DEBUG);
     tc_dev *dev = tc_device_get(it->bufs[0]->device);
     if (!dev) return tc_error_code();
@@ -80,34 +88,36 @@ static tc_status lower_item(const tc_sched_item *it, lowered *out) {
     tc_kopt plan; /* TC_BEAM's search (compiles and runs candidates) is not lowering time */
     if (tc_beam_plan(dev, it, &plan) != TC_OK) return tc_error_code();
     double t0 = tc_time_now();
-    tc_status st = tc_lcache_lower(dev, it, &plan, out);
+    tc_status st = tc_lcache_lower(dev, it, &plan, &pi->low);
     counters.lower_s += tc_time_now() - t0;
+    stats.items_lowered++;
     if (st != TC_OK) return st;
-    if (debug >= 4) fprintf(stderr, "%s", out->src);
+    pi->dev_serial = dev->serial;
+    if (debug >= 4) fprintf(stderr, "%s", pi->low.src);
     return TC_OK;
 }
 
-/* lowers every kernel of s into low[i], then has each device that can build
- * the new ones ahead, all at once (compile then finds them cached) */
-static tc_status lower_all(const tc_schedule *s, lowered *low) {
+/* lowers every kernel of s into its plan's item, then has each device that
+ * can build the new ones ahead, all at once (compile then finds them cached) */
+static tc_status lower_all(const tc_schedule *s, tc_plan *p) {
     tc_status st = TC_OK;
     for (int i = 0; i < s->n_items && st == TC_OK; i++)
-        if (!s->items[i].is_copy) st = lower_item(&s->items[i], &low[i]);
+        if (!s->items[i].is_copy) st = lower_item(&s->items[i], &p->items[i]);
     const char **srcs = st == TC_OK ? tc_malloc(sizeof(char *) * (size_t)(s->n_items + 1)) : NULL;
     const char **names = srcs ? tc_malloc(sizeof(char *) * (size_t)(s->n_items + 1)) : NULL;
     if (st == TC_OK && !names) st = TC_ERR_MEMORY;
     for (int i = 0; i < s->n_items && st == TC_OK; i++) {
-        if (!low[i].src) continue;
-        int device = s->items[i].bufs[0]->device, m = 0;
+        if (!p->items[i].low.src) continue;
+        int device = p->items[i].device, m = 0;
         bool is_done = false; /* an earlier item on this device handled it */
         for (int j = 0; j < i && !is_done; j++)
-            is_done = low[j].src && s->items[j].bufs[0]->device == device;
+            is_done = p->items[j].low.src && p->items[j].device == device;
         tc_dev *dev = tc_device_get(device);
         if (is_done || !dev || !dev->prebuild) continue;
         for (int j = i; j < s->n_items; j++) {
-            if (!low[j].src || s->items[j].bufs[0]->device != device) continue;
-            srcs[m] = low[j].src;
-            names[m++] = low[j].name;
+            if (!p->items[j].low.src || p->items[j].device != device) continue;
+            srcs[m] = p->items[j].low.src;
+            names[m++] = p->items[j].low.name;
         }
         double t0 = tc_time_now();
         int64_t built = builds();
@@ -120,25 +130,23 @@ static tc_status lower_all(const tc_schedule *s, lowered *low) {
     return st;
 }
 
-static void lowered_free(lowered *low, int n) {
-    for (int i = 0; low && i < n; i++) tc_free(low[i].src);
-    tc_free(low);
-}
-
-/* compile (found in a cache when lower_all built it) + launch of one lowered
- * kernel item on bufs */
-static tc_status run_kernel(const tc_sched_item *it, const lowered *l, tc_buffer **bufs,
+/* launch of one lowered kernel item on bufs, with the plan's program (or
+ * compiled now: found in a cache when lower_all built it, and kept) */
+static tc_status run_kernel(const tc_sched_item *it, tc_plan_item *pi, tc_buffer **bufs,
                             int index) {
     tc_dev *dev = tc_device_get(bufs[0]->device);
     if (!dev) return tc_error_code();
-    double t0 = tc_time_now();
-    int64_t built = builds();
-    tc_program *prog = dev->compile(dev, l->src, l->name);
-    counters.compile_s += tc_time_now() - t0;
-    counters.compile_count += builds() - built;
-    if (!prog) return tc_error_code();
-    tc_status st = tc_engine_launch(dev, prog, bufs, it->n_bufs, it->n_outs, &l->dims, l->est_ops,
-                                    l->est_mem, l->name, index);
+    const tc_lowered *l = &pi->low;
+    if (!pi->prog || pi->dev_serial != dev->serial) {
+        double t0 = tc_time_now();
+        int64_t built = builds();
+        pi->prog = dev->compile(dev, l->src, l->name);
+        counters.compile_s += tc_time_now() - t0;
+        counters.compile_count += builds() - built;
+        if (!pi->prog) return tc_error_code();
+    }
+    tc_status st = tc_engine_launch(dev, pi->prog, bufs, it->n_bufs, it->n_outs, &l->dims,
+                                    l->est_ops, l->est_mem, l->name, index);
     if (st == TC_OK && tc_cuda_check_enabled()) st = tc_cuda_check_item(it); /* TC_CUDA_CHECK=1 */
     return st;
 }
@@ -154,7 +162,7 @@ static tc_status out_buffer(const tc_sched_item *it, int k, tc_buffer **out) {
     return *out ? TC_OK : tc_error_code();
 }
 
-static tc_status run_item(const tc_sched_item *it, const lowered *l, int index) {
+static tc_status run_item(const tc_sched_item *it, tc_plan_item *pi, int index) {
     tc_buffer *stack_bufs[16], **bufs = stack_bufs;
     if (it->n_bufs > 16 && !(bufs = tc_calloc((size_t)it->n_bufs, sizeof *bufs))) return TC_ERR_MEMORY;
     tc_status st = TC_OK;
@@ -167,7 +175,7 @@ static tc_status run_item(const tc_sched_item *it, const lowered *l, int index) 
     }
     if (st == TC_OK) {
         if (it->is_copy) st = tc_engine_copy(bufs[0], bufs[1], node_bytes(it->bufs[0]));
-        else st = run_kernel(it, l, bufs, index);
+        else st = run_kernel(it, pi, bufs, index);
     }
     for (int k = 0; k < made; k++) {
         if (st == TC_OK) tc_node_set_realized(it->bufs[k], bufs[k]);
@@ -177,27 +185,13 @@ static tc_status run_item(const tc_sched_item *it, const lowered *l, int index) 
     return st;
 }
 
-/* Memory is shared inside a schedule: after item i runs, the schedule lets
- * go of every node no later item reads or writes. An intermediate that
- * nothing else holds (no tensor, no unrealized node) then goes back to the
- * buffer cache at once, and a later item's output of a size class it fits
- * reuses its memory: a chain of temporaries peaks at two of them, not all. */
-static void release_done(tc_schedule *s, int i) {
-    tc_sched_item *it = &s->items[i];
-    for (int k = 0; k < it->n_bufs; k++) {
-        tc_node *n = it->bufs[k];
-        bool later = false;
-        for (int j = i + 1; j < s->n_items && !later && n; j++)
-            for (int m = 0; m < s->items[j].n_bufs && !later; m++) later = s->items[j].bufs[m] == n;
-        if (!n || later) continue;
-        for (int j = 0; j <= i; j++) { /* every reference the schedule holds to it */
-            tc_sched_item *e = &s->items[j];
-            for (int m = 0; m < e->n_bufs; m++) {
-                if (e->bufs[m] != n) continue;
-                e->bufs[m] = NULL;
-                tc_node_release(n);
-            }
-        }
+/* after item i: the references of s (p's schedule) no later item needs
+ * (scache.c's plan_drops) */
+static void release_done(tc_schedule *s, const tc_plan *p, int i) {
+    for (int d = p->drop_start[i]; d < p->drop_start[i + 1]; d++) {
+        tc_node **slot = &s->items[p->drops[2 * d]].bufs[p->drops[2 * d + 1]];
+        tc_node_release(*slot);
+        *slot = NULL;
     }
 }
 
@@ -221,41 +215,74 @@ static void save_schedule(const tc_schedule *s) {
     fclose(f);
 }
 
+/* the plan realizing the graph k describes: the cache's, or (*is_new) one
+ * made from a new schedule of nodes. TC_DEBUG>=3 shows every stage (ASTs,
+ * sources, UOps), so it always schedules and lowers. */
+static tc_status find_plan(const tc_skey *k, tc_node *const *nodes, int n, tc_plan **out,
+                           bool *is_new) {
+    *out = tc_flag_get(TC_FLAG_DEBUG) >= 3 ? NULL : tc_scache_find(k);
+    *is_new = !*out;
+    if (*out) {
+        stats.plan_hits++;
+        return TC_OK;
+    }
+    stats.plan_misses++;
+    stats.schedules_made++;
+    tc_schedule *s = tc_schedule_create(nodes, n);
+    if (!s) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    *out = tc_plan_make(s, k);
+    tc_schedule_free(s); /* the caller's nodes hold the graph */
+    return *out ? TC_OK : tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+}
+
+/* TC_DEBUG>=1: one line per realize */
+static void print_summary(const tc_schedule *s, const tc_counters *c0, double t0, bool is_new) {
+    int64_t used, peak, cached;
+    tc_runtime_mem(&used, &peak, &cached);
+    fprintf(stderr,
+            "realize: %d kernels, %d items%s in %.3f ms (schedule %.3f, lower %.3f, compile %.3f "
+            "for %lld built, launch %.3f ms; memory %.1f MB, peak %.1f MB, cached %.1f MB)\n",
+            tc_schedule_n_kernels(s), s->n_items, is_new ? "" : " (cached plan)",
+            (tc_time_now() - t0) * 1e3, (counters.schedule_s - c0->schedule_s) * 1e3,
+            (counters.lower_s - c0->lower_s) * 1e3, (counters.compile_s - c0->compile_s) * 1e3,
+            (long long)(counters.compile_count - c0->compile_count),
+            (counters.launch_s - c0->launch_s) * 1e3, (double)used / 1e6, (double)peak / 1e6,
+            (double)cached / 1e6);
+}
+
+/* Realize: the graph's key (scache.c) finds the plan of a graph of the same
+ * structure, or the scheduler makes one, which is lowered here; the plan's
+ * items then run on this graph's nodes, and a new plan is kept. */
 tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
     (void)api;
     tc_counters c0 = counters;
     double t0 = tc_time_now();
-    tc_schedule *s = tc_schedule_create(nodes, n);
-    counters.schedule_s += tc_time_now() - t0;
-    if (!s) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
-    save_schedule(s);
-    lowered *low = tc_calloc((size_t)s->n_items + 1, sizeof *low);
-    tc_status st = low ? lower_all(s, low) : TC_ERR_MEMORY;
-    for (int i = 0; i < s->n_items && st == TC_OK; i++) {
-        st = run_item(&s->items[i], &low[i], i);
-        if (st == TC_OK) release_done(s, i);
+    tc_skey *k = NULL;
+    tc_plan *p = NULL;
+    bool is_new = false;
+    tc_status st = tc_skey_make(nodes, n, &k);
+    if (st == TC_OK) st = find_plan(k, nodes, n, &p, &is_new);
+    tc_schedule *s = st == TC_OK ? tc_plan_schedule(p, k) : NULL;
+    if (st == TC_OK && !s) st = TC_ERR_MEMORY;
+    counters.schedule_s += tc_time_now() - t0; /* keying and planning are scheduling */
+    if (s) save_schedule(s);
+    if (s && is_new) st = lower_all(s, p);
+    for (int i = 0; s && i < s->n_items && st == TC_OK; i++) {
+        st = run_item(&s->items[i], &p->items[i], i);
+        if (st == TC_OK) release_done(s, p, i);
     }
-    lowered_free(low, s->n_items);
-    if (st == TC_OK && tc_flag_get(TC_FLAG_DEBUG) >= 1 && s->n_items) {
-        int64_t used, peak, cached;
-        tc_runtime_mem(&used, &peak, &cached);
-        fprintf(stderr,
-                "realize: %d kernels, %d items in %.3f ms (schedule %.3f, lower %.3f, compile "
-                "%.3f for %lld built, launch %.3f ms; memory %.1f MB, peak %.1f MB, cached %.1f "
-                "MB)\n",
-                tc_schedule_n_kernels(s), s->n_items, (tc_time_now() - t0) * 1e3,
-                (counters.schedule_s - c0.schedule_s) * 1e3, (counters.lower_s - c0.lower_s) * 1e3,
-                (counters.compile_s - c0.compile_s) * 1e3,
-                (long long)(counters.compile_count - c0.compile_count),
-                (counters.launch_s - c0.launch_s) * 1e3, (double)used / 1e6, (double)peak / 1e6,
-                (double)cached / 1e6);
-    }
+    if (st == TC_OK && tc_flag_get(TC_FLAG_DEBUG) >= 1 && s->n_items)
+        print_summary(s, &c0, t0, is_new);
     tc_schedule_free(s);
+    if (is_new && st == TC_OK && p->n_items) tc_scache_insert(k, p); /* nothing to run: no plan */
+    else if (is_new) tc_plan_free(p); /* a failed run keeps no plan */
+    tc_skey_free(k);
     return st;
 }
 
 int tc_engine_kernel_count(tc_node *const *nodes, int n) {
     double t0 = tc_time_now();
+    stats.schedules_made++;
     tc_schedule *s = tc_schedule_create(nodes, n);
     counters.schedule_s += tc_time_now() - t0;
     if (!s) return -1;

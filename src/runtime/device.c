@@ -50,6 +50,7 @@ static tc_dev *devices[MAX_DEVICES]; /* opened devices by id; NULL = free slot *
 static int kind_count[KIND_COUNT];   /* devices per kind, -1 = not asked yet (see counts) */
 static char kind_why[KIND_COUNT][160]; /* why a kind has no device */
 static bool is_counted;              /* kind_count holds answers */
+static uint64_t openings;            /* devices opened so far: the last tc_dev.serial given */
 
 /* the number of devices of kind k (asked once) */
 static int count_of(device_kind k) {
@@ -132,6 +133,7 @@ static int create_device(device_kind kind, int index, const char *api) {
         }
         return -1;
     }
+    d->serial = ++openings;
     devices[id] = d;
     return id;
 }

@@ -32,6 +32,8 @@ typedef struct {
 struct tc_dev {
     char name[32]; /* canonical name: "CPU", "OPENCL:1" */
     int id;        /* index in the device table */
+    uint64_t serial; /* which opening this is (unique in the process): what was made
+                        for a device that closed is not used on a new one */
     void *ctx;     /* backend state */
     const tc_dialect *dialect; /* the language its kernels are rendered in */
     tc_target target;          /* what codegen may use on it */
