@@ -67,30 +67,42 @@ static int slot_of(build_ctx *bc, tc_node *b) {
     return bc->slots.n - 1;
 }
 
-static memo **memo_find(build_ctx *bc, tc_node *n, const tc_st *st) {
-    size_t h = (size_t)tc_hash_combine((uint64_t)(uintptr_t)n, st ? tc_st_hash(st) : 0) % 512;
-    memo **m = &bc->buckets[h];
-    while (*m && !((*m)->node == n && (st ? (*m)->st && tc_st_equal((*m)->st, st) : !(*m)->st)))
-        m = &(*m)->next;
-    return m;
+static size_t memo_bucket(tc_node *n, const tc_st *st) {
+    return (size_t)tc_hash_combine((uint64_t)(uintptr_t)n, st ? tc_st_hash(st) : 0) % 512;
+}
+
+static tc_ast *memo_find(build_ctx *bc, tc_node *n, const tc_st *st) {
+    for (memo *m = bc->buckets[memo_bucket(n, st)]; m; m = m->next)
+        if (m->node == n && (st ? m->st && tc_st_equal(m->st, st) : !m->st)) return m->ast;
+    return NULL;
+}
+
+/* Records a (built). At the head of its bucket: the build that made a has
+ * added entries of its own since memo_find looked, so a slot found then may
+ * no longer be the chain's end (writing there dropped them, and which ones
+ * depended on where the nodes were allocated). */
+static tc_ast *memo_put(build_ctx *bc, tc_node *n, const tc_st *st, tc_ast *a) {
+    memo *e = a ? tc_arena_alloc(&bc->c->s->arena, sizeof *e) : NULL;
+    if (!e) return NULL;
+    size_t h = memo_bucket(n, st);
+    *e = (memo){bc->buckets[h], n, st, a};
+    bc->buckets[h] = e;
+    return a;
 }
 
 static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st);
 
 static tc_ast *build_reduce(build_ctx *bc, tc_node *r) {
-    memo **m = memo_find(bc, r, NULL);
-    if (*m) return (*m)->ast;
+    tc_ast *known = memo_find(bc, r, NULL);
+    if (known) return known;
     tc_node *src = r->srcs[0];
     tc_st *full = keep_st(bc, tc_st_from_shape(src->ndim, src->shape));
     tc_ast *s = full ? build(bc, src, full) : NULL;
     tc_ast *a = s ? ast_new(bc, r->op, r->dtype, 1) : NULL;
-    memo *e = a ? tc_arena_alloc(&bc->c->s->arena, sizeof *e) : NULL;
-    if (!e) return NULL;
+    if (!a) return NULL;
     a->srcs[0] = s;
     a->axes = r->axes;
-    *e = (memo){NULL, r, NULL, a};
-    *m = e;
-    return a;
+    return memo_put(bc, r, NULL, a);
 }
 
 static tc_ast *build_base(build_ctx *bc, tc_node *b, const tc_st *st) {
@@ -156,9 +168,8 @@ static tc_ast *gate(build_ctx *bc, tc_ast *value, tc_st *st) {
 
 /* the AST computing node n at loop-space indices mapped onto n's elements by st */
 static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st) {
-    memo **m = memo_find(bc, n, st);
-    if (*m) return (*m)->ast;
-    tc_ast *a;
+    tc_ast *a = memo_find(bc, n, st);
+    if (a) return a;
     if (n->op == TC_OP_VIEW) {
         tc_st *composed = keep_st(bc, tc_st_compose(n->st, st));
         a = composed ? build_base(bc, n->srcs[0], composed) : NULL;
@@ -166,11 +177,7 @@ static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st) {
     } else {
         a = build_base(bc, n, st);
     }
-    memo *e = a ? tc_arena_alloc(&bc->c->s->arena, sizeof *e) : NULL;
-    if (!e) return NULL;
-    *e = (memo){NULL, n, st, a};
-    *m = e;
-    return a;
+    return memo_put(bc, n, st, a);
 }
 
 static void name_kernel(tc_sched_item *it) {

@@ -5,6 +5,9 @@
 
 #include <stdlib.h>
 
+#include "schedule/schedule.h"
+#include "tensor/tensor.h"
+
 static const int64_t S44[2] = {4, 4};
 static const int64_t S816[2] = {8, 16};
 
@@ -217,9 +220,62 @@ static void test_shared_elementwise_realized(void **state) {
     tc_shutdown();
 }
 
+/* distinct LOAD nodes of buffer slot buf in the AST under a (a DAG: each
+ * node counted once) */
+static int count_loads(const tc_ast *root, int buf) {
+    tc_ptrvec stack = {0}, seen = {0};
+    int n = 0;
+    tc_ptrvec_push(&stack, (void *)root);
+    while (stack.n) {
+        const tc_ast *a = stack.items[--stack.n];
+        bool dup = false;
+        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == a;
+        if (dup) continue;
+        tc_ptrvec_push(&seen, (void *)a);
+        n += a->op == TC_OP_LOAD && a->buf == buf;
+        for (int i = 0; i < a->n_srcs; i++) tc_ptrvec_push(&stack, a->srcs[i]);
+    }
+    tc_ptrvec_free(&stack);
+    tc_ptrvec_free(&seen);
+    return n;
+}
+
+/* A deep kernel reads one view of x at every step, y = y * v + 1: its AST
+ * loads v once. The AST memo once wrote an entry at the chain slot it had
+ * looked up before building the node's sources, which had added entries of
+ * their own there by then: those were dropped, the view was loaded again, and
+ * which entries went depended on where the nodes were allocated (kernel
+ * sources changed from run to run). 3000 steps over the memo's 512 buckets
+ * make a shared bucket (a dropped entry) all but certain. */
+static void test_deep_kernel_shares_loads(void **state) {
+    (void)state;
+    int64_t shape[1] = {8}, flat[2] = {2, 4};
+    tc_tensor *x = rnd(2, flat, 7), *v = tc_reshape(x, 1, shape);
+    tc_tensor *y = tc_retain(v), *one = tc_full(1, shape, 1.0, TC_FLOAT32, NULL);
+    for (int i = 0; i < 3000; i++) {
+        tc_tensor *yv = tc_mul(y, v), *next = tc_add(yv, one);
+        tc_release(yv), tc_release(y);
+        y = next;
+    }
+    tc_node *b = tc_node_base(tc_tensor_node(y));
+    tc_schedule *s = tc_schedule_create(&b, 1);
+    assert_non_null(s);
+    assert_int_equal(s->n_items, 1);
+    const tc_sched_item *it = &s->items[0];
+    int slot = -1;
+    for (int k = it->n_outs; k < it->n_bufs; k++)
+        if (it->bufs[k] == tc_node_base(tc_tensor_node(x))) slot = k;
+    assert_true(slot >= 0);
+    assert_int_equal(count_loads(it->ast, slot), 1);
+    tc_schedule_free(s);
+    tc_release(x), tc_release(v), tc_release(y), tc_release(one);
+    tc_shutdown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise_chain),
+        cmocka_unit_test(test_deep_kernel_shares_loads),
         cmocka_unit_test(test_mul_sum),
         cmocka_unit_test(test_sum_then_elementwise),
         cmocka_unit_test(test_movement_then_exp),
