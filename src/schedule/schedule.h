@@ -63,10 +63,12 @@ typedef struct {
 tc_schedule *tc_schedule_create(tc_node *const *nodes, int n);
 void tc_schedule_free(tc_schedule *s); /* NULL is fine; drops the node references */
 int tc_schedule_n_kernels(const tc_schedule *s);
-void tc_ast_dump(FILE *f, const tc_ast *ast); /* indented tree, for TC_DEBUG>=3 */
+/* one line per distinct AST node, sources first, each named "aN" (a tree
+ * dump would repeat shared subtrees: exponential in a deep kernel); for
+ * TC_DEBUG>=3, failing tests and TC_SCHEDULE_LOG */
+void tc_ast_dump(FILE *f, const tc_ast *ast);
 void tc_schedule_dump(FILE *f, const tc_schedule *s);
-/* the same, each kernel as a DAG (one line per distinct AST node): TC_SCHEDULE_LOG */
-void tc_schedule_dump_dag(FILE *f, const tc_schedule *s);
+void tc_schedule_dump_dag(FILE *f, const tc_schedule *s); /* the same as tc_schedule_dump */
 void tc_schedule_write_dot(FILE *f, const tc_schedule *s); /* Graphviz (TC_SAVE_SCHEDULE) */
 
 #endif /* TC_SCHEDULE_H */
