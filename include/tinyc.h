@@ -14,8 +14,14 @@
  *   went wrong, naming the call and the values (thread-local).
  * - Shapes are int64_t arrays of ndim values; axes are int and may be
  *   negative (counting from the end).
- * - Devices are named "CPU", "OPENCL", "CUDA" with an optional ":N" index.
- *   NULL means the default: TC_DEVICE if set, else "CPU".
+ * - Devices are named "CPU", "OPENCL", "CUDA" with an optional ":N" index,
+ *   and "NULL". NULL (the pointer) means the default: TC_DEVICE if set, else
+ *   "CPU". The NULL device (tinygrad's NULL=1) schedules, lowers and renders
+ *   every kernel as the CPU would (same C dialect, same target), but compiles
+ *   and runs nothing: its buffers reserve no memory, data copied to it is
+ *   dropped, and reading one back (tc_to_host, tc_to_device to another
+ *   device) gives zeros. Its launches count in tc_counters like real ones.
+ *   It measures and tests the front end, scheduler and codegen on big graphs.
  * - The library is safe to call from several threads (one lock at entry).
  */
 #ifndef TINYC_H
