@@ -189,10 +189,15 @@ typedef struct {
     /* where a realize's time goes, in seconds, always measured (TC_DEBUG>=1
      * prints them per realize) */
     double schedule_s;     /* building schedules (graph -> kernels) */
-    double lower_s;        /* codegen + render of kernels */
+    double lower_s;        /* codegen + render of kernels (and lowering-cache lookups) */
+    double codegen_s;      /* of lower_s: codegen (kernel AST -> optimised UOps) */
+    double render_s;       /* of lower_s: rendering UOps to source text */
     double compile_s;      /* device compile: cache lookups, loads, compiler runs */
     double launch_s;       /* launch calls (CPU: the kernels' run time; GPUs queue) */
     int64_t compile_count; /* kernels built from source (no cache had them) */
+    int64_t graph_nodes;   /* graph nodes the schedules walked: distinct lazy nodes under
+                              the tensors realized (or counted by tc_schedule_kernel_count),
+                              views, constants and the realized buffers read included */
     /* device memory (all devices) */
     int64_t mem_used; /* bytes in live buffers now (not changed by a reset) */
     int64_t mem_peak; /* the most mem_used reached since start or the last reset */

@@ -83,6 +83,8 @@ static tc_status lower_item(const tc_sched_item *it, lowered *out) {
     tc_status st = tc_lcache_lower(dev, it, &plan, out);
     counters.lower_s += tc_time_now() - t0;
     if (st != TC_OK) return st;
+    counters.codegen_s += out->codegen_s;
+    counters.render_s += out->render_s;
     if (debug >= 4) fprintf(stderr, "%s", out->src);
     return TC_OK;
 }
@@ -221,12 +223,23 @@ static void save_schedule(const tc_schedule *s) {
     fclose(f);
 }
 
+/* the schedule of nodes[0..n-1], counted: the graph's nodes (walked before,
+ * outside schedule_s) and the time tc_schedule_create takes */
+static tc_schedule *schedule_counted(tc_node *const *nodes, int n) {
+    int64_t walked = tc_graph_count(nodes, n);
+    if (walked < 0) return NULL;
+    counters.graph_nodes += walked;
+    double t0 = tc_time_now();
+    tc_schedule *s = tc_schedule_create(nodes, n);
+    counters.schedule_s += tc_time_now() - t0;
+    return s;
+}
+
 tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
     (void)api;
     tc_counters c0 = counters;
     double t0 = tc_time_now();
-    tc_schedule *s = tc_schedule_create(nodes, n);
-    counters.schedule_s += tc_time_now() - t0;
+    tc_schedule *s = schedule_counted(nodes, n);
     if (!s) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
     save_schedule(s);
     lowered *low = tc_calloc((size_t)s->n_items + 1, sizeof *low);
@@ -240,11 +253,13 @@ tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
         int64_t used, peak, cached;
         tc_runtime_mem(&used, &peak, &cached);
         fprintf(stderr,
-                "realize: %d kernels, %d items in %.3f ms (schedule %.3f, lower %.3f, compile "
-                "%.3f for %lld built, launch %.3f ms; memory %.1f MB, peak %.1f MB, cached %.1f "
-                "MB)\n",
-                tc_schedule_n_kernels(s), s->n_items, (tc_time_now() - t0) * 1e3,
+                "realize: %d kernels, %d items, %lld nodes in %.3f ms (schedule %.3f, lower "
+                "%.3f [codegen %.3f, render %.3f], compile %.3f for %lld built, launch %.3f ms; "
+                "memory %.1f MB, peak %.1f MB, cached %.1f MB)\n",
+                tc_schedule_n_kernels(s), s->n_items,
+                (long long)(counters.graph_nodes - c0.graph_nodes), (tc_time_now() - t0) * 1e3,
                 (counters.schedule_s - c0.schedule_s) * 1e3, (counters.lower_s - c0.lower_s) * 1e3,
+                (counters.codegen_s - c0.codegen_s) * 1e3, (counters.render_s - c0.render_s) * 1e3,
                 (counters.compile_s - c0.compile_s) * 1e3,
                 (long long)(counters.compile_count - c0.compile_count),
                 (counters.launch_s - c0.launch_s) * 1e3, (double)used / 1e6, (double)peak / 1e6,
@@ -255,9 +270,7 @@ tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
 }
 
 int tc_engine_kernel_count(tc_node *const *nodes, int n) {
-    double t0 = tc_time_now();
-    tc_schedule *s = tc_schedule_create(nodes, n);
-    counters.schedule_s += tc_time_now() - t0;
+    tc_schedule *s = schedule_counted(nodes, n);
     if (!s) return -1;
     int k = tc_schedule_n_kernels(s);
     tc_schedule_free(s);
