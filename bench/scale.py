@@ -292,7 +292,8 @@ def fmt(v, digits=1):
 
 
 def ratio(peer, ours):
-    return "%.2fx" % (peer / ours) if peer and ours else "-"
+    """peer time / our time: above 1 we are faster (3 significant digits)"""
+    return "%.3gx" % (peer / ours) if peer and ours else "-"
 
 
 def table(head, rows):
