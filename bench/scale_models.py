@@ -5,14 +5,14 @@ on libtinyc (python/tinyc) and, for the MLP, on tinygrad itself.
 Every model is built as `make(T, nn, ...)` where T is the library's Tensor
 class and nn its nn module (tinyc's or tinygrad's), and returns a Model:
 
-    m.params        trainable tensors (and BatchNorm's running statistics)
-    m.opt           Adam over them (lr 1e-3: the step's kernels, not the curve)
-    m.inputs()      a fixed batch as realized tensors (numpy data, seeded)
-    m.step(*inputs) one training step: zero_grad, forward, loss, backward,
-                    Adam; the update and the loss realized together; returns
-                    the loss (realized)
-
-    m.realize_state()  parameters and Adam's state realized before timing
+    m.params           trainable tensors (and BatchNorm's running statistics)
+    m.opt              Adam over them (lr 1e-3: the step's kernels, not the curve)
+    m.realize_state()  parameters and Adam's state realized, before timing
+    m.inputs()         a fixed batch as tensors (numpy data, seeded)
+    m.step(*inputs)    one training step: zero_grad, forward, loss, backward,
+                       Adam; the update and the loss realized together;
+                       returns the loss
+    m.lazy_step(*in)   (tinygrad) the same step built, not run: [loss, *update]
 
 The models (shapes are comments on the code; B batch, T tokens):
   mlp(L)      L x (Linear(64, 64), gelu) on x (32, 64), loss mean(h^2).
@@ -25,9 +25,9 @@ The models (shapes are comments on the code; B batch, T tokens):
   gpt2()      GPT-2 124M: 12 layers, C 768, 12 heads, T 64, B 4, vocab 50304,
               pre-LN blocks (causal attention, 4C gelu MLP), learned positions,
               the output head tied to the token embedding, cross-entropy.
-              There is no gather yet, so the token embedding is
-              one_hot(idx) @ wte (a (B*T, 50304) x (50304, 768) matmul), the
-              workaround llm.c-style ports used before gather existed.
+              There is no gather yet, so the token embedding is the
+              workaround one_hot(idx) @ wte: a (B*T, 50304) x (50304, 768)
+              matmul forward, and its transpose for wte's gradient.
 """
 import math
 
@@ -146,7 +146,7 @@ class CausalSelfAttention:
     def __init__(self, nn, C, n_head):
         self.c_attn, self.c_proj, self.n_head = nn.Linear(C, 3 * C), nn.Linear(C, C), n_head
 
-    def __call__(self, x, mask):  # x (B, T, C); mask (T, T): 0 on and below the diagonal, -inf above
+    def __call__(self, x, mask):  # x (B, T, C); mask (T, T): 0 up to the diagonal, -inf after
         B, T, C = x.shape
         hd = C // self.n_head
         qkv = self.c_attn(x)  # (B, T, 3C)
@@ -160,7 +160,8 @@ class CausalSelfAttention:
 class Block:
     def __init__(self, nn, C, n_head):
         self.ln_1, self.attn = nn.LayerNorm(C), CausalSelfAttention(nn, C, n_head)
-        self.ln_2, self.c_fc, self.c_proj = nn.LayerNorm(C), nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+        self.ln_2, self.c_fc = nn.LayerNorm(C), nn.Linear(C, 4 * C)
+        self.c_proj = nn.Linear(4 * C, C)
 
     def __call__(self, x, mask):  # x (B, T, C)
         x = x + self.attn(self.ln_1(x), mask)
