@@ -14,8 +14,14 @@
  *   went wrong, naming the call and the values (thread-local).
  * - Shapes are int64_t arrays of ndim values; axes are int and may be
  *   negative (counting from the end).
- * - Devices are named "CPU", "OPENCL", "CUDA" with an optional ":N" index.
- *   NULL means the default: TC_DEVICE if set, else "CPU".
+ * - Devices are named "CPU", "OPENCL", "CUDA" with an optional ":N" index,
+ *   and "NULL". NULL (the pointer) means the default: TC_DEVICE if set, else
+ *   "CPU". The NULL device (tinygrad's NULL=1) schedules, lowers and renders
+ *   every kernel as the CPU would (same C dialect, same target), but compiles
+ *   and runs nothing: its buffers reserve no memory, data copied to it is
+ *   dropped, and reading one back (tc_to_host, tc_to_device to another
+ *   device) gives zeros. Its launches count in tc_counters like real ones.
+ *   It measures and tests the front end, scheduler and codegen on big graphs.
  * - The library is safe to call from several threads (one lock at entry).
  */
 #ifndef TINYC_H
@@ -183,10 +189,15 @@ typedef struct {
     /* where a realize's time goes, in seconds, always measured (TC_DEBUG>=1
      * prints them per realize) */
     double schedule_s;     /* building schedules (graph -> kernels) */
-    double lower_s;        /* codegen + render of kernels */
+    double lower_s;        /* codegen + render of kernels (and lowering-cache lookups) */
+    double codegen_s;      /* of lower_s: codegen (kernel AST -> optimised UOps) */
+    double render_s;       /* of lower_s: rendering UOps to source text */
     double compile_s;      /* device compile: cache lookups, loads, compiler runs */
     double launch_s;       /* launch calls (CPU: the kernels' run time; GPUs queue) */
     int64_t compile_count; /* kernels built from source (no cache had them) */
+    int64_t graph_nodes;   /* graph nodes the schedules walked: distinct lazy nodes under
+                              the tensors realized (or counted by tc_schedule_kernel_count),
+                              views, constants and the realized buffers read included */
     /* device memory (all devices) */
     int64_t mem_used; /* bytes in live buffers now (not changed by a reset) */
     int64_t mem_peak; /* the most mem_used reached since start or the last reset */

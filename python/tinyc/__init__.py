@@ -78,15 +78,16 @@ class _CountersMeta(type):
 
 
 # where the time and memory went (tc_counters' later fields), read the same way
-for _field in ("schedule_s", "lower_s", "compile_s", "launch_s", "compile_count",
-               "mem_used", "mem_peak", "mem_cached"):
+for _field in ("schedule_s", "lower_s", "codegen_s", "render_s", "compile_s", "launch_s",
+               "compile_count", "graph_nodes", "mem_used", "mem_peak", "mem_cached"):
     setattr(_CountersMeta, _field, property(lambda cls, f=_field: getattr(cls._read(), f)))
 
 
 class GlobalCounters(metaclass=_CountersMeta):
     """tinygrad's GlobalCounters: kernel_count, global_ops, global_mem,
     time_sum_s since start or the last reset() (read from tc_get_counters);
-    also schedule_s, lower_s, compile_s, launch_s, compile_count, mem_used,
+    also schedule_s, lower_s (codegen_s + render_s and cache lookups), compile_s,
+    launch_s, compile_count, graph_nodes (nodes the schedules walked), mem_used,
     mem_peak and mem_cached (device memory in bytes)."""
 
     @staticmethod

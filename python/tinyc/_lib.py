@@ -94,8 +94,10 @@ class Counters(ctypes.Structure):
     _fields_ = [("kernel_count", ctypes.c_int64), ("global_ops", ctypes.c_int64),
                 ("global_mem", ctypes.c_int64), ("time_sum_s", ctypes.c_double),
                 ("schedule_s", ctypes.c_double), ("lower_s", ctypes.c_double),
+                ("codegen_s", ctypes.c_double), ("render_s", ctypes.c_double),
                 ("compile_s", ctypes.c_double), ("launch_s", ctypes.c_double),
-                ("compile_count", ctypes.c_int64), ("mem_used", ctypes.c_int64),
+                ("compile_count", ctypes.c_int64), ("graph_nodes", ctypes.c_int64),
+                ("mem_used", ctypes.c_int64),
                 ("mem_peak", ctypes.c_int64), ("mem_cached", ctypes.c_int64)]
 
 

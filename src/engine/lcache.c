@@ -125,17 +125,21 @@ tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *p
     entry *e = keyed ? find(s, h) : NULL;
     if (e) {
         *out = e->val;
+        out->codegen_s = out->render_s = 0; /* nothing was lowered this time */
         out->src = tc_strdup(e->val.src);
         tc_sb_free(&s->b);
         tc_free(s);
         return out->src ? TC_OK : TC_ERR_MEMORY;
     }
+    double t0 = tc_time_now();
     tc_kernel_uops *k = tc_codegen_plan(it, &dev->target, plan);
+    double t1 = tc_time_now();
     char *src = k ? tc_render(dev->dialect, k) : NULL;
+    double t2 = tc_time_now();
     tc_status st = src ? TC_OK : tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
     if (src) {
         *out = (tc_lowered){.src = src, .dims = {.cpu_range = k->cpu_range}, .est_ops = k->est_ops,
-                            .est_mem = k->est_mem};
+                            .est_mem = k->est_mem, .codegen_s = t1 - t0, .render_s = t2 - t1};
         memcpy(out->dims.global, k->global_size, sizeof out->dims.global);
         memcpy(out->dims.local, k->local_size, sizeof out->dims.local);
         snprintf(out->name, sizeof out->name, "%s", k->name);

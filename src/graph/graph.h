@@ -206,6 +206,10 @@ tc_st *tc_node_st(const tc_node *n);
  * intern table, releases its sources, keeps a new reference to b */
 void tc_node_set_realized(tc_node *n, tc_buffer *b);
 int64_t tc_graph_live_nodes(void); /* nodes alive now, for leak tests */
+/* distinct nodes reachable from nodes[0..n-1] through srcs (views,
+ * constants and the realized BUFFERs the walk stops at included): what a
+ * schedule of them walks. -1 with TC_ERR_MEMORY set when out of memory. */
+int64_t tc_graph_count(tc_node *const *nodes, int n);
 void tc_graph_shutdown(void);      /* frees the intern table (nodes must be gone) */
 void tc_node_dump(FILE *f, tc_node *n); /* the graph under n, one node a line */
 
