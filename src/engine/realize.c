@@ -229,12 +229,19 @@ static tc_schedule *schedule_counted(tc_node *const *nodes, int n) {
     return tc_schedule_create(nodes, n);
 }
 
+/* TC_SCHEDULE_LOG (the scheduler's process replay, tools/schedule_replay.sh)
+ * wants every schedule a realize makes, so no plan comes from the cache */
+static bool replaying(void) {
+    const char *log = getenv("TC_SCHEDULE_LOG");
+    return log && *log;
+}
+
 /* the plan realizing the graph k describes: the cache's, or (*is_new) one
  * made from a new schedule of nodes. TC_DEBUG>=3 shows every stage (ASTs,
  * sources, UOps), so it always schedules and lowers. */
 static tc_status find_plan(const tc_skey *k, tc_node *const *nodes, int n, tc_plan **out,
                            bool *is_new) {
-    *out = tc_flag_get(TC_FLAG_DEBUG) >= 3 ? NULL : tc_scache_find(k);
+    *out = tc_flag_get(TC_FLAG_DEBUG) >= 3 || replaying() ? NULL : tc_scache_find(k);
     *is_new = !*out;
     if (*out) {
         stats.plan_hits++;
