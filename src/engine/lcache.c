@@ -16,7 +16,7 @@
 
 #include <string.h>
 
-enum { BUCKETS = 1024, MAX_ENTRIES = 4096, MAX_NODES = 4096 };
+enum { BUCKETS = 1024, MAX_ENTRIES = 4096 };
 
 typedef struct entry {
     struct entry *next; /* chain */
@@ -31,9 +31,8 @@ static int n_entries;
 
 typedef struct {
     tc_strbuf b;
-    const tc_ast *seen[MAX_NODES]; /* nodes written so far, by number */
+    tc_ptrmap seen; /* nodes written so far -> their number + 1 */
     int n_seen;
-    bool too_big;
 } ser;
 
 static void put_i64(ser *s, int64_t v) {
@@ -56,29 +55,23 @@ static void put_st(ser *s, const tc_st *st) {
 }
 
 static void put_ast(ser *s, const tc_ast *a) {
-    for (int i = 0; i < s->n_seen; i++)
-        if (s->seen[i] == a) {
-            tc_sb_printf(&s->b, "@%d;", i);
-            return;
-        }
-    if (s->n_seen == MAX_NODES) {
-        s->too_big = true;
+    void *at = NULL;
+    if (tc_ptrmap_get(&s->seen, a, &at)) {
+        tc_sb_printf(&s->b, "@%d;", (int)(intptr_t)at - 1);
         return;
     }
-    s->seen[s->n_seen++] = a;
+    if (!tc_ptrmap_put(&s->seen, a, (void *)(intptr_t)++s->n_seen)) return; /* failed: no key */
     tc_sb_printf(&s->b, "(%d,%d,%d,%d,%a,%lld,%u,", (int)a->op, (int)a->dtype, a->n_srcs, a->buf,
                  a->value, (long long)a->ivalue, (unsigned)a->axes);
     if (a->st) put_st(s, a->st);
-    for (int i = 0; i < a->n_srcs && !s->too_big; i++) put_ast(s, a->srcs[i]);
+    for (int i = 0; i < a->n_srcs && !s->seen.failed; i++) put_ast(s, a->srcs[i]);
     tc_sb_printf(&s->b, ")");
 }
 
 /* the key of item it lowered on dev with plan; false when it cannot be made
- * (no memory, an AST too large to key): the caller lowers without the cache */
+ * (no memory): the caller lowers without the cache. O(AST nodes) */
 static bool make_key(ser *s, const tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan) {
-    memset(&s->b, 0, sizeof s->b);
-    s->n_seen = 0;
-    s->too_big = false;
+    memset(s, 0, sizeof *s);
     tc_sb_printf(&s->b, "dev %d noopt %lld plan", dev->id, (long long)tc_flag_get(TC_FLAG_NOOPT));
     for (int i = 0; i < plan->n; i++) tc_sb_printf(&s->b, " %d:%lld", plan->axis[i], (long long)plan->amt[i]);
     tc_sb_printf(&s->b, " lanes %d kblock %lld", plan->lanes, (long long)plan->kblock);
@@ -87,7 +80,9 @@ static bool make_key(ser *s, const tc_dev *dev, const tc_sched_item *it, const t
     for (int i = 0; i < it->n_bufs; i++) put_i64(s, it->bufs[i]->dtype);
     put_ast(s, it->ast);
     tc_sb_printf(&s->b, "%s", it->name);
-    if (s->b.failed || s->too_big) {
+    bool failed = s->b.failed || s->seen.failed;
+    tc_ptrmap_free(&s->seen);
+    if (failed) {
         tc_sb_free(&s->b);
         return false;
     }
