@@ -36,7 +36,7 @@ typedef struct {
 } ser;
 
 static void put_i64(ser *s, int64_t v) {
-    tc_sb_printf(&s->b, "%lld,", (long long)v);
+    tc_sb_append(&s->b, &v, sizeof v);
 }
 
 static void put_st(ser *s, const tc_st *st) {
@@ -56,16 +56,17 @@ static void put_st(ser *s, const tc_st *st) {
 
 static void put_ast(ser *s, const tc_ast *a) {
     void *at = NULL;
-    if (tc_ptrmap_get(&s->seen, a, &at)) {
-        tc_sb_printf(&s->b, "@%d;", (int)(intptr_t)at - 1);
+    if (tc_ptrmap_get(&s->seen, a, &at)) { /* a back reference: -number */
+        put_i64(s, -(int64_t)(intptr_t)at);
         return;
     }
     if (!tc_ptrmap_put(&s->seen, a, (void *)(intptr_t)++s->n_seen)) return; /* failed: no key */
-    tc_sb_printf(&s->b, "(%d,%d,%d,%d,%a,%lld,%u,", (int)a->op, (int)a->dtype, a->n_srcs, a->buf,
-                 a->value, (long long)a->ivalue, (unsigned)a->axes);
+    int64_t head[7] = {a->op, a->dtype, a->n_srcs, a->buf, 0, a->ivalue, a->axes};
+    memcpy(&head[4], &a->value, sizeof a->value); /* the exact bits (-0.0, NaN payloads) */
+    tc_sb_append(&s->b, head, sizeof head);
+    put_i64(s, a->st != NULL);
     if (a->st) put_st(s, a->st);
     for (int i = 0; i < a->n_srcs && !s->seen.failed; i++) put_ast(s, a->srcs[i]);
-    tc_sb_printf(&s->b, ")");
 }
 
 /* the key of item it lowered on dev with plan; false when it cannot be made
