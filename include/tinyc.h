@@ -337,6 +337,23 @@ TC_API tc_status tc_jit_run(tc_jit *j, tc_tensor *const *inputs, int n_inputs,
 TC_API int tc_jit_kernel_count(const tc_jit *j); /* kernels a replay launches (0 before capture) */
 TC_API void tc_jit_free(tc_jit *j);
 
+/* ---- reading by integer tensors ---------------------------------------------
+ * A load whose place along one axis comes from an integer tensor (int32,
+ * int64 or uint8): O(output) work, fused with what reads the result (an
+ * embedding lookup plus a position embedding is one kernel). The gradient
+ * adds the output's gradient at the same places: one kernel (CPU only for
+ * now; on OPENCL and CUDA it fails with TC_ERR_DEVICE). In a kernel an
+ * index outside the axis reads 0 and its gradient goes nowhere. */
+/* tinygrad's and torch's gather: out has index's shape (index.ndim ==
+ * x.ndim, index.shape[d] <= x.shape[d] off axis); out[i] = x[i with i[axis]
+ * = index[i]] */
+TC_API tc_tensor *tc_gather(tc_tensor *x, int axis, tc_tensor *index);
+/* x[..., index, ...] on axis (numpy's integer-array indexing of one axis):
+ * the result's shape is x.shape[:axis] + index.shape + x.shape[axis+1:];
+ * negative indices count from the end. tc_index(weight, 0, ids) is an
+ * embedding lookup */
+TC_API tc_tensor *tc_index(tc_tensor *x, int axis, tc_tensor *index);
+
 /* ---- composites: built from the ops above, so they fuse and differentiate --
  * Optional tensors may be NULL. Shapes are checked at the call. */
 /* numpy matmul: 1-D operands get a dim added (and removed from the result),

@@ -33,7 +33,7 @@ int tc_lw_next_epoch(void) {
 
 
 /* (index, valid) of tracker st at the current loop indices */
-static tc_status st_to_uops(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out) {
+tc_status tc_lw_st_to_uops(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out) {
     tc_ub *ub = &c->ub;
     ub->index_mode = true;
     const tc_view *v = &st->views[st->n_views - 1];
@@ -237,7 +237,7 @@ static tc_uop *copy_gate(lower_ctx *c, int r) {
 /* the lanes of the vector copy being lowered (0: scalars): inside the split
  * stage of a vector split, or a tile column's vector copy in a reduce
  * stage; loads along the last plan axis are vectors then */
-static int vec_lanes_now(const lower_ctx *c) {
+int tc_lw_vec_lanes_now(const lower_ctx *c) {
     if (c->vl > 1 && c->up_base[c->n_up - 1]) return c->vl;
     return c->in_vj ? c->vj : 0;
 }
@@ -366,11 +366,11 @@ static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
 
 static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
     tc_uop *idx, *valid;
-    if (st_to_uops(c, a->st, &idx, &valid) != TC_OK) {
+    if (tc_lw_st_to_uops(c, a->st, &idx, &valid) != TC_OK) {
         c->ub.failed = true;
         return NULL;
     }
-    int lanes = vec_lanes_now(c);
+    int lanes = tc_lw_vec_lanes_now(c);
     if (a->op == TC_OP_LOAD && lanes && tc_st_stride(a->st, c->up_axis[c->n_up - 1]) == 1)
         return tc_ub_load_vec(&c->ub, c->globals[a->buf], idx, valid, lanes);
     if (a->op == TC_OP_LOAD && c->gvl > 1 && tc_st_stride(a->st, c->gv_axis) == 1)
@@ -403,6 +403,10 @@ tc_uop *tc_lw_lower(lower_ctx *c, tc_ast *a) {
     case TC_OPK_AST:
         if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) r = lower_leaf(c, a);
         else TC_INTERNAL("unexpected %s in a kernel AST", tc_ops[a->op].name);
+        break;
+    case TC_OPK_INDEX:
+        if (a->op == TC_OP_GATHER) r = tc_lw_gather(c, a);
+        else TC_INTERNAL("a SCATTER below a kernel's stores");
         break;
     }
     if (!r) c->ub.failed = true;
@@ -468,7 +472,7 @@ static tc_ast *epilogue_reduce(const lower_ctx *c, const tc_ast *st) {
  * st's index (nothing in the first block) */
 static tc_uop *block_sum(lower_ctx *c, const tc_ast *st, tc_uop *v) {
     tc_uop *idx, *valid;
-    if (st_to_uops(c, st->st, &idx, &valid) != TC_OK) {
+    if (tc_lw_st_to_uops(c, st->st, &idx, &valid) != TC_OK) {
         c->ub.failed = true;
         return NULL;
     }
@@ -526,7 +530,7 @@ static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
             if (tc_lw_store_is_full(c, st) != full) continue;
             if (v) v = tc_ub_cast(&c->ub, v, st->dtype, false);
             if (v) v = tc_ub_broadcast(&c->ub, v, c->gvl); /* GPU vectors: all of a lane's */
-            if (v && st_to_uops(c, st->st, &idx, &valid) == TC_OK)
+            if (v && tc_lw_st_to_uops(c, st->st, &idx, &valid) == TC_OK)
                 tc_ub_store(&c->ub, c->globals[st->buf], idx, v);
             else
                 c->ub.failed = true;
@@ -541,7 +545,7 @@ static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
             tc_ast *st = sink->srcs[i];
             tc_uop *idx, *valid;
             if (!epi[i]) continue;
-            if (st_to_uops(c, st->st, &idx, &valid) != TC_OK) {
+            if (tc_lw_st_to_uops(c, st->st, &idx, &valid) != TC_OK) {
                 c->ub.failed = true;
                 break;
             }
@@ -639,6 +643,11 @@ static tc_uop *block_range(lower_ctx *c) {
 static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
+    if (it->is_scatter) {
+        tc_status st = tc_lw_scatter_kernel(c, k);
+        if (st == TC_OK) estimate(k, it);
+        return st;
+    }
     c->n_reps = 1;
     choose_upcast(c);
     bool is_empty = false;

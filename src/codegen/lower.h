@@ -82,6 +82,13 @@ static inline tc_uop *ix(lower_ctx *c, tc_op op, tc_uop *a, tc_uop *b) {
 
 /* lower.c */
 int tc_lw_next_epoch(void); /* a new stage number */
+/* the address (idx) and validity of the element a tracker maps the current
+ * loop indices onto */
+tc_status tc_lw_st_to_uops(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out);
+int tc_lw_vec_lanes_now(const lower_ctx *c); /* lanes of the CPU vectors being lowered (0: none) */
+/* lower_index.c: a GATHER's load; the whole kernel of a SCATTER item */
+tc_uop *tc_lw_gather(lower_ctx *c, tc_ast *a);
+tc_status tc_lw_scatter_kernel(lower_ctx *c, tc_kernel_uops *k);
 tc_uop *tc_lw_reduce_init(lower_ctx *c, tc_op op, tc_dtype dt);
 tc_uop *tc_lw_lower(lower_ctx *c, tc_ast *a);
 void tc_lw_prelower_reduces(lower_ctx *c, tc_ast *a);

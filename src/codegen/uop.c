@@ -368,6 +368,8 @@ static bool fold(tc_op op, bool ints, const int64_t *i, const double *x, int64_t
     case TC_OP_COPY:
     case TC_OP_CONTIGUOUS:
     case TC_OP_ASSIGN:
+    case TC_OP_GATHER:
+    case TC_OP_SCATTER:
     case TC_OP_LOAD:
     case TC_OP_STORE:
     case TC_OP_SINK:

@@ -61,7 +61,8 @@ static void put_ast(ser *s, const tc_ast *a) {
         return;
     }
     if (!tc_ptrmap_put(&s->seen, a, (void *)(intptr_t)++s->n_seen)) return; /* failed: no key */
-    int64_t head[7] = {a->op, a->dtype, a->n_srcs, a->buf, 0, a->ivalue, a->axes};
+    int64_t head[9] = {a->op, a->dtype, a->n_srcs, a->buf, 0, a->ivalue, a->axes, a->index_stride,
+                       a->index_size};
     memcpy(&head[4], &a->value, sizeof a->value); /* the exact bits (-0.0, NaN payloads) */
     tc_sb_append(&s->b, head, sizeof head);
     put_i64(s, a->st != NULL);

@@ -288,6 +288,30 @@ tc_node *tc_node_meta(tc_op op, int device, int n_srcs, tc_node *const *srcs) {
     return intern(n);
 }
 
+tc_node *tc_node_gather(tc_node *x, tc_node *idx, int axis) {
+    tc_node *n = node_alloc(TC_OP_GATHER, x->dtype, x->device);
+    if (!n) return NULL;
+    n->n_srcs = 2;
+    n->srcs[0] = x;
+    n->srcs[1] = idx;
+    n->axes = 1u << axis;
+    n->ndim = idx->ndim;
+    memcpy(n->shape, idx->shape, sizeof(int64_t) * (size_t)n->ndim);
+    return intern(n);
+}
+
+tc_node *tc_node_scatter(tc_node *idx, tc_node *src, int axis, const int64_t *x_shape) {
+    tc_node *n = node_alloc(TC_OP_SCATTER, src->dtype, src->device);
+    if (!n) return NULL;
+    n->n_srcs = 2;
+    n->srcs[0] = idx;
+    n->srcs[1] = src;
+    n->axes = 1u << axis;
+    n->ndim = src->ndim;
+    memcpy(n->shape, x_shape, sizeof(int64_t) * (size_t)n->ndim);
+    return intern(n);
+}
+
 /* ---- movement: compose onto the base's tracker ---- */
 
 static tc_st *st_of(const tc_node *n) {

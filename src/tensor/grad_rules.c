@@ -307,6 +307,7 @@ typedef enum {
     RK_MOVEMENT, /* d_movement */
     RK_COPY,     /* d_copy */
     RK_CONV,     /* tc_conv2d_grad (nnops.c) */
+    RK_GATHER,   /* a SCATTER of g at the same places */
 } rule_kind;
 
 typedef struct {
@@ -355,7 +356,18 @@ static const rule_info rules[TC_AG_COUNT] = {
     [TC_AG_CONTIGUOUS] = {RK_PASS, NULL, NULL},
     [TC_AG_COPY] = {RK_COPY, NULL, NULL},
     [TC_AG_CONV2D] = {RK_CONV, NULL, NULL},
+    [TC_AG_GATHER] = {RK_GATHER, NULL, NULL},
 };
+
+/* gather's gradient: zeros of x's shape plus g at the gathered places */
+static tc_node *d_gather(const tc_ag_ctx *c, tc_node *g) {
+    int axis = 0;
+    while (axis < TC_MAX_DIMS - 1 && !((c->args.axes >> axis) & 1)) axis++;
+    tc_node *x = c->inputs[0];
+    tc_node *gx = g ? tc_node_scatter(c->inputs[1], g, axis, x->shape) : NULL;
+    tc_node_release(g);
+    return gx;
+}
 
 static void binary_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     tc_node *y = c->out, *ga = NULL, *gb = NULL;
@@ -404,6 +416,7 @@ tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     case RK_MOVEMENT: grads[0] = d_movement(c, g); break;
     case RK_COPY: grads[0] = d_copy(c, g); break;
     case RK_CONV: tc_conv2d_grad(c, g, grads); break;
+    case RK_GATHER: grads[0] = d_gather(c, g); break;
     }
     bool ok = true;
     for (int i = 0; i < c->n_inputs; i++)

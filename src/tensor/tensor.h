@@ -123,11 +123,14 @@ typedef enum {
     TC_AG_COPY,       /* to another device */
     TC_AG_CONV2D,     /* conv2d, stride 1, no dilation, one group (inputs x, w[, bias];
                          args.pads[0..1] = padding h, w): nnops.c's tc_conv2d_grad */
+    TC_AG_GATHER,     /* x read at integer places along args.axes' axis (inputs x, index;
+                         index gets none): a SCATTER of the gradient */
     TC_AG_COUNT
 } tc_ag_op;
 
 typedef struct {
-    uint32_t axes;                 /* SUM..STD: reduced dims (before squeezing); FLIP: flipped */
+    uint32_t axes;                 /* SUM..STD: reduced dims (before squeezing); FLIP: flipped;
+                                      GATHER: the indexed axis */
     int correction;                /* VAR, STD: n - correction divides */
     int order[TC_MAX_DIMS];        /* PERMUTE: output dim i is input dim order[i] */
     int64_t pads[2 * TC_MAX_DIMS]; /* PAD: before/after; SHRINK: begin/end, per dim */
