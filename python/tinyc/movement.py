@@ -206,16 +206,98 @@ class Movement:
 
     # ---- indexing ---------------------------------------------------------
 
+    def gather(self, dim, index):
+        """tinygrad's and torch's gather: out[i] = self[i with i[dim] = index[i]];
+        index has self's ndim and fits it off dim (an index outside reads 0)."""
+        if not isinstance(index, Tensor):
+            raise TypeError("tinyc: gather needs an int Tensor index, got %s" % type(index).__name__)
+        return self._wrap(lib.tc_gather(self._h, self._axis(dim), index._h))
+
+    def _index_tensor(self, i, axis):
+        """a list/array/Tensor index of axis as an int Tensor; host values are
+        bounds-checked here (IndexError, as numpy and tinygrad raise)"""
+        if isinstance(i, Tensor):
+            if not i.dtype.is_int:
+                raise IndexError("tinyc: tensors used as indices must be integer tensors, "
+                                 "got %s" % i.dtype)
+            return i
+        a = np.asarray(i)
+        if a.dtype == np.bool_ or (a.size and not np.issubdtype(a.dtype, np.integer)):
+            raise IndexError("tinyc: index arrays must hold ints, got %s" % a.dtype)
+        n = self.shape[axis]
+        if a.size and (a.min() < -n or a.max() >= n):
+            bad = a.min() if a.min() < -n else a.max()
+            raise IndexError("tinyc: index %d is out of bounds for axis %d with size %d"
+                             % (bad, axis, n))
+        return Tensor(a.astype(np.int32), device=self.device)
+
+    def _advanced(self, idx):
+        """integer-array indexing as tinygrad and torch do it: the basic items
+        first (ints drop their axes; tensor places are kept as full slices),
+        then one lookup: a single index in place of its axis; several are
+        broadcast, flattened into one index over their axes, and their dims put
+        where the first one was when they are next to each other, else first"""
+        items = list(idx)
+        dims = [k for k, i in enumerate(items)
+                if isinstance(i, (Tensor, list, np.ndarray))]
+        basic = tuple(slice(None) if k in dims else i for k, i in enumerate(items))
+        # the axis each item indexes, counted before the basic indexing removes any
+        n_real = sum(1 for i in items if i is not None and i is not Ellipsis)
+        axis_of, d = {}, 0
+        for k, i in enumerate(items):
+            if i is Ellipsis:
+                d += self.ndim - n_real
+            elif i is not None:
+                axis_of[k] = d
+                d += 1
+        idxs = [self._index_tensor(items[k], axis_of[k]) for k in dims]
+        x = self[basic]
+        # where the tensor axes sit after the basic indexing (ints removed)
+        kept, d = {}, 0
+        for k, i in enumerate(basic):
+            if i is Ellipsis:
+                d += self.ndim - n_real
+            elif i is None:
+                d += 1
+            elif isinstance(i, slice):
+                kept[k] = d
+                d += 1
+        pos = [kept[k] for k in dims]
+        if len(idxs) == 1:
+            return x._wrap(lib.tc_index(x._h, pos[0], idxs[0]._h))
+        # several: move their axes to the front, flatten them, one flat index
+        order = pos + [a for a in range(x.ndim) if a not in pos]
+        xp = x.permute(tuple(order))
+        sizes = [x.shape[a] for a in pos]
+        bshape = np.broadcast_shapes(*(t.shape for t in idxs))
+        flat, ok = None, None
+        for t, n in zip(idxs, sizes):
+            t = t.cast(dtypes.int64)
+            t = (t < 0).where(t + n, t).expand(bshape)
+            inside = (t >= 0) * (t < n)
+            ok = inside if ok is None else ok * inside
+            flat = t if flat is None else flat * n + t
+        total = int(np.prod(sizes))
+        flat = ok.where(flat, total)  # a component outside its axis: outside the whole
+        xf = xp.reshape((total,) + xp.shape[len(pos):])
+        out = x._wrap(lib.tc_index(xf._h, 0, flat._h))
+        if pos == list(range(pos[0], pos[-1] + 1)):  # next to each other: where the first was
+            k, p0 = len(bshape), pos[0]
+            rest = list(range(k, out.ndim))
+            out = out.permute(tuple(rest[:p0]) + tuple(range(k)) + tuple(rest[p0:]))
+        return out
+
     def __getitem__(self, idx):
         """ints (negative count from the end), slices with any step (views:
-        shrink, flip, and a pad+reshape+shrink for strides), None and Ellipsis."""
+        shrink, flip, and a pad+reshape+shrink for strides), None and Ellipsis;
+        int Tensors, lists and arrays index as numpy does (tc_index: a load at
+        the index's values, fused with what reads it)."""
         if not isinstance(idx, tuple):
             idx = (idx,)
+        if any(isinstance(i, (Tensor, list, np.ndarray)) for i in idx):
+            return self._advanced(idx)
         items = []
         for i in idx:
-            if isinstance(i, Tensor) or isinstance(i, (list, np.ndarray)):
-                raise TypeError("tinyc: indexing with tensors, lists or arrays is not "
-                                "supported; use ints, slices, None and ...")
             if isinstance(i, (bool, np.bool_)):
                 raise TypeError("tinyc: indexing with a bool is not supported")
             if i is None or i is Ellipsis or isinstance(i, (slice, numbers.Integral)):
