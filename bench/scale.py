@@ -12,7 +12,7 @@ forward, loss, backward, Adam, realized together):
  1. NULL device (TC_DEVICE=NULL: scheduled, lowered and rendered as for the
     CPU, never compiled or run), the first step in a fresh process, for the
     MLP at each L, ResNet-18 (CIFAR, batch 16) and GPT-2 124M (T 64, B 4;
-    one-hot @ wte embedding, no gather yet): graph nodes the schedule walked,
+    the embedding a gather): graph nodes the schedule walked,
     kernels, schedule ms, lower ms (codegen: AST -> UOps, render: UOps ->
     C), the rest of the step's wall time (front end: building the graph,
     the optimizer's update), and schedule microseconds per node. tinygrad:

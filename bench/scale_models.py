@@ -25,9 +25,8 @@ The models (shapes are comments on the code; B batch, T tokens):
   gpt2()      GPT-2 124M: 12 layers, C 768, 12 heads, T 64, B 4, vocab 50304,
               pre-LN blocks (causal attention, 4C gelu MLP), learned positions,
               the output head tied to the token embedding, cross-entropy.
-              There is no gather yet, so the token embedding is the
-              workaround one_hot(idx) @ wte: a (B*T, 50304) x (50304, 768)
-              matmul forward, and its transpose for wte's gradient.
+              The token embedding is wte[idx]: a gather, and a scatter-add
+              of its gradient into wte's (tc_index).
 """
 import math
 
@@ -178,7 +177,7 @@ def gpt2(T, nn, n_layer=12, C=768, n_head=12, tokens=64, batch=4, vocab=50304, b
 
     def loss(idx, targets):  # idx, targets (B, T) token ids
         B, Tn = idx.shape
-        tok = idx.one_hot(vocab).float() @ wte  # (B, T, V) @ (V, C): the embedding, no gather
+        tok = wte[idx]  # (B, T, C): a gather (tc_index), its gradient one scatter-add
         x = tok + wpe[:Tn]  # (B, T, C)
         for b in blocks:
             x = b(x, mask)
