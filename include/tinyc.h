@@ -126,7 +126,11 @@ TC_API tc_tensor *tc_ne(tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_logical_and(tc_tensor *a, tc_tensor *b); /* bool and integer dtypes */
 TC_API tc_tensor *tc_logical_or(tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_logical_xor(tc_tensor *a, tc_tensor *b);
-TC_API tc_tensor *tc_logical_not(tc_tensor *a); /* bool only */
+TC_API tc_tensor *tc_logical_not(tc_tensor *a); /* a == 0 (bool: !a), any dtype; gives TC_BOOL */
+/* integers: a << b and arithmetic a >> b; a count outside 0..bits-1 shifts
+ * every bit out (0, or -1 for rshift of a negative signed a) */
+TC_API tc_tensor *tc_lshift(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_rshift(tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_neg(tc_tensor *a);
 TC_API tc_tensor *tc_exp(tc_tensor *a);
 TC_API tc_tensor *tc_log(tc_tensor *a);
@@ -141,6 +145,25 @@ TC_API tc_tensor *tc_tanh(tc_tensor *a);
 TC_API tc_tensor *tc_recip(tc_tensor *a);
 TC_API tc_tensor *tc_abs(tc_tensor *a);
 TC_API tc_tensor *tc_square(tc_tensor *a);
+/* rounding: integers and bool keep their value and dtype; floats stay floats
+ * (round: half to even, like torch and numpy); gradient 0 (torch's) */
+TC_API tc_tensor *tc_trunc(tc_tensor *a);
+TC_API tc_tensor *tc_floor(tc_tensor *a);
+TC_API tc_tensor *tc_ceil(tc_tensor *a);
+TC_API tc_tensor *tc_round(tc_tensor *a);
+TC_API tc_tensor *tc_sign(tc_tensor *a); /* -1, 0, 1 in a's dtype; NaN gives 0 (torch) */
+/* float math (ints and bool are computed in float32) */
+TC_API tc_tensor *tc_sinh(tc_tensor *a);
+TC_API tc_tensor *tc_cosh(tc_tensor *a);
+TC_API tc_tensor *tc_asinh(tc_tensor *a);
+TC_API tc_tensor *tc_acosh(tc_tensor *a);       /* NaN below 1 */
+TC_API tc_tensor *tc_atanh(tc_tensor *a);       /* NaN outside [-1, 1] */
+TC_API tc_tensor *tc_softsign(tc_tensor *a);    /* x/(1+|x|) */
+TC_API tc_tensor *tc_hardswish(tc_tensor *a);   /* x*min(max(x+3,0),6)/6 */
+TC_API tc_tensor *tc_mish(tc_tensor *a);        /* x*tanh(softplus x) */
+TC_API tc_tensor *tc_quick_gelu(tc_tensor *a);  /* x*sigmoid(1.702x) */
+/* max(x,0) + min(alpha*(exp(x/alpha)-1), 0); alpha finite and nonzero */
+TC_API tc_tensor *tc_celu(tc_tensor *a, double alpha);
 TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_cast(tc_tensor *a, tc_dtype dt);
 

@@ -461,10 +461,24 @@ class Tensor(Movement, NNOps):
     def square(self): return self._unary("tc_square")
     def reciprocal(self): return self._unary("tc_recip")
     def logical_not(self): return self._unary("tc_logical_not")
+    def trunc(self): return self._unary("tc_trunc")
+    def floor(self): return self._unary("tc_floor")
+    def ceil(self): return self._unary("tc_ceil")
+    def round(self): return self._unary("tc_round")
+    def sign(self): return self._unary("tc_sign")
+    def sinh(self): return self._unary("tc_sinh")
+    def cosh(self): return self._unary("tc_cosh")
+    def asinh(self): return self._unary("tc_asinh")
+    def acosh(self): return self._unary("tc_acosh")
+    def atanh(self): return self._unary("tc_atanh")
+    def softsign(self): return self._unary("tc_softsign")
+    def hardswish(self): return self._unary("tc_hardswish")
+    def mish(self): return self._unary("tc_mish")
+    def quick_gelu(self): return self._unary("tc_quick_gelu")
+    def celu(self, alpha=1.0): return Tensor._wrap(lib.tc_celu(self._h, float(alpha)))
 
     def rsqrt(self): return self.sqrt().reciprocal()
     def tan(self): return self.sin() / self.cos()
-    def sign(self): return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
     def leakyrelu(self, neg_slope=0.01): return self.relu() - (-neg_slope * self).relu()
     def silu(self): return self * self.sigmoid()
     def swish(self): return self.silu()
@@ -503,7 +517,13 @@ class Tensor(Movement, NNOps):
     def add(self, y, reverse=False): return self._binary("tc_add", y, reverse)
     def sub(self, y, reverse=False): return self._binary("tc_sub", y, reverse)
     def mul(self, y, reverse=False): return self._binary("tc_mul", y, reverse)
-    def div(self, y, reverse=False): return self._binary("tc_div", y, reverse)
+    def div(self, y, reverse=False, upcast=True):
+        """true division; upcast=False divides integers as integers (truncating,
+        tinygrad's rule), while floats divide as usual"""
+        a, b = self._operand(y, reverse)
+        if not upcast and not least_upper(a.dtype, b.dtype).is_float:
+            return Tensor._wrap(lib.tc_idiv(a._h, b._h))
+        return Tensor._wrap(lib.tc_div(a._h, b._h))
     def idiv(self, y, reverse=False): return self._binary("tc_idiv", y, reverse)
     def mod(self, y, reverse=False): return self._binary("tc_mod", y, reverse)
     def maximum(self, y): return self._binary("tc_maximum", y)
@@ -511,6 +531,17 @@ class Tensor(Movement, NNOps):
     def logical_and(self, y): return self._binary("tc_logical_and", y)
     def logical_or(self, y): return self._binary("tc_logical_or", y)
     def logical_xor(self, y): return self._binary("tc_logical_xor", y)
+    def xor(self, y, reverse=False): return self._binary("tc_logical_xor", y, reverse)
+    def bitwise_and(self, y, reverse=False): return self._binary("tc_logical_and", y, reverse)
+    def bitwise_or(self, y, reverse=False): return self._binary("tc_logical_or", y, reverse)
+
+    def lshift(self, x):
+        """self << x on integer tensors (x an int or an integer Tensor)"""
+        return self._binary("tc_lshift", x)
+
+    def rshift(self, x):
+        """arithmetic self >> x on integer tensors"""
+        return self._binary("tc_rshift", x)
 
     def pow(self, y, reverse=False):
         if not reverse and _is_scalar(y) and not isinstance(y, (bool, np.bool_)):
@@ -519,8 +550,8 @@ class Tensor(Movement, NNOps):
                 n = int(v)
                 if n < 0:
                     return self.reciprocal().pow(-n)
-                if n == 0:
-                    return self.ones_like()
+                if n == 0:  # through tc_pow for floats: the gradient is 0, not a cut graph
+                    return self._binary("tc_pow", 0) if self.dtype.is_float else self.ones_like()
                 if n == 1:
                     return self * 1
                 half = self.pow(n // 2)
@@ -558,7 +589,18 @@ class Tensor(Movement, NNOps):
     def __rand__(self, y): return self._binary("tc_logical_and", y, True)
     def __ror__(self, y): return self._binary("tc_logical_or", y, True)
     def __rxor__(self, y): return self._binary("tc_logical_xor", y, True)
-    def __invert__(self): return self.logical_not()
+    def __lshift__(self, y): return self.lshift(y)
+    def __rshift__(self, y): return self.rshift(y)
+    def __rlshift__(self, y): return self._binary("tc_lshift", y, True)
+    def __rrshift__(self, y): return self._binary("tc_rshift", y, True)
+
+    def __invert__(self):
+        """bool: logical not; integers: bitwise not (as torch)"""
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        if self.dtype.is_float:
+            raise TypeError("tinyc: ~ is not defined for %s tensors" % self.dtype.name)
+        return self ^ (255 if self.dtype == dtypes.uint8 else -1)
     def __matmul__(self, y): return self.matmul(y)
     def __rmatmul__(self, y): return self._operand(y, True)[0].matmul(self)
 

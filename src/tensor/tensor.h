@@ -3,7 +3,8 @@
  *
  * Files: tensor.c (handles, properties, library calls, shared argument
  * checks), creation.c, random.c, elementwise.c (node combinators and the
- * unary ops), binary.c (binary ops, where, cast), reduce.c, movement.c,
+ * unary ops), math.c (rounding, hyperbolic functions, activations),
+ * binary.c (binary ops, where, cast), reduce.c, movement.c,
  * run.c (realize, transfers, counters), autograd.c (contexts, release,
  * tc_backward), grad_rules.c (one backward rule per differentiable op),
  * assign.c (tc_assign), composite.c (matmul, softmax, layernorm, argmax,
@@ -63,6 +64,12 @@ tc_node *tc_ew_order_flip(tc_node *x);      /* order-reversing involution: -x, ~
 tc_node *tc_ew_exp(tc_node *x);             /* float: exp2(x*log2(e)) */
 tc_node *tc_ew_abs(tc_node *x);             /* max(x, -x); x itself for uint8 and bool */
 tc_node *tc_ew_sub(tc_node *a, tc_node *b); /* a + -b */
+tc_node *tc_ew_log(tc_node *x);             /* float: log2(x)*ln(2) */
+tc_node *tc_ew_sigmoid(tc_node *x);         /* float: 1/(1+exp(-x)) */
+tc_node *tc_ew_tanh(tc_node *x);            /* float: 2*sigmoid(2x) - 1 */
+/* math.c: float x */
+tc_node *tc_ew_sign(tc_node *x);     /* -1, 0 or 1 in x's dtype (NaN: 0) */
+tc_node *tc_ew_softplus(tc_node *x); /* log(1+exp(x)) as max(x,0) + log(1+exp(-|x|)) */
 /* reshape (prepend 1s) then expand n to shape; numpy rules already checked */
 tc_node *tc_ew_broadcast(tc_node *n, int ndim, const int64_t *shape);
 tc_node *tc_ew_reshape(tc_node *n, int ndim, const int64_t *shape);
@@ -105,6 +112,16 @@ typedef enum {
     TC_AG_RECIP,      /* 1/x */
     TC_AG_ABS,        /* |x|: gradient 0 at 0 */
     TC_AG_SQUARE,     /* x*x */
+    TC_AG_STEP,       /* piecewise constant (floor ceil round trunc sign): gradient 0 */
+    TC_AG_SINH,       /* sinh x */
+    TC_AG_COSH,       /* cosh x */
+    TC_AG_ASINH,      /* asinh x */
+    TC_AG_ACOSH,      /* acosh x */
+    TC_AG_ATANH,      /* atanh x */
+    TC_AG_SOFTSIGN,   /* x/(1+|x|) */
+    TC_AG_HARDSWISH,  /* x*relu6(x+3)/6 */
+    TC_AG_MISH,       /* x*tanh(softplus x) */
+    TC_AG_QUICK_GELU, /* x*sigmoid(1.702x) */
     TC_AG_WHERE,      /* cond ? a : b (inputs cond, a, b; cond gets none) */
     TC_AG_CAST,       /* float -> float cast */
     TC_AG_SUM,        /* sum over args.axes */
@@ -152,11 +169,28 @@ tc_tensor *tc_ag_record(tc_tensor *out, tc_ag_op op, int n_inputs, tc_tensor *co
  * grads[i] (new reference, the input's shape and dtype) for each non-NULL
  * parents[i], NULL for the others. On failure every grads[i] is NULL. */
 tc_status tc_ag_rule(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
+/* the derivative of math.c's op (TC_AG_SINH .. TC_AG_QUICK_GELU) at x (the
+ * input in the output's dtype) with output y, both borrowed; a new node */
+tc_node *tc_math_grad(tc_ag_op op, tc_node *x, tc_node *y);
 /* TC_AG_CONV2D's rule (nnops.c): grads as tc_ag_rule's, g consumed */
 void tc_conv2d_grad(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* frees t (refcount already 0) and every handle that dies with it, with a
  * worklist: no recursion however long the chain of contexts */
 void tc_tensor_destroy(tc_tensor *t);
+
+/* ---- public unary ops (elementwise.c) ---- */
+typedef enum {
+    U_ANY,    /* every dtype, result in the input dtype */
+    U_FLOAT,  /* float math: ints and bool are cast to float32 first */
+    U_NOBOOL, /* every dtype but bool */
+    U_INT,    /* integer dtypes only (int32, int64, uint8) */
+} tc_unary_kind;
+
+/* the public unary op `api` on a: checks a and its dtype against kind, builds
+ * the result with build (a's node, cast to float32 first for U_FLOAT) and
+ * records ag for autograd */
+tc_tensor *tc_unary_api(const char *api, tc_tensor *a, tc_unary_kind kind,
+                        tc_node *(*build)(tc_node *), tc_ag_op ag);
 
 /* ---- composites (composite.c, nnops.c) ------------------------------------
  * Composites are built from the public ops (so they fuse, and differentiate
