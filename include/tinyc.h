@@ -167,13 +167,22 @@ TC_API tc_tensor *tc_celu(tc_tensor *a, double alpha);
 TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_cast(tc_tensor *a, tc_dtype dt);
 
-/* ---- reduce (naxes 0 = all axes; negative axes count from the end) ------- */
+/* ---- reduce (naxes 0 = all axes; negative axes count from the end; a 0-d
+ * tensor takes axis 0 or -1, its one element) ------------------------------ */
 TC_API tc_tensor *tc_sum(tc_tensor *a, int naxes, const int *axes, bool keepdim);
 TC_API tc_tensor *tc_max(tc_tensor *a, int naxes, const int *axes, bool keepdim);
 TC_API tc_tensor *tc_min(tc_tensor *a, int naxes, const int *axes, bool keepdim);
 TC_API tc_tensor *tc_mean(tc_tensor *a, int naxes, const int *axes, bool keepdim);
 TC_API tc_tensor *tc_var(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction);
 TC_API tc_tensor *tc_std(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction);
+/* TC_BOOL: some / every element is nonzero (any dtype; not differentiable) */
+TC_API tc_tensor *tc_any(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+TC_API tc_tensor *tc_all(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+/* log(sum(exp(a))) over the axes, shifted by the (finite) max: one kernel */
+TC_API tc_tensor *tc_logsumexp(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+/* running sums along axis (tc_sum's dtype); a row of up to 512 is one
+ * kernel (a windowed view and a sum), longer rows are scanned in blocks */
+TC_API tc_tensor *tc_cumsum(tc_tensor *x, int axis);
 
 /* ---- movement: views, no copies ----------------------------------------- */
 TC_API tc_tensor *tc_reshape(tc_tensor *a, int ndim, const int64_t *shape); /* one -1 allowed */

@@ -104,7 +104,7 @@ _UNARY = ("neg exp log exp2 log2 sqrt sin cos relu sigmoid tanh recip abs square
           "softsign hardswish mish quick_gelu").split()
 _BINARY = ("add sub mul div idiv mod maximum minimum pow lt gt le ge eq ne "
            "logical_and logical_or logical_xor lshift rshift").split()
-_REDUCE = "sum max min mean".split()
+_REDUCE = "sum max min mean any all logsumexp".split()
 
 # name -> (restype, argtypes). Everything the package calls is listed here.
 SIGNATURES = {
@@ -138,6 +138,7 @@ SIGNATURES = {
     "tc_conv2d_ex": (T, [T, T, T, i32, i32, i32, i32, i32, i32]),
     "tc_max_pool2d": (T, [T, i32, i32]), "tc_avg_pool2d": (T, [T, i32, i32]),
     "tc_cross_entropy": (T, [T, T]), "tc_argmax": (T, [T, i32, b]),
+    "tc_cumsum": (T, [T, i32]),
     "tc_dropout": (T, [T, f64, b]),
     # autograd and training (optional until the library has them)
     "tc_set_requires_grad": (i32, [T, b]), "tc_requires_grad": (b, [T]),

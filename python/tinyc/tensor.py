@@ -659,6 +659,8 @@ class Tensor(Movement, NNOps):
         ndim = self.ndim if ndim is None else ndim
         if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
             raise TypeError("tinyc: an axis must be an int, got %r" % (axis,))
+        if ndim == 0 and axis in (0, -1):  # a 0-d tensor's one element (torch, tinygrad)
+            return 0
         if not -ndim <= axis < ndim:
             raise AxisError("tinyc: axis %d is out of range for %d dims" % (axis, ndim))
         return int(axis) % ndim
@@ -668,6 +670,12 @@ class Tensor(Movement, NNOps):
         (None means all)."""
         if axis is None:
             return tuple(range(self.ndim))
+        if self.ndim == 0:  # axis 0 or -1 names the one element: nothing to reduce
+            for a in (axis if isinstance(axis, (tuple, list)) else (axis,)):
+                self._axis(a)
+            if isinstance(axis, (tuple, list)) and len(axis) > 1:
+                raise AxisError("tinyc: axis %r repeats an axis" % (axis,))
+            return ()
         if isinstance(axis, (tuple, list)):
             out = tuple(self._axis(a) for a in axis)
             if len(set(out)) != len(out):
@@ -694,6 +702,12 @@ class Tensor(Movement, NNOps):
     def max(self, axis=None, keepdim=False): return self._reduce("tc_max", axis, keepdim)
     def min(self, axis=None, keepdim=False): return self._reduce("tc_min", axis, keepdim)
     def mean(self, axis=None, keepdim=False): return self._reduce("tc_mean", axis, keepdim)
+    def any(self, axis=None, keepdim=False): return self._reduce("tc_any", axis, keepdim)
+    def all(self, axis=None, keepdim=False): return self._reduce("tc_all", axis, keepdim)
+
+    def cumsum(self, axis=0):
+        """running sums along axis (one kernel for rows up to 512)"""
+        return Tensor._wrap(lib.tc_cumsum(self._h, self._axis(axis)))
 
     def var(self, axis=None, keepdim=False, correction=1):
         return self._reduce("tc_var", axis, keepdim, int(correction))
@@ -730,12 +744,7 @@ class Tensor(Movement, NNOps):
         return flip.argmax(axis, keepdim)
 
     def logsumexp(self, axis=None, keepdim=False):
-        m = self.max(axis, keepdim=True)
-        out = (self - m).exp().sum(axis, keepdim=True).log() + m
-        if keepdim:
-            return out
-        axes = self._axes(axis)
-        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+        return self._reduce("tc_logsumexp", axis, keepdim)
 
 movement.Tensor = nnops.Tensor = Tensor
 

@@ -20,9 +20,10 @@
  *   where: where(c,g,0), where(c,0,g)   cast: g cast back
  *   sum: g expanded   mean: g/n expanded   max/min: g spread evenly over
  *   the elements equal to the result   var: g*2(x-mean)/(n-c)
- *   std: g*(x-mean)/((n-c)*y)   movement: the inverse movement (reshape
+ *   std: g*(x-mean)/((n-c)*y), 0 where y == 0 (torch)   movement: the inverse movement (reshape
  *   back, inverse permutation, sum over expanded dims, shrink a pad, pad a
- *   shrink, flip again)   contiguous: g   copy: g copied back. */
+ *   shrink, flip again)   contiguous: g   copy: g copied back
+ *   cumsum: the running sums of g from the end (scan.c). */
 #include "tensor.h"
 
 #include <math.h>
@@ -256,7 +257,13 @@ static tc_node *d_reduce(const tc_ag_ctx *c, tc_node *g) {
     tc_node *mean = scale(tc_ew_reduce(xf2, TC_OP_REDUCE_SUM, mask), n > 0 ? 1 / n : 0);
     tc_node *d = add(xf, neg(tc_ew_broadcast(mean, x->ndim, x->shape)));
     tc_node *gf = tc_ew_cast(g, TC_FLOAT32);
-    if (c->op == TC_AG_STD) gf = mul(gf, recip(tc_ew_cast(K(y), TC_FLOAT32)));
+    if (c->op == TC_AG_STD) { /* g/std, 0 where std == 0 (all equal, or size-1 axes: torch) */
+        tc_node *yf = tc_ew_cast(K(y), TC_FLOAT32);
+        tc_node *is_zero = tc_ew_not(tc_ew_binary(TC_OP_CMPNE, K(yf), cnst(yf, 0)));
+        tc_node *inv = tc_ew_where(is_zero, cnst(yf, 0), recip(K(yf)));
+        tc_node_release(yf);
+        gf = mul(gf, inv);
+    }
     double k = (c->op == TC_AG_VAR ? 2.0 : 1.0) / dof;
     return tc_ew_cast(mul(scale(expand_back(gf, x, mask), k), d), x->dtype);
 }
@@ -313,6 +320,7 @@ typedef enum {
     RK_REDUCE,   /* d_reduce */
     RK_MOVEMENT, /* d_movement */
     RK_COPY,     /* d_copy */
+    RK_CUMSUM,   /* tc_cumsum_grad (scan.c) */
     RK_CONV,     /* tc_conv2d_grad (nnops.c) */
 } rule_kind;
 
@@ -371,6 +379,7 @@ static const rule_info rules[TC_AG_COUNT] = {
     [TC_AG_FLIP] = {RK_MOVEMENT, NULL, NULL},
     [TC_AG_CONTIGUOUS] = {RK_PASS, NULL, NULL},
     [TC_AG_COPY] = {RK_COPY, NULL, NULL},
+    [TC_AG_CUMSUM] = {RK_CUMSUM, NULL, NULL},
     [TC_AG_CONV2D] = {RK_CONV, NULL, NULL},
 };
 
@@ -426,6 +435,7 @@ tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     case RK_REDUCE: grads[0] = d_reduce(c, g); break;
     case RK_MOVEMENT: grads[0] = d_movement(c, g); break;
     case RK_COPY: grads[0] = d_copy(c, g); break;
+    case RK_CUMSUM: tc_cumsum_grad(c, g, grads); break;
     case RK_CONV: tc_conv2d_grad(c, g, grads); break;
     }
     bool ok = true;

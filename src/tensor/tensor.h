@@ -4,11 +4,11 @@
  * Files: tensor.c (handles, properties, library calls, shared argument
  * checks), creation.c, random.c, elementwise.c (node combinators and the
  * unary ops), math.c (rounding, hyperbolic functions, activations),
- * binary.c (binary ops, where, cast), reduce.c, movement.c,
+ * binary.c (binary ops, where, cast), reduce.c, scan.c (cumsum), movement.c,
  * run.c (realize, transfers, counters), autograd.c (contexts, release,
  * tc_backward), grad_rules.c (one backward rule per differentiable op),
- * assign.c (tc_assign), composite.c (matmul, softmax, layernorm, argmax,
- * linear, dropout) and nnops.c (conv2d, pools, batchnorm, cross_entropy). */
+ * assign.c (tc_assign), composite.c (matmul, softmax, logsumexp, layernorm,
+ * argmax, linear, dropout) and nnops.c (conv2d, pools, batchnorm, cross_entropy). */
 #ifndef TC_TENSOR_H
 #define TC_TENSOR_H
 
@@ -41,7 +41,8 @@ tc_status tc_tensor_check_shape(const char *api, int ndim, const int64_t *shape)
 tc_status tc_tensor_check_dtype(const char *api, int dt); /* a valid tc_dtype */
 /* one axis in -ndim..ndim-1 -> 0..ndim-1 in *out */
 tc_status tc_tensor_axis(const char *api, int ndim, int axis, int *out);
-/* axes -> bitmask of dims; naxes 0 = all dims; duplicates are errors */
+/* axes -> bitmask of dims; naxes 0 = all dims; duplicates are errors; a 0-d
+ * tensor accepts one axis 0 or -1 (torch's and tinygrad's rule), mask 0 */
 tc_status tc_tensor_axes_mask(const char *api, int ndim, int naxes, const int *axes,
                               uint32_t *mask);
 
@@ -78,6 +79,9 @@ tc_node *tc_ew_pow(tc_node *a, tc_node *b); /* binary.c: C's pow, elementwise */
 /* reduce.c: x reduced with REDUCE_SUM/REDUCE_MAX over the dims in mask, which
  * stay as size 1 (sizes-1 dims are skipped; no elements gives the identity) */
 tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask);
+/* reduce.c: the dtype tc_sum accumulates dt in (bool, uint8, int32 -> int32;
+ * int64 -> int64; floats -> float32) */
+tc_dtype tc_sum_dtype(tc_dtype dt);
 /* movement.c: n reads a realized buffer in its own row-major order (a BUFFER,
  * or a contiguous view of all of one) */
 bool tc_tensor_is_contiguous_buffer(const tc_node *n);
@@ -138,6 +142,7 @@ typedef enum {
     TC_AG_FLIP,       /* args.axes: flipped dims */
     TC_AG_CONTIGUOUS, /* a copy in a buffer of its own */
     TC_AG_COPY,       /* to another device */
+    TC_AG_CUMSUM,     /* running sums along args.order[0]: scan.c's tc_cumsum_grad */
     TC_AG_CONV2D,     /* conv2d, stride 1, no dilation, one group (inputs x, w[, bias];
                          args.pads[0..1] = padding h, w): nnops.c's tc_conv2d_grad */
     TC_AG_COUNT
@@ -146,7 +151,8 @@ typedef enum {
 typedef struct {
     uint32_t axes;                 /* SUM..STD: reduced dims (before squeezing); FLIP: flipped */
     int correction;                /* VAR, STD: n - correction divides */
-    int order[TC_MAX_DIMS];        /* PERMUTE: output dim i is input dim order[i] */
+    int order[TC_MAX_DIMS];        /* PERMUTE: output dim i is input dim order[i]; CUMSUM:
+                                      [0] is the axis */
     int64_t pads[2 * TC_MAX_DIMS]; /* PAD: before/after; SHRINK: begin/end, per dim */
 } tc_ag_args;
 
@@ -172,6 +178,8 @@ tc_status tc_ag_rule(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* the derivative of math.c's op (TC_AG_SINH .. TC_AG_QUICK_GELU) at x (the
  * input in the output's dtype) with output y, both borrowed; a new node */
 tc_node *tc_math_grad(tc_ag_op op, tc_node *x, tc_node *y);
+/* TC_AG_CUMSUM's rule (scan.c): the running sums of g from the other end */
+void tc_cumsum_grad(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* TC_AG_CONV2D's rule (nnops.c): grads as tc_ag_rule's, g consumed */
 void tc_conv2d_grad(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* frees t (refcount already 0) and every handle that dies with it, with a

@@ -334,8 +334,28 @@ static void test_axis_errors(void **state) {
     assert_null(tc_permute(a, AXES(1, 2)));
     assert_tc_error(TC_ERR_SHAPE, "tc_permute: axis 2 is out of range for 2 dims");
     tc_tensor *s = scalar(1, TC_FLOAT32);
-    assert_null(tc_sum(s, 1, AXES(0), false));
-    assert_tc_error(TC_ERR_SHAPE, "tc_sum: 1 axes given for 0 dims");
+    assert_null(tc_sum(s, 2, AXES(0, -1), false)); /* 0 or -1 alone name its element */
+    assert_tc_error(TC_ERR_SHAPE, "tc_sum: 2 axes given for 0 dims");
+    assert_null(tc_sum(s, 1, AXES(1), false));
+    assert_tc_error(TC_ERR_SHAPE, "tc_sum: axis 1 is out of range for 0 dims");
+    assert_null(tc_any(s, 1, AXES(-2), false));
+    assert_tc_error(TC_ERR_SHAPE, "tc_any: axis -2 is out of range for 0 dims");
+    assert_null(tc_softmax(s, 1));
+    assert_tc_error(TC_ERR_SHAPE, "tc_softmax: axis 1 is out of range for 0 dims");
+    assert_null(tc_cumsum(s, -2));
+    assert_tc_error(TC_ERR_SHAPE, "tc_cumsum: axis -2 is out of range for 0 dims");
+    assert_null(tc_cumsum(a, 2));
+    assert_tc_error(TC_ERR_SHAPE, "tc_cumsum: axis 2 is out of range for 2 dims");
+    assert_null(tc_any(NULL, 0, NULL, false));
+    assert_tc_error(TC_ERR_INVALID, "tc_any: tensor a is NULL");
+    assert_null(tc_logsumexp(NULL, 0, NULL, false));
+    assert_tc_error(TC_ERR_INVALID, "tc_logsumexp: tensor a is NULL");
+    assert_null(tc_cumsum(NULL, 0));
+    assert_tc_error(TC_ERR_INVALID, "tc_cumsum: tensor x is NULL");
+    assert_null(tc_logsumexp(a, 1, AXES(3), false));
+    assert_tc_error(TC_ERR_SHAPE, "tc_logsumexp: axis 3 is out of range for 2 dims");
+    assert_null(tc_all(a, 2, AXES(1, -1), false));
+    assert_tc_error(TC_ERR_SHAPE, "tc_all: axis -1 appears twice");
     tc_release(s);
     tc_release(a);
 }
