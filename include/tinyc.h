@@ -91,6 +91,9 @@ TC_API tc_tensor *tc_full_like(tc_tensor *a, double value); /* same shape, dtype
 TC_API tc_tensor *tc_arange(int64_t start, int64_t stop, int64_t step, tc_dtype dt,
                             const char *device);
 TC_API tc_tensor *tc_eye(int64_t n, tc_dtype dt, const char *device);
+/* a realized tensor whose elements are not set (tinygrad's Tensor.empty):
+ * a buffer, no kernel; write it with tc_assign */
+TC_API tc_tensor *tc_empty(int ndim, const int64_t *shape, tc_dtype dt, const char *device);
 TC_API tc_tensor *tc_rand(int ndim, const int64_t *shape, tc_dtype dt,
                           const char *device); /* U[0,1) */
 TC_API tc_tensor *tc_randn(int ndim, const int64_t *shape, tc_dtype dt,
@@ -364,6 +367,13 @@ TC_API void tc_jit_free(tc_jit *j);
  * batch dims broadcast; a multiply and a sum over the last axis, no copies */
 TC_API tc_tensor *tc_matmul(tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_dot(tc_tensor *a, tc_tensor *b); /* same as tc_matmul */
+/* Einstein summation over xs[0..n-1] (1..16 operands), numpy's and torch's
+ * formulas: "ij,jk->ik", "bij,bjk", "ii->i" (a repeated subscript takes the
+ * diagonal), "...ij,...jk->...ik" ("..." broadcasts). Without "->" the
+ * output is the "..." dims then the subscripts used once, in ASCII order;
+ * summed "..." dims are allowed. Lowered to views, one broadcast multiply
+ * and one sum, so it fuses like tc_matmul ("ij,jk" is one kernel). */
+TC_API tc_tensor *tc_einsum(const char *formula, int n, tc_tensor *const *xs);
 /* x @ w^T + b with torch's layout: w is (out, in), b is (out) or NULL */
 TC_API tc_tensor *tc_linear(tc_tensor *x, tc_tensor *w, tc_tensor *b);
 TC_API tc_tensor *tc_softmax(tc_tensor *a, int axis);

@@ -138,7 +138,8 @@ SIGNATURES = {
     "tc_conv2d_ex": (T, [T, T, T, i32, i32, i32, i32, i32, i32]),
     "tc_max_pool2d": (T, [T, i32, i32]), "tc_avg_pool2d": (T, [T, i32, i32]),
     "tc_cross_entropy": (T, [T, T]), "tc_argmax": (T, [T, i32, b]),
-    "tc_cumsum": (T, [T, i32]),
+    "tc_cumsum": (T, [T, i32]), "tc_einsum": (T, [s, i32, TP]),
+    "tc_empty": (T, [i32, I64P, i32, s]),
     "tc_dropout": (T, [T, f64, b]),
     # autograd and training (optional until the library has them)
     "tc_set_requires_grad": (i32, [T, b]), "tc_requires_grad": (b, [T]),

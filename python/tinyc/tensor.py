@@ -189,6 +189,32 @@ class Tensor(Movement, NNOps):
         return t
 
     @staticmethod
+    def empty(*shape, dtype=None, device=None, requires_grad=None):
+        """a realized tensor whose values are not set (a buffer, no kernel)"""
+        shape = _shape_args(shape, "empty")
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        n, arr = _lib.shape_arg(shape)
+        t = Tensor._wrap(_lib.need("tc_empty", "Tensor.empty")(n, arr, dt.value, _dev(device)))
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
+    def einsum(formula, *operands, acc_dtype=None):
+        """Einstein summation (numpy's and torch's formulas, "..." included),
+        lowered to views, one broadcast multiply and one sum: "ij,jk->ik" is
+        one kernel. acc_dtype casts the operands first."""
+        if not isinstance(formula, str):
+            raise TypeError("tinyc: einsum: the formula must be a str, got %r" % (formula,))
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = tuple(operands[0])
+        xs = [x if isinstance(x, Tensor) else Tensor(x) for x in operands]
+        if acc_dtype is not None:
+            xs = [x.cast(acc_dtype) for x in xs]
+        fn = _lib.need("tc_einsum", "Tensor.einsum")
+        return Tensor._wrap(fn(formula.encode(), len(xs), _lib.handle_array([x._h for x in xs])))
+
+    @staticmethod
     def _random(fn, shape, dtype, device, requires_grad):
         shape = _shape_args(shape, fn)
         dt = to_dtype(dtype) if dtype is not None else dtypes.float32
