@@ -98,6 +98,22 @@ TC_API tc_tensor *tc_rand(int ndim, const int64_t *shape, tc_dtype dt,
                           const char *device); /* U[0,1) */
 TC_API tc_tensor *tc_randn(int ndim, const int64_t *shape, tc_dtype dt,
                            const char *device); /* N(0,1) */
+/* U[low, high) (finite low <= high) and N(mean, std^2) (std >= 0), float dtypes:
+ * the same streams as tc_rand and tc_randn, scaled on the host */
+TC_API tc_tensor *tc_uniform(int ndim, const int64_t *shape, double low, double high, tc_dtype dt,
+                             const char *device);
+TC_API tc_tensor *tc_normal(int ndim, const int64_t *shape, double mean, double std, tc_dtype dt,
+                            const char *device);
+/* integers uniform in [low, high) (low < high, in dt's range), integer dtypes */
+TC_API tc_tensor *tc_randint(int ndim, const int64_t *shape, int64_t low, int64_t high,
+                             tc_dtype dt, const char *device);
+/* num_samples int32 category indices per row of probs ((n) -> (num_samples),
+ * (rows, n) -> (rows, num_samples)), each drawn in proportion to the row's
+ * non-negative weights (not normalised); without replacement the indices of
+ * a row differ (num_samples <= n). Realized weights are checked (finite, >= 0,
+ * a positive sum, enough positive ones); lazy ones are used as they come.
+ * Uniforms from tc_rand, so tc_manual_seed makes the draws reproducible. */
+TC_API tc_tensor *tc_multinomial(tc_tensor *probs, int64_t num_samples, bool replacement);
 TC_API void tc_manual_seed(uint64_t seed);
 TC_API tc_tensor *tc_retain(tc_tensor *t); /* returns t with one more reference */
 TC_API void tc_release(tc_tensor *t);      /* NULL is fine */

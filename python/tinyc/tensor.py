@@ -236,14 +236,89 @@ class Tensor(Movement, NNOps):
 
     @staticmethod
     def uniform(*shape, low=0.0, high=1.0, dtype=None, device=None, requires_grad=None):
-        """U[low, high)"""
-        t = (Tensor.rand(*shape, device=device) * float(high - low) + float(low))
-        if dtype is not None:
-            t = t.cast(dtype)
-        t = t.contiguous()  # a fresh tensor, not a view of the random stream's graph
+        """U[low, high) (tc_uniform); an integer dtype truncates (high-low)*U[0,1)
+        and adds low, as tinygrad does"""
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        if dt.is_float:
+            shape = _shape_args(shape, "uniform")
+            n, arr = _lib.shape_arg(shape)
+            t = Tensor._wrap(lib.tc_uniform(n, arr, float(low), float(high), dt.value,
+                                            _dev(device)))
+        else:
+            t = ((Tensor.rand(*shape, device=device) * float(high - low)).cast(dt) +
+                 Tensor(low, dtype=dt, device=device)).contiguous()
         if requires_grad is not None:
             t.requires_grad = requires_grad
         return t
+
+    @staticmethod
+    def normal(*shape, mean=0.0, std=1.0, dtype=None, device=None, requires_grad=None):
+        """N(mean, std^2): tc_randn's stream scaled on the host (tc_normal)"""
+        shape = _shape_args(shape, "normal")
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        n, arr = _lib.shape_arg(shape)
+        t = Tensor._wrap(lib.tc_normal(n, arr, float(mean), float(std), dt.value, _dev(device)))
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
+    def randint(*shape, low=0, high=10, dtype=None, device=None, requires_grad=None):
+        """integers uniform in [low, high) (tc_randint), int32 by default"""
+        for v in (low, high):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise TypeError("tinyc: randint: low=%r and high=%r must be integers"
+                                % (low, high))
+        dt = to_dtype(dtype) if dtype is not None else dtypes.int32
+        if not dt.is_int:
+            raise TypeError("tinyc: randint: dtype=%s must be an integer dtype" % dt.name)
+        shape = _shape_args(shape, "randint")
+        n, arr = _lib.shape_arg(shape)
+        return Tensor._wrap(lib.tc_randint(n, arr, int(low), int(high), dt.value, _dev(device)))
+
+    @staticmethod
+    def _fans(shape, what):
+        shape = _shape_args(shape, what)
+        if not shape:
+            raise ValueError("tinyc: %s needs at least one dim" % what)
+        return shape, shape[0], int(np.prod(shape[1:], dtype=np.int64))
+
+    @staticmethod
+    def scaled_uniform(*shape, **kwargs):
+        """U(-1, 1) / sqrt(numel)"""
+        shape, _, _ = Tensor._fans(shape, "scaled_uniform")
+        bound = float(np.prod(shape, dtype=np.float64)) ** -0.5
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def glorot_uniform(*shape, **kwargs):
+        """U(-b, b), b = sqrt(6 / (shape[0] + prod(shape[1:]))) (Keras' GlorotUniform)"""
+        shape, fan_out, fan_in = Tensor._fans(shape, "glorot_uniform")
+        bound = (6 / (fan_out + fan_in)) ** 0.5
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def kaiming_uniform(*shape, a=0.01, **kwargs):
+        """torch's kaiming_uniform_ (leaky_relu gain with slope a, fan_in = prod(shape[1:]))"""
+        shape, _, fan_in = Tensor._fans(shape, "kaiming_uniform")
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(fan_in)
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def kaiming_normal(*shape, a=0.01, **kwargs):
+        """torch's kaiming_normal_ (leaky_relu gain with slope a, fan_in = prod(shape[1:]))"""
+        shape, _, fan_in = Tensor._fans(shape, "kaiming_normal")
+        std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(fan_in)
+        return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
+
+    def multinomial(self, num_samples=1, replacement=False):
+        """int32 indices drawn from the rows of self's non-negative weights
+        (tc_multinomial); without replacement the indices of a row differ"""
+        if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral):
+            raise TypeError("tinyc: multinomial: num_samples must be an int, got %r"
+                            % (num_samples,))
+        fn = _lib.need("tc_multinomial", "Tensor.multinomial")
+        return Tensor._wrap(fn(self._h, int(num_samples), bool(replacement)))
 
     @staticmethod
     def manual_seed(seed=0):

@@ -2,13 +2,15 @@
  * graph node, with broadcasting, type promotion and argument checks.
  *
  * Files: tensor.c (handles, properties, library calls, shared argument
- * checks), creation.c, random.c, elementwise.c (node combinators and the
- * unary ops), math.c (rounding, hyperbolic functions, activations),
- * binary.c (binary ops, where, cast), reduce.c, scan.c (cumsum), movement.c,
- * run.c (realize, transfers, counters), autograd.c (contexts, release,
- * tc_backward), grad_rules.c (one backward rule per differentiable op),
- * assign.c (tc_assign), composite.c (matmul, softmax, logsumexp, layernorm,
- * argmax, linear, dropout) and nnops.c (conv2d, pools, batchnorm, cross_entropy). */
+ * checks), creation.c, random.c (host-generated random tensors), sample.c
+ * (multinomial), elementwise.c (node combinators and the unary ops), math.c
+ * (rounding, hyperbolic functions, activations), binary.c (binary ops,
+ * where, cast), reduce.c, scan.c (cumsum), movement.c, run.c (realize,
+ * transfers, counters), autograd.c (contexts, release, tc_backward),
+ * grad_rules.c (one backward rule per differentiable op), assign.c
+ * (tc_assign), composite.c (matmul, softmax, logsumexp, layernorm, argmax,
+ * linear, dropout), einsum.c and nnops.c (conv2d, pools, batchnorm,
+ * cross_entropy). */
 #ifndef TC_TENSOR_H
 #define TC_TENSOR_H
 
