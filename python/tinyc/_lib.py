@@ -208,13 +208,33 @@ class TinycError(RuntimeError):
         self.status = status
 
 
+class TinycValueError(TinycError, ValueError):
+    """A bad value, shape or argument (TC_ERR_INVALID, TC_ERR_SHAPE): the
+    ValueError tinygrad raises for these (a negative size, a broadcast or
+    reshape that does not fit), and a TinycError."""
+
+
+class TinycMemoryError(TinycError, MemoryError):
+    """Out of host or device memory (TC_ERR_MEMORY)."""
+
+
+class TinycIOError(TinycError, OSError):
+    """A file could not be read or written (TC_ERR_IO)."""
+
+
+_ERROR_CLASSES = {"TC_ERR_INVALID": TinycValueError, "TC_ERR_SHAPE": TinycValueError,
+                  "TC_ERR_MEMORY": TinycMemoryError, "TC_ERR_IO": TinycIOError}
+
+
 def error():
-    """TinycError from the library's last failure on this thread."""
+    """The library's last failure on this thread as a TinycError (the subclass
+    that also is the Python exception its code stands for)."""
     msg = lib.tc_last_error()
     code = lib.tc_last_status()
     name = lib.tc_status_string(code)
-    return TinycError((msg or b"libtinyc call failed").decode("utf-8", "replace"),
-                      name.decode() if name else None)
+    name = name.decode() if name else None
+    cls = _ERROR_CLASSES.get(name, TinycError)
+    return cls((msg or b"libtinyc call failed").decode("utf-8", "replace"), name)
 
 
 def check(handle):

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib
-from ._util import AxisError, _shape_args
+from ._util import AxisError, IndexTypeError, RepeatedAxisError, _shape_args
 from .dtype import dtypes
 
 
@@ -47,7 +47,7 @@ class Movement:
             raise ValueError("tinyc: permute needs %d axes, got %d" % (self.ndim, len(order)))
         axes = [self._axis(a) for a in order]
         if len(set(axes)) != len(axes):
-            raise AxisError("tinyc: permute order %r repeats an axis" % (tuple(order),))
+            raise RepeatedAxisError("tinyc: permute order %r repeats an axis" % (tuple(order),))
         return self._wrap(lib.tc_permute(self._h, _lib.int_array(axes)))
 
     def transpose(self, dim0=1, dim1=0):
@@ -134,7 +134,8 @@ class Movement:
         return self._wrap(lib.tc_shrink(self._h, _lib.int64_array(flat)))
 
     def flip(self, axis=None):
-        axes = self._axes(axis) if not (isinstance(axis, (tuple, list)) and not axis) else ()
+        axes = self._axes(axis, RepeatedAxisError) if not (isinstance(axis, (tuple, list))
+                                                            and not axis) else ()
         if not axes:
             return self.reshape(self.shape)
         return self._wrap(lib.tc_flip(self._h, len(axes), _lib.int_array(axes)))
@@ -245,11 +246,11 @@ class Movement:
                 raise TypeError("tinyc: indexing with tensors, lists or arrays is not "
                                 "supported; use ints, slices, None and ...")
             if isinstance(i, (bool, np.bool_)):
-                raise TypeError("tinyc: indexing with a bool is not supported")
+                raise IndexTypeError("tinyc: indexing with a bool is not supported")
             if i is None or i is Ellipsis or isinstance(i, (slice, numbers.Integral)):
                 items.append(int(i) if isinstance(i, numbers.Integral) else i)
             else:
-                raise TypeError("tinyc: invalid index %r (ints, slices, None and ... "
+                raise IndexTypeError("tinyc: invalid index %r (ints, slices, None and ... "
                                 "are supported)" % (i,))
         n_ell = sum(1 for i in items if i is Ellipsis)
         if n_ell > 1:

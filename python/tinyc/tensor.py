@@ -25,7 +25,8 @@ import numpy as np
 
 from . import _lib
 from ._lib import check, check_status, lib
-from ._util import AxisError, _dev, _is_scalar, _py_scalar, _scalar_dtype, _shape_args
+from ._util import (AxisError, DataError, _dev, _is_scalar, _py_scalar, _scalar_dtype,
+                    _shape_args)
 from .dtype import dtypes, from_numpy_dtype, least_upper, to_dtype
 from . import movement, nnops
 from .movement import Movement
@@ -131,14 +132,22 @@ class Tensor(Movement, NNOps):
         return to_dtype(dtype) if dtype is not None else default
 
     @staticmethod
+    def _filled(fn, shape, dtype, device, requires_grad):
+        """tc_zeros / tc_ones"""
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        n, arr = _lib.shape_arg(_shape_args(shape, fn[3:]))
+        t = Tensor._wrap(getattr(lib, fn)(n, arr, dt.value, _dev(device)))
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
     def zeros(*shape, dtype=None, device=None, requires_grad=None):
-        return Tensor.full(_shape_args(shape, "zeros"), 0.0, dtype=dtype or dtypes.float32,
-                           device=device, requires_grad=requires_grad)
+        return Tensor._filled("tc_zeros", shape, dtype, device, requires_grad)
 
     @staticmethod
     def ones(*shape, dtype=None, device=None, requires_grad=None):
-        return Tensor.full(_shape_args(shape, "ones"), 1.0, dtype=dtype or dtypes.float32,
-                           device=device, requires_grad=requires_grad)
+        return Tensor._filled("tc_ones", shape, dtype, device, requires_grad)
 
     @staticmethod
     def full(shape, fill_value, dtype=None, device=None, requires_grad=None):
@@ -178,8 +187,11 @@ class Tensor(Movement, NNOps):
 
     @staticmethod
     def eye(n, m=None, dtype=None, device=None, requires_grad=None):
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-            raise TypeError("tinyc: eye: n must be a non-negative int, got %r" % (n,))
+        for v in (n, m):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
+                raise TypeError("tinyc: eye: n and m must be ints, got %r" % (v,))
+        if m is not None and m < 0:  # n < 0 is tc_eye's error
+            raise ValueError("tinyc: eye: m must be >= 0, got %d" % m)
         dt = to_dtype(dtype) if dtype is not None else dtypes.float32
         t = Tensor._wrap(lib.tc_eye(int(n), dt.value, _dev(device)))
         if m is not None and m != n:  # (n, m): cut or zero-pad the columns
@@ -730,8 +742,8 @@ class Tensor(Movement, NNOps):
         return Tensor._wrap(lib.tc_where(self._h, a._h, b._h))
 
     def clip(self, min_=None, max_=None):
-        if min_ is None and max_ is None:
-            raise ValueError("tinyc: clip needs min_ or max_")
+        if min_ is None and max_ is None:  # tinygrad's RuntimeError
+            raise RuntimeError("tinyc: clip needs min_ or max_")
         out = self
         if min_ is not None:
             out = out.maximum(min_)
@@ -766,9 +778,9 @@ class Tensor(Movement, NNOps):
             raise AxisError("tinyc: axis %d is out of range for %d dims" % (axis, ndim))
         return int(axis) % ndim
 
-    def _axes(self, axis):
+    def _axes(self, axis, repeated=AxisError):
         """axis=None | int | tuple -> sorted tuple of distinct 0..ndim-1 axes
-        (None means all)."""
+        (None means all); an axis given twice raises `repeated`."""
         if axis is None:
             return tuple(range(self.ndim))
         if self.ndim == 0:  # axis 0 or -1 names the one element: nothing to reduce
@@ -780,7 +792,7 @@ class Tensor(Movement, NNOps):
         if isinstance(axis, (tuple, list)):
             out = tuple(self._axis(a) for a in axis)
             if len(set(out)) != len(out):
-                raise AxisError("tinyc: axis %r repeats an axis" % (axis,))
+                raise repeated("tinyc: axis %r repeats an axis" % (axis,))
             return tuple(sorted(out))
         return (self._axis(axis),)
 
@@ -862,7 +874,7 @@ def _from_array(data, dt, device):
     if isinstance(data, np.ndarray):
         arr = data
         if arr.dtype.kind not in "biuf":
-            raise TypeError("tinyc: cannot make a Tensor from a numpy array of %s" % arr.dtype)
+            raise DataError("tinyc: cannot make a Tensor from a numpy array of %s" % arr.dtype)
         target = dt or from_numpy_dtype(arr.dtype)
     elif isinstance(data, (list, tuple)):
         try:
@@ -870,7 +882,7 @@ def _from_array(data, dt, device):
         except ValueError as e:
             raise ValueError("tinyc: ragged nested lists: %s" % e) from None
         if arr.dtype == object or arr.dtype.kind not in "biuf":
-            raise TypeError("tinyc: a Tensor needs nested lists of numbers, got %r"
+            raise DataError("tinyc: a Tensor needs nested lists of numbers, got %r"
                             % (type(data).__name__,))
         if dt is None:
             if arr.dtype.kind == "b":
@@ -882,7 +894,7 @@ def _from_array(data, dt, device):
                 dt = dtypes.float32
         target = dt
     else:
-        raise TypeError("tinyc: cannot make a Tensor from %s (numpy arrays, nested lists, "
+        raise DataError("tinyc: cannot make a Tensor from %s (numpy arrays, nested lists, "
                         "numbers and Tensors are supported)" % type(data).__name__)
     arr = arr.astype(target.np, order="C", copy=False)  # a copy only when needed
     n, shape = _lib.shape_arg(arr.shape)
