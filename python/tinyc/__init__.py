@@ -9,11 +9,12 @@ The library is found through TINYC_LIB, the build tree next to this
 checkout, or the installed library (see tinyc/_lib.py).
 """
 from . import _lib
-from ._lib import TinycError
+from ._lib import TinycError, TinycIOError, TinycMemoryError, TinycValueError
 from .dtype import DType, dtypes
 from .tensor import AxisError, Tensor
 
-__all__ = ["Tensor", "GlobalCounters", "TinycError", "AxisError", "dtypes", "DType",
+__all__ = ["Tensor", "GlobalCounters", "TinycError", "TinycValueError", "TinycMemoryError",
+           "TinycIOError", "AxisError", "dtypes", "DType",
            "nn", "version", "set_flag", "get_flag", "library_path", "where", "no_grad",
            "set_grad_enabled", "is_grad_enabled", "TinyJit", "synchronize"]
 

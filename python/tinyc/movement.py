@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib
-from ._util import AxisError, _shape_args
+from ._util import AxisError, IndexTypeError, RepeatedAxisError, _shape_args
 from .dtype import dtypes
 
 
@@ -26,9 +26,12 @@ class Movement:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         out = []
-        for s in shape:
-            if s is None:
-                raise TypeError("tinyc: reshape sizes must be ints, got None")
+        for i, s in enumerate(shape):
+            if s is None:  # tinygrad: None keeps that dim
+                if i >= self.ndim:
+                    raise ValueError("tinyc: reshape: None at dim %d, but the tensor has %d dims"
+                                     % (i, self.ndim))
+                s = self.shape[i]
             if isinstance(s, bool) or not isinstance(s, numbers.Integral):
                 raise TypeError("tinyc: reshape sizes must be ints, got %r" % (s,))
             out.append(int(s))
@@ -44,7 +47,7 @@ class Movement:
             raise ValueError("tinyc: permute needs %d axes, got %d" % (self.ndim, len(order)))
         axes = [self._axis(a) for a in order]
         if len(set(axes)) != len(axes):
-            raise AxisError("tinyc: permute order %r repeats an axis" % (tuple(order),))
+            raise RepeatedAxisError("tinyc: permute order %r repeats an axis" % (tuple(order),))
         return self._wrap(lib.tc_permute(self._h, _lib.int_array(axes)))
 
     def transpose(self, dim0=1, dim1=0):
@@ -113,6 +116,15 @@ class Movement:
             out = mask.where(out, value)
         return out
 
+    def pad2d(self, padding, value=0.0):
+        """tinygrad's pad2d: padding = (left, right, top, bottom, ...) for the
+        last dims, last dim first (torch's F.pad order); negative values crop"""
+        padding = tuple(padding)
+        if len(padding) % 2 or len(padding) // 2 > self.ndim:
+            raise ValueError("tinyc: pad2d needs pairs of ints for at most %d dims, got %r"
+                             % (self.ndim, padding))
+        return self.pad(padding, value=value)
+
     def shrink(self, arg):
         """arg: ((begin, end) or None per dim)."""
         pairs = self._pairs(arg, "shrink")
@@ -122,7 +134,8 @@ class Movement:
         return self._wrap(lib.tc_shrink(self._h, _lib.int64_array(flat)))
 
     def flip(self, axis=None):
-        axes = self._axes(axis) if not (isinstance(axis, (tuple, list)) and not axis) else ()
+        axes = self._axes(axis, RepeatedAxisError) if not (isinstance(axis, (tuple, list))
+                                                            and not axis) else ()
         if not axes:
             return self.reshape(self.shape)
         return self._wrap(lib.tc_flip(self._h, len(axes), _lib.int_array(axes)))
@@ -168,6 +181,22 @@ class Movement:
         x = x.reshape(tuple(v for s in base for v in (1, s)))
         x = x.expand(tuple(v for r, s in zip(repeats, base) for v in (r, s)))
         return x.reshape(tuple(r * s for r, s in zip(repeats, base)))
+
+    def repeat_interleave(self, repeats, dim=None):
+        """each element repeated `repeats` times along dim (None: of the
+        flattened tensor): a reshape, an expand and a reshape, all views"""
+        if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral):
+            raise TypeError("tinyc: repeat_interleave: repeats must be an int, got %r"
+                            % (repeats,))
+        if repeats < 0:
+            raise ValueError("tinyc: repeat_interleave: repeats must be >= 0, got %d" % repeats)
+        x, ax = (self.flatten(), 0) if dim is None else (self, self._axis(dim))
+        if x.ndim == 0:
+            x, ax = x.reshape(1), 0
+        s = x.shape
+        y = x.reshape(s[:ax + 1] + (1,) + s[ax + 1:])
+        y = y.expand(s[:ax + 1] + (int(repeats),) + s[ax + 1:])
+        return y.reshape(s[:ax] + (s[ax] * int(repeats),) + s[ax + 1:])
 
     def chunk(self, chunks, dim=0):
         ax = self._axis(dim)
@@ -299,11 +328,11 @@ class Movement:
         items = []
         for i in idx:
             if isinstance(i, (bool, np.bool_)):
-                raise TypeError("tinyc: indexing with a bool is not supported")
+                raise IndexTypeError("tinyc: indexing with a bool is not supported")
             if i is None or i is Ellipsis or isinstance(i, (slice, numbers.Integral)):
                 items.append(int(i) if isinstance(i, numbers.Integral) else i)
             else:
-                raise TypeError("tinyc: invalid index %r (ints, slices, None and ... "
+                raise IndexTypeError("tinyc: invalid index %r (ints, slices, None and ... "
                                 "are supported)" % (i,))
         n_ell = sum(1 for i in items if i is Ellipsis)
         if n_ell > 1:
