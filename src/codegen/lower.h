@@ -1,7 +1,7 @@
-/* lower.h - what lower.c (kernel AST -> UOps, and the CPU paths) and
- * lower_gpu.c (work-groups, grouped reduces, GPU vector lanes) share: the
- * lowering context, and the steps each calls in the other. Private to
- * src/codegen. */
+/* lower.h - what lower.c (kernel AST -> UOps, and the CPU paths),
+ * lower_store.c (the stores of a kernel, a tile's epilogue) and lower_gpu.c
+ * (work-groups, grouped reduces, GPU vector lanes) share: the lowering
+ * context, and the steps each calls in the others. Private to src/codegen. */
 #ifndef TC_LOWER_H
 #define TC_LOWER_H
 
@@ -89,6 +89,15 @@ int tc_lw_open_stage(lower_ctx *c, bool is_reduce);
 void tc_lw_close_stage(lower_ctx *c, int opened);
 tc_op tc_lw_acc_op(const tc_ast *a);
 bool tc_lw_store_is_full(const lower_ctx *c, const tc_ast *st);
+/* (index, valid) of tracker st at the current loop indices */
+tc_status tc_lw_st_index(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out);
+/* upcast: u is AST node a's value in copy rep (computed in stage epoch) */
+void tc_lw_memo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epoch);
+void tc_lw_set_copy(lower_ctx *c, int r);      /* makes copy r current (its indices) */
+tc_uop *tc_lw_copy_gate(lower_ctx *c, int r);  /* copy r's stores are real; NULL: always */
+
+/* lower_store.c */
+void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full); /* the stores of one space */
 
 /* lower_gpu.c */
 int tc_lw_open_group_stage(lower_ctx *c);
