@@ -3,7 +3,8 @@
  * The loop space of the item (full shape F, reduced axes R) becomes: one
  * RANGE per kept axis (size-1 axes are the constant 0), then, per store,
  * its reduce stages (DEFINE_ACC, RANGEs over R, accumulate, ENDRANGE) and the
- * store itself, in the reduced space or inside a store stage over R.
+ * store itself, in the reduced space or inside a store stage over R (the
+ * stores: lower_store.c).
  * Buffer indices come from each LOAD/STORE/CONST tracker: the last view maps
  * loop indices to an offset and a mask; earlier views re-split that offset.
  *
@@ -270,6 +271,7 @@ static void choose_upcast(lower_ctx *c) {
     }
     c->kaxis = p.kblock > 0 ? tc_opt_kblock_axis(c->it) : -1; /* opt.c checked the rest */
     if (c->kaxis >= 0) c->kblock = p.kblock;
+    c->epi_loop = p.epi_loop;
 }
 
 static bool is_upcast(const lower_ctx *c, int a) {
@@ -561,7 +563,10 @@ tc_kernel_uops *tc_codegen_plan(const tc_sched_item *it, const tc_target *target
     c->it = it;
     c->tg = target;
     c->plan = plan;
-    c->ub.drop_dead = target->has_local; /* the CPU output stays as it was */
+    /* dead UOps go: GPU compilers warn about unused variables, and a CPU
+     * tile whose stores run in loops (epi_loop) leaves its copies' lanes
+     * and indices unused */
+    c->ub.drop_dead = true;
     /* CPU: 64-bit indices always: with int32 (and -fwrapv) the C compiler
      * cannot prove that copies of an upcast read consecutive addresses, and
      * does not vectorize them */

@@ -57,6 +57,8 @@ typedef struct {
     bool in_vj;                /* lowering a reduce stage's vector copies of the column */
     int kaxis;                 /* blocked reduce (plan's kblock): the blocked axis; -1: none */
     int64_t kblock;            /* blocked reduce: indices of kaxis per block */
+    bool epi_loop;             /* upcast: the stores run in loops over the kept copies (the
+                                  plan's epi_loop, lower_store.c) */
     tc_uop *kb;                /* blocked reduce: the current block (a loop outside the rows) */
     int rep;                   /* upcast: the copy being lowered */
     struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */

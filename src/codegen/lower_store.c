@@ -1,12 +1,19 @@
 /* lower_store.c - the stores of a kernel (lower.c opens the loops and lowers
  * the reduces first): per space (the reduced one, then the full one inside a
- * store stage), every value first, then every store, so a kernel that reads
- * a buffer it also writes (an assign) reads the old values. An upcast
- * kernel (opt.c's plan) stores each of its copies; a register tile's
- * reduced-space store of f(reduce) goes out in two passes (the sum, then f
- * of it read back).
+ * store stage), every value first, then every store.
  *
- * Cost: O(copies x AST nodes of the stores) UOps.
+ * An upcast kernel (opt.c's plan) stores each of its copies; a register
+ * tile's reduced-space store of f(reduce) goes out in two passes (the sum,
+ * then f of it read back). A plan with epi_loop lowers the stores once
+ * instead, in loops over the tile's kept copies: each copy's value of every
+ * reduce the stores read goes to a scratch array, then a loop nest over the
+ * copies (the column axis innermost, a plain loop the C compiler
+ * vectorizes) reads them back and finishes every output. The source then
+ * holds f once, not once per copy: gelu's tanh or an Adam update over a
+ * 96-output tile was 96 copies of it (opt.c states when).
+ *
+ * Cost: O(copies x AST nodes of the stores) UOps unrolled, O(copies +
+ * AST nodes) with epi_loop.
  */
 #include "lower.h"
 
@@ -62,12 +69,119 @@ static tc_uop *block_sum(lower_ctx *c, const tc_ast *st, tc_uop *v) {
     return tc_ub_alu(&c->ub, TC_OP_ADD, v->dtype, 2, v, earlier, NULL);
 }
 
+/* ---- the stores in loops over the tile (epi_loop) ---- */
+
+enum { TILE_REDS = 8 }; /* reduces whose values a looped epilogue reads, at most */
+
+/* adds the reduces under a (not under another reduce) to reds[*n]; false
+ * when there are more than TILE_REDS. Nodes are marked `mark` once seen. */
+static bool tile_reduces(tc_ast *a, int mark, tc_ast **reds, int *n) {
+    if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST || a->mark == mark) return true;
+    a->mark = mark;
+    if (tc_op_is_reduce(a->op)) {
+        if (*n == TILE_REDS) return false;
+        reds[(*n)++] = a;
+        return true;
+    }
+    for (int i = 0; i < a->n_srcs; i++)
+        if (!tile_reduces(a->srcs[i], mark, reds, n)) return false;
+    return true;
+}
+
+/* every copy's value of reduce red (lowered already) to scratch array tmp,
+ * in copy order; the lanes of a tile column's vector accumulator (copies
+ * r, r+1, ... holding lanes 0, 1, ... of one vector) in one vector store */
+static void store_tile(lower_ctx *c, tc_ast *red, tc_uop *tmp) {
+    int step = (int)c->split;
+    for (int r = 0; r < c->n_reps; r += step) {
+        tc_lw_set_copy(c, r);
+        tc_uop *v = tc_lw_lower(c, red);
+        int lanes = v && v->op == TC_UOP_GEP && v->arg == 0 ? v->srcs[0]->vcount : 1;
+        bool whole = lanes > 1 && r / step % lanes == 0 && r + step * lanes <= c->n_reps;
+        for (int l = 1; l < lanes && whole; l++) {
+            tc_lw_set_copy(c, r + step * l);
+            tc_uop *w = tc_lw_lower(c, red);
+            whole = w && w->op == TC_UOP_GEP && w->arg == l && w->srcs[0] == v->srcs[0];
+        }
+        if (v) tc_ub_store(&c->ub, tmp, ic(c, r / step), whole ? v->srcs[0] : v);
+        else c->ub.failed = true;
+        if (whole) r += step * (lanes - 1);
+    }
+}
+
+/* opens a loop over the digits of each kept plan axis (in plan order: the
+ * column axis innermost), its index base + digit, and an IF that skips a
+ * clamped axis' digits past its end; *t: the copy's place in the scratch
+ * arrays. Returns the loops and blocks opened. */
+static int open_tile_loops(lower_ctx *c, tc_uop **t) {
+    int opened = 0;
+    *t = ic(c, 0);
+    for (int i = 0; i < c->n_up; i++) {
+        int a = c->up_axis[i];
+        if ((c->it->reduce_axes >> a) & 1) continue;
+        tc_uop *d = tc_ub_range(&c->ub, TC_MAX_DIMS + 1 + i, c->idt, c->up_amt[i]);
+        opened++;
+        c->ub.index_mode = true;
+        c->idx[a] = ix(c, TC_OP_ADD, c->up_base[i], d);
+        *t = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, *t, ic(c, c->up_amt[i])), d);
+        tc_uop *in = NULL;
+        if (c->up_clamp[i]) in = ix(c, TC_OP_CMPLT, c->idx[a], ic(c, c->it->full_shape[a]));
+        c->ub.index_mode = false;
+        if (in && tc_ub_if(&c->ub, in)) opened++;
+    }
+    return opened;
+}
+
+/* the stores of one space once, in loops over the kept copies of the tile:
+ * each copy's reduce values go to scratch arrays, the loops read them back
+ * (the loops' values are a copy of their own, rep n_reps). false (nothing
+ * emitted) when the stores read more than TILE_REDS reduces. */
+static bool lower_stores_looped(lower_ctx *c, tc_ast *sink, bool full) {
+    tc_ast *reds[TILE_REDS], **srcs = sink->srcs;
+    tc_uop *tmp[TILE_REDS], *t;
+    int n_reds = 0, mark = tc_lw_next_epoch(), n = sink->n_srcs;
+    for (int i = 0; i < n; i++) {
+        bool mine = tc_lw_store_is_full(c, srcs[i]) == full;
+        if (mine && !tile_reduces(srcs[i]->srcs[0], mark, reds, &n_reds)) return false;
+    }
+    for (int k = 0; k < n_reds; k++) {
+        tmp[k] = tc_ub_define_scratch(&c->ub, reds[k]->dtype, c->n_reps / c->split);
+        if (tmp[k]) store_tile(c, reds[k], tmp[k]);
+    }
+    int opened = open_tile_loops(c, &t), stage = full ? tc_lw_open_stage(c, false) : 0;
+    c->rep = c->n_reps;
+    c->epoch = tc_lw_next_epoch();
+    for (int k = 0; k < n_reds; k++)
+        tc_lw_memo_put(c, reds[k], c->rep, tc_ub_load(&c->ub, tmp[k], t, NULL), c->epoch);
+    tc_uop **vals = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)n);
+    c->ub.failed |= !vals;
+    for (int i = 0; i < n && vals; i++) { /* every value first (an assign reads the old one) */
+        vals[i] = tc_lw_store_is_full(c, srcs[i]) == full ? tc_lw_lower(c, srcs[i]->srcs[0]) : NULL;
+        if (vals[i] && c->kaxis >= 0 && !full) vals[i] = block_sum(c, srcs[i], vals[i]);
+    }
+    for (int i = 0; i < n && !c->ub.failed; i++) {
+        tc_uop *idx, *valid;
+        if (tc_lw_store_is_full(c, srcs[i]) != full) continue;
+        if (vals[i] && tc_lw_st_index(c, srcs[i]->st, &idx, &valid) == TC_OK)
+            tc_ub_store(&c->ub, c->globals[srcs[i]->buf], idx,
+                        tc_ub_cast(&c->ub, vals[i], srcs[i]->dtype, false));
+        else
+            c->ub.failed = true;
+    }
+    if (full) tc_lw_close_stage(c, stage);
+    while (opened--) tc_ub_end_range(&c->ub);
+    c->epoch = tc_lw_next_epoch();
+    tc_lw_set_copy(c, 0);
+    return true;
+}
+
 /* the stores of one space: every value first, then every store, so a kernel
  * that reads a buffer it also writes (an assign) reads the old values */
 void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
     int opened = 0, n = 0, step = (int)c->split; /* the split digit is 0 outside reduce stages */
     for (int i = 0; i < sink->n_srcs; i++) n += tc_lw_store_is_full(c, sink->srcs[i]) == full;
     if (!n) return;
+    if (c->epi_loop && c->n_reps / c->split > 1 && lower_stores_looped(c, sink, full)) return;
     tc_uop **vals = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)(sink->n_srcs * c->n_reps));
     if (!vals) {
         c->ub.failed = true;

@@ -462,6 +462,7 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
             return false;
         if (p->n && p->axis[p->n - 1] == k && p->kblock % p->amt[p->n - 1]) return false;
     }
+    if (p->epi_loop && kept == 0) return false; /* a loop over no copies */
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
 }
 
@@ -494,6 +495,9 @@ int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out,
             add_plan(it, out, &n, max, &p);
         }
     }
+    tc_kopt e = *base; /* the stores once per copy, or in loops over them */
+    e.epi_loop = !e.epi_loop;
+    add_plan(it, out, &n, max, &e);
     int k = tc_opt_kblock_axis(it);
     for (int64_t b = 0; k >= 0 && b <= it->full_shape[k] / 2; b = b ? b * 2 : 16) { /* other blocks */
         tc_kopt p = *base;
@@ -528,6 +532,7 @@ int tc_opt_format(const tc_kopt *p, char *buf, size_t size) {
                                 (long long)p->amt[i]);
     if (p->lanes > 1 && len < size) len += (size_t)snprintf(buf + len, size - len, "/%d", p->lanes);
     if (p->kblock > 0 && len < size) len += (size_t)snprintf(buf + len, size - len, "/k%lld", (long long)p->kblock);
+    if (p->epi_loop && len < size) len += (size_t)snprintf(buf + len, size - len, "/e");
     return len < size ? (int)len : -1;
 }
 
@@ -545,6 +550,7 @@ bool tc_opt_parse(const tc_sched_item *it, const char *s, tc_kopt *p) {
         if (*s == '/' && sscanf(s, "/%d%n", &lanes, &used) == 1 && lanes > 1) p->lanes = lanes, s += used;
         long long kb = 0;
         if (*s == '/' && sscanf(s, "/k%lld%n", &kb, &used) == 1 && kb > 0) p->kblock = kb, s += used;
+        if (s[0] == '/' && s[1] == 'e') p->epi_loop = true, s += 2;
     }
     return !*s && (p->n == 0 || plan_valid(it, p));
 }

@@ -5,7 +5,8 @@
  * (ridxN, accN, valN, aluN, castN). Constants print exactly (%.9g for
  * float32 round-trips). Integer division by a value not known to be nonzero
  * is guarded so a kernel never traps. Work-group UOps (SPECIAL,
- * DEFINE_LOCAL, BARRIER, IF) print through the dialect's strings; float16
+ * DEFINE_LOCAL, BARRIER, IF) print through the dialect's strings (a CPU
+ * kernel's scratch DEFINE_LOCAL is a plain array, tileN); float16
  * values of dialects with is_half_in_float are floats rounded after each op.
  */
 #include "render.h"
@@ -389,6 +390,8 @@ static char *render_store(rctx *r, const tc_uop *u) {
         char *x = fmt(r->d->vec_store, buf, idx, val, u->srcs[2]->vcount, utype(r, u->srcs[2]));
         if (x) line(r, "%s", x);
         tc_free(x);
+    } else if (u->srcs[2]->vcount > 1 && !r->d->vec_store) { /* C: a vector at element alignment */
+        line(r, "*(%s_u *)(%s+%s) = %s;", utype(r, u->srcs[2]), buf, idx, val);
     } else if (is_global_half(r, u->srcs[0])) {
         char *x = fmt(r->d->half_store, buf, idx, val);
         if (x) line(r, "%s", x);
@@ -448,9 +451,9 @@ static char *render_gpu(rctx *r, const tc_uop *u) {
         return name;
     }
     case TC_UOP_DEFINE_LOCAL: {
-        char *name = fmt("temp%lld", (long long)u->arg);
-        if (name)
-            line(r, "%s%s %s[%lld];", r->d->local_prefix, utype(r, u), name,
+        char *name = fmt("%s%lld", u->is_scratch ? "tile" : "temp", (long long)u->arg);
+        if (name) /* a scratch array: a plain array of the kernel (on the stack) */
+            line(r, "%s%s %s[%lld];", u->is_scratch ? "" : r->d->local_prefix, utype(r, u), name,
                  (long long)u->ivalue);
         return name;
     }
