@@ -14,6 +14,8 @@
  *   - a reduce body of five transcendentals, sum(log(exp(sin(x*y)) +
  *     exp(cos(x*y)))): its 16 partial sums held 80 calls at a0984d0, now
  *     2 partial sums hold 10.
+ *   - a softmax of six transcendentals deep: its three stages recompute
+ *     them, 20 calls, which go to out-of-line helpers (render/cstyle.c).
  * The bounds sit far below the old figures and above today's (printed:
  * AVX2 here; a wider machine's tiles are larger, their loops the same). */
 #include "tc_test.h"
@@ -221,6 +223,38 @@ static void test_heavy_reduce_body(void **state) {
     release_all(&k);
 }
 
+/* a softmax of f(x), f six transcendentals deep: each of its three stages
+ * recomputes f (the scheduler fuses it), 20 scalar calls in all, past
+ * TC_MATH_INLINE_MAX: they call the out-of-line helpers, one copy each */
+static void test_shared_math(void **state) {
+    (void)state;
+    keep k = {0};
+    tc_tensor *x = K(&k, tc_test_randn(2, (int64_t[]){4, 8}, 13, -2, 2));
+    tc_tensor *l = K(&k, tc_log(K(&k, tc_add(K(&k, tc_abs(K(&k, tc_sin(x)))), S(&k, 0.1)))));
+    tc_tensor *e = K(&k, tc_exp(K(&k, tc_sin(K(&k, tc_cos(x))))));
+    tc_tensor *f = K(&k, tc_add(K(&k, tc_exp2(l)), e)), *y = K(&k, tc_softmax(f, 1));
+    tc_node *node = tc_node_base(tc_tensor_node(y));
+    tc_schedule *s = tc_schedule_create(&node, 1);
+    assert_non_null(s);
+    assert_int_equal(s->n_items, 1);
+    tc_dev *d = tc_device_get(0);
+    tc_kernel_uops *ku = tc_codegen(&s->items[0], &d->target);
+    assert_non_null(ku);
+    char *src = tc_render(d->dialect, ku);
+    assert_non_null(src);
+    int inlined = transcendental_calls(src, ku->name);
+    int shared = count(kernel_body(src, ku->name), "_shared(");
+    fprintf(stderr, "shared math: %d inlined calls, %d of the out-of-line helpers\n", inlined,
+            shared);
+    assert_int_equal(inlined, 0);
+    assert_true(shared > TC_MATH_INLINE_MAX);
+    free(src);
+    tc_kernel_uops_free(ku);
+    tc_schedule_free(s);
+    tc_check_schedule(y, 1, 1e-4, 1e-6, "softmax(f(x)), f six transcendentals deep");
+    release_all(&k);
+}
+
 /* the plans: the gelu epilogue's tile runs its stores in loops (epi_loop,
  * written "/e" as TC_BEAM stores plans), a plain matmul's tile stores its
  * accumulators directly */
@@ -256,6 +290,7 @@ int main(void) {
         cmocka_unit_test(test_mlp_step),
         cmocka_unit_test(test_wide_epilogue),
         cmocka_unit_test(test_heavy_reduce_body),
+        cmocka_unit_test(test_shared_math),
         cmocka_unit_test(test_epi_loop_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
