@@ -20,7 +20,7 @@
  * it is inside the axis (and a's own mask) */
 static tc_status indexed(lower_ctx *c, const tc_ast *a, tc_uop *k, tc_uop **addr, tc_uop **valid) {
     tc_uop *base, *in;
-    if (tc_lw_st_to_uops(c, a->st, &base, &in) != TC_OK) return tc_error_code();
+    if (tc_lw_st_index(c, a->st, &base, &in) != TC_OK) return tc_error_code();
     tc_ub *ub = &c->ub;
     ub->index_mode = true;
     k = tc_ub_cast(ub, k, c->idt, false);
