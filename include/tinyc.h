@@ -42,6 +42,10 @@ extern "C" {
 #endif
 
 #define TC_MAX_DIMS 16 /* most dimensions a tensor may have */
+/* most elements a tensor may have (2^58): any buffer of them has a byte size
+ * and every index into it a value that int64 holds with room to spare; a
+ * larger shape is TC_ERR_SHAPE where it is made */
+#define TC_MAX_NUMEL ((int64_t)1 << 58)
 
 typedef struct tc_tensor tc_tensor; /* opaque, reference-counted tensor handle */
 typedef int tc_status;              /* 0 = ok, nonzero = one of tc_error */
