@@ -389,7 +389,8 @@ typedef tc_status (*tc_jit_fn)(void *user, tc_tensor *const *inputs, int n_input
 TC_API tc_jit *tc_jit_new(tc_jit_fn fn, void *user);
 TC_API tc_status tc_jit_run(tc_jit *j, tc_tensor *const *inputs, int n_inputs,
                             tc_tensor **outputs, int n_outputs);
-TC_API int tc_jit_kernel_count(const tc_jit *j); /* kernels a replay launches (0 before capture) */
+/* kernels a replay launches (0 before capture); -1 with TC_ERR_INVALID for NULL */
+TC_API int tc_jit_kernel_count(const tc_jit *j);
 TC_API void tc_jit_free(tc_jit *j);
 
 /* ---- reading by integer tensors ---------------------------------------------
