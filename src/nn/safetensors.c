@@ -287,6 +287,22 @@ static tc_status skip_value(st_parser *j, int depth) {
     return TC_OK;
 }
 
+/* __metadata__: an object whose values are strings (the format's rule) */
+static tc_status parse_metadata(st_parser *j) {
+    if (!eat(j, '{')) return bad(j, "__metadata__ is not an object");
+    if (eat(j, '}')) return TC_OK;
+    do {
+        tc_status s = parse_string(j, NULL);
+        if (s == TC_OK && !eat(j, ':')) s = bad(j, "expected ':'");
+        ws(j);
+        if (s == TC_OK && (j->p >= j->end || *j->p != '"'))
+            s = bad(j, "a __metadata__ value is not a string");
+        if (s == TC_OK) s = parse_string(j, NULL);
+        if (s != TC_OK) return s;
+    } while (eat(j, ','));
+    return eat(j, '}') ? TC_OK : bad(j, "expected the end of __metadata__");
+}
+
 /* {"dtype": ..., "shape": [...], "data_offsets": [b, e]} into e */
 static tc_status parse_entry(st_parser *j, st_entry *e) {
     if (!eat(j, '{')) return bad(j, "expected an object for a tensor");
@@ -335,7 +351,7 @@ static tc_status parse_header(st_parser *j) {
         if (s == TC_OK && !eat(j, ':')) s = bad(j, "expected ':'");
         if (s == TC_OK && !strcmp(key, "__metadata__")) {
             tc_free(key);
-            s = skip_value(j, 1);
+            s = parse_metadata(j);
         } else if (s == TC_OK) {
             if (j->n_entries == j->cap) {
                 int cap = j->cap ? 2 * j->cap : 16;
@@ -359,6 +375,78 @@ static tc_status parse_header(st_parser *j) {
     if (!eat(j, '}')) return bad(j, "expected '}'");
     ws(j);
     return j->p == j->end ? TC_OK : bad(j, "text after the header object");
+}
+
+/* ---- the file's layout ---------------------------------------------------- */
+
+/* bytes per element of a dtype the format names; 0 for a name it does not */
+static int64_t elem_size(const char *name) {
+    static const struct {
+        const char *name; /* as the format spells it */
+        int64_t size;     /* bytes per element */
+    } sizes[] = {{"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+                 {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+                 {"U32", 4},  {"F32", 4}, {"I64", 8}, {"U64", 8},     {"F64", 8}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        if (!strcmp(name, sizes[i].name)) return sizes[i].size;
+    return 0;
+}
+
+/* e's data_offsets hold exactly its shape's bytes of its dtype */
+static tc_status check_size(const st_parser *j, const st_entry *e) {
+    int64_t size = elem_size(e->dtype_name), numel = 1;
+    if (!size)
+        return tc_error_set(TC_ERR_IO, "%s: %s: tensor %s has dtype %s, which safetensors does "
+                            "not define", j->api, j->path, e->name, e->dtype_name);
+    for (int d = 0; d < e->ndim && numel >= 0; d++)
+        numel = e->shape[d] && numel > TC_MAX_NUMEL / e->shape[d] ? -1 : numel * e->shape[d];
+    char b[256];
+    if (numel < 0 || e->end < e->begin || e->end - e->begin != numel * size)
+        return tc_error_set(TC_ERR_IO, "%s: %s: tensor %s's data_offsets [%lld,%lld] do not hold "
+                            "shape %s of %s", j->api, j->path, e->name, (long long)e->begin,
+                            (long long)e->end, tc_fmt_shape(b, sizeof b, e->ndim, e->shape),
+                            e->dtype_name);
+    return TC_OK;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp((*(st_entry *const *)a)->name, (*(st_entry *const *)b)->name);
+}
+
+static int by_begin(const void *a, const void *b) {
+    int64_t x = (*(st_entry *const *)a)->begin, y = (*(st_entry *const *)b)->begin;
+    return (x > y) - (x < y);
+}
+
+/* the format's rules on the whole file: every name once, each tensor's
+ * offsets holding its bytes, and the tensors tiling the data bytes exactly
+ * (no gap, no overlap, nothing after the last). O(n log n) in the tensors */
+static tc_status check_layout(const st_parser *j, int64_t data_len) {
+    int n = j->n_entries;
+    st_entry **v = tc_malloc(sizeof *v * (size_t)(n + 1));
+    if (!v) return TC_ERR_MEMORY;
+    for (int i = 0; i < n; i++) v[i] = &j->entries[i];
+    qsort(v, (size_t)n, sizeof *v, by_name);
+    tc_status s = TC_OK;
+    for (int i = 1; i < n && s == TC_OK; i++)
+        if (!strcmp(v[i - 1]->name, v[i]->name))
+            s = tc_error_set(TC_ERR_IO, "%s: %s names tensor %s twice", j->api, j->path, v[i]->name);
+    for (int i = 0; i < n && s == TC_OK; i++) s = check_size(j, v[i]);
+    if (s == TC_OK) qsort(v, (size_t)n, sizeof *v, by_begin);
+    int64_t at = 0; /* where the next tensor must start */
+    for (int i = 0; i < n && s == TC_OK; i++, at = v[i - 1]->end)
+        if (v[i]->begin != at || v[i]->end > data_len)
+            s = tc_error_set(TC_ERR_IO, "%s: %s: tensor %s's data_offsets [%lld,%lld] %s",
+                             j->api, j->path, v[i]->name, (long long)v[i]->begin,
+                             (long long)v[i]->end,
+                             v[i]->begin < at ? "overlap the tensor before them"
+                             : v[i]->begin > at ? "leave a gap after the tensor before them"
+                                                : "end past the data bytes");
+    if (s == TC_OK && at != data_len)
+        s = tc_error_set(TC_ERR_IO, "%s: %s has %lld data bytes after its last tensor", j->api,
+                         j->path, (long long)(data_len - at));
+    tc_free(v);
+    return s;
 }
 
 /* ---- loading ------------------------------------------------------------------ */
@@ -394,7 +482,7 @@ static tc_status read_header(FILE *f, st_parser *j, int64_t *data_start, int64_t
     tc_free(text);
     *data_start = 8 + (int64_t)n;
     *data_len = size - *data_start;
-    return s;
+    return s == TC_OK ? check_layout(j, *data_len) : s;
 }
 
 /* the entry named name, checked against t and the data length */
