@@ -433,13 +433,15 @@ int64_t tc_graph_count(tc_node *const *nodes, int n) {
 /* ---- dump ---- */
 
 void tc_node_dump(FILE *f, tc_node *n) {
-    tc_ptrvec seen = {0}, stack = {0};
-    if (tc_ptrvec_push(&stack, n) != TC_OK) return;
-    while (stack.n) {
+    tc_ptrvec stack = {0};
+    tc_ptrmap seen = {0};
+    bool oom = tc_ptrvec_push(&stack, n) != TC_OK;
+    while (stack.n && !oom) {
         tc_node *x = stack.items[--stack.n];
-        bool dup = false;
-        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == x;
-        if (dup || tc_ptrvec_push(&seen, x) != TC_OK) continue;
+        if (!tc_ptrset_add(&seen, x)) {
+            oom = seen.failed;
+            continue;
+        }
         char shape[128];
         fprintf(f, "  n%llu %-10s %-7s %s", (unsigned long long)x->id, tc_ops[x->op].name,
                 tc_dtypes[x->dtype].name, tc_fmt_shape(shape, sizeof shape, x->ndim, x->shape));
@@ -453,8 +455,10 @@ void tc_node_dump(FILE *f, tc_node *n) {
         } else {
             fprintf(f, "\n");
         }
-        for (int i = x->n_srcs - 1; i >= 0; i--) tc_ptrvec_push(&stack, x->srcs[i]);
+        for (int i = x->n_srcs - 1; i >= 0 && !oom; i--)
+            oom = tc_ptrvec_push(&stack, x->srcs[i]) != TC_OK;
     }
-    tc_ptrvec_free(&seen);
+    if (oom) fprintf(f, "  (the rest is not shown: out of memory)\n");
+    tc_ptrmap_free(&seen);
     tc_ptrvec_free(&stack);
 }

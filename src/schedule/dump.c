@@ -8,19 +8,19 @@ static void ast_dump_dag(FILE *f, const tc_ast *root, tc_ptrmap *names) {
     tc_ptrvec stack = {0};
     intptr_t next = 0;
     tc_ptrmap_clear(names);
-    tc_ptrvec_push(&stack, (void *)root);
-    while (stack.n) {
+    bool oom = tc_ptrvec_push(&stack, (void *)root) != TC_OK;
+    while (stack.n && !oom) {
         const tc_ast *a = stack.items[stack.n - 1];
         bool ready = true; /* every source named */
-        for (int i = 0; i < a->n_srcs; i++)
+        for (int i = 0; i < a->n_srcs && !oom; i++)
             if (!tc_ptrmap_get(names, a->srcs[i], NULL)) {
                 ready = false;
-                tc_ptrvec_push(&stack, a->srcs[i]);
+                oom = tc_ptrvec_push(&stack, a->srcs[i]) != TC_OK;
             }
-        if (!ready) continue;
+        if (!ready || oom) continue;
         stack.n--;
         if (tc_ptrmap_get(names, a, NULL)) continue;
-        tc_ptrmap_put(names, a, (void *)++next);
+        if (!tc_ptrmap_put(names, a, (void *)++next)) oom = true;
         fprintf(f, "  a%ld %s %s", (long)next, tc_ops[a->op].name, tc_dtypes[a->dtype].name);
         for (int i = 0; i < a->n_srcs; i++) {
             void *v = NULL;
@@ -39,6 +39,7 @@ static void ast_dump_dag(FILE *f, const tc_ast *root, tc_ptrmap *names) {
             fprintf(f, "\n");
         }
     }
+    if (oom) fprintf(f, "  (the rest is not shown: out of memory)\n");
     tc_ptrvec_free(&stack);
 }
 
@@ -66,21 +67,24 @@ void tc_schedule_dump_dag(FILE *f, const tc_schedule *s) {
     tc_ptrmap_free(&names);
 }
 
-/* counts the distinct AST nodes per op (a DAG: each node once) */
+/* counts the distinct AST nodes per op (a DAG: each node once); out of
+ * memory counts what was reached. O(nodes) */
 static void count_ops(const tc_ast *root, int *counts) {
-    tc_ptrvec stack = {0}, seen = {0};
-    tc_ptrvec_push(&stack, (void *)root);
-    while (stack.n) {
+    tc_ptrvec stack = {0};
+    tc_ptrmap seen = {0};
+    bool oom = tc_ptrvec_push(&stack, (void *)root) != TC_OK;
+    while (stack.n && !oom) {
         const tc_ast *a = stack.items[--stack.n];
-        bool dup = false;
-        for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == a;
-        if (dup) continue;
-        tc_ptrvec_push(&seen, (void *)a);
+        if (!tc_ptrset_add(&seen, a)) {
+            oom = seen.failed;
+            continue;
+        }
         counts[a->op]++;
-        for (int i = 0; i < a->n_srcs; i++) tc_ptrvec_push(&stack, a->srcs[i]);
+        for (int i = 0; i < a->n_srcs && !oom; i++)
+            oom = tc_ptrvec_push(&stack, a->srcs[i]) != TC_OK;
     }
     tc_ptrvec_free(&stack);
-    tc_ptrvec_free(&seen);
+    tc_ptrmap_free(&seen);
 }
 
 static void dot_item_label(FILE *f, const tc_sched_item *it) {

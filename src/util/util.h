@@ -49,7 +49,10 @@ typedef struct {
     int n;
     int cap;
 } tc_ptrvec;
-tc_status tc_ptrvec_push(tc_ptrvec *v, void *p); /* TC_ERR_MEMORY on failure */
+/* a fallible internal call whose result must be looked at: ignoring it is
+ * a warning (an error with TC_WERROR, as the test command builds) */
+#define TC_MUST_USE __attribute__((warn_unused_result))
+TC_MUST_USE tc_status tc_ptrvec_push(tc_ptrvec *v, void *p); /* TC_ERR_MEMORY on failure */
 void tc_ptrvec_free(tc_ptrvec *v);              /* frees the array, not the items */
 
 /* ---- pointer map and set (map.c) ------------------------------------------

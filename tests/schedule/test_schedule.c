@@ -225,15 +225,16 @@ static void test_shared_elementwise_realized(void **state) {
 static int count_loads(const tc_ast *root, int buf) {
     tc_ptrvec stack = {0}, seen = {0};
     int n = 0;
-    tc_ptrvec_push(&stack, (void *)root);
+    assert_int_equal(tc_ptrvec_push(&stack, (void *)root), TC_OK);
     while (stack.n) {
         const tc_ast *a = stack.items[--stack.n];
         bool dup = false;
         for (int i = 0; i < seen.n && !dup; i++) dup = seen.items[i] == a;
         if (dup) continue;
-        tc_ptrvec_push(&seen, (void *)a);
+        assert_int_equal(tc_ptrvec_push(&seen, (void *)a), TC_OK);
         n += a->op == TC_OP_LOAD && a->buf == buf;
-        for (int i = 0; i < a->n_srcs; i++) tc_ptrvec_push(&stack, a->srcs[i]);
+        for (int i = 0; i < a->n_srcs; i++)
+            assert_int_equal(tc_ptrvec_push(&stack, a->srcs[i]), TC_OK);
     }
     tc_ptrvec_free(&stack);
     tc_ptrvec_free(&seen);
