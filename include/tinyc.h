@@ -398,6 +398,25 @@ TC_API tc_tensor *tc_argmax(tc_tensor *a, int axis, bool keepdim);
  * scales the rest by 1/(1-p); otherwise (or p == 0) returns x itself */
 TC_API tc_tensor *tc_dropout(tc_tensor *x, double p, bool training);
 
+/* ---- transformer ops: masks, attention, gelu, losses -----------------------
+ * Composed from the ops above like the composites (they fuse and
+ * differentiate). */
+typedef enum {
+    TC_REDUCTION_MEAN, /* the sum over the rows not ignored, divided by their count */
+    TC_REDUCTION_SUM,  /* the sum over the rows */
+    TC_REDUCTION_NONE, /* one loss per row, 0 where ignored */
+    TC_REDUCTION_COUNT /* number of reductions */
+} tc_reduction;
+/* torch's cross_entropy over logits (N,C) float and labels (N) integer:
+ * loss[n] = -sum_c log_softmax(logits)[n,c] * ((1-ls) [c == labels[n]] + ls/C)
+ * with ls = label_smoothing in [0, 1], and 0 for rows whose label is
+ * ignore_index (torch's default: -100). Realized labels are checked (each in
+ * [0, C) or ignore_index) at the call; a lazy label outside both picks no
+ * class. Mean over no rows left is NaN. */
+TC_API tc_tensor *tc_cross_entropy_ex(tc_tensor *logits, tc_tensor *labels,
+                                      tc_reduction reduction, int64_t ignore_index,
+                                      double label_smoothing);
+
 /* ---- autograd and training ---------------------------------------------
  * Reverse mode over the public ops. A float tensor marked with
  * tc_set_requires_grad is a leaf; every differentiable op on such tensors
