@@ -401,6 +401,12 @@ TC_API tc_tensor *tc_dropout(tc_tensor *x, double p, bool training);
 /* ---- transformer ops: masks, attention, gelu, losses -----------------------
  * Composed from the ops above like the composites (they fuse and
  * differentiate). */
+/* the error function, within 3 float32 ulp of the true value; tc_erf and
+ * tc_gelu cast an integer x to float32 first */
+TC_API tc_tensor *tc_erf(tc_tensor *x);
+/* x/2 (1 + erf(x/sqrt 2)) (torch's gelu), or with approximate its tanh form
+ * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (approximate='tanh') */
+TC_API tc_tensor *tc_gelu(tc_tensor *x, bool approximate);
 typedef enum {
     TC_REDUCTION_MEAN, /* the sum over the rows not ignored, divided by their count */
     TC_REDUCTION_SUM,  /* the sum over the rows */

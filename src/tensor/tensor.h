@@ -7,8 +7,8 @@
  * run.c (realize, transfers, counters), autograd.c (contexts, release,
  * tc_backward), grad_rules.c (one backward rule per differentiable op),
  * assign.c (tc_assign), composite.c (matmul, softmax, layernorm, argmax,
- * linear, dropout), nnops.c (conv2d, pools, batchnorm) and loss.c
- * (cross-entropy). */
+ * linear, dropout), nnops.c (conv2d, pools, batchnorm), loss.c
+ * (cross-entropy) and gelu.c (erf, gelu). */
 #ifndef TC_TENSOR_H
 #define TC_TENSOR_H
 
