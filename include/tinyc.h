@@ -401,6 +401,29 @@ TC_API tc_tensor *tc_dropout(tc_tensor *x, double p, bool training);
 /* ---- transformer ops: masks, attention, gelu, losses -----------------------
  * Composed from the ops above like the composites (they fuse and
  * differentiate). */
+/* x (..., R, C) with the elements above diagonal `diagonal` set to 0
+ * (torch.tril: diagonal 0 is the main one, > 0 above it, < 0 below); tc_triu
+ * zeroes those below it. Any dtype. */
+TC_API tc_tensor *tc_tril(tc_tensor *x, int64_t diagonal);
+TC_API tc_tensor *tc_triu(tc_tensor *x, int64_t diagonal);
+/* x with value (cast to x's dtype) where mask (bool, broadcast to x's
+ * shape) is true */
+TC_API tc_tensor *tc_masked_fill(tc_tensor *x, tc_tensor *mask, double value);
+/* softmax(q @ k^T / sqrt(E) + mask) @ v: q (..., L, E), k (..., S, E), v
+ * (..., S, Ev) -> (..., L, Ev), batch dims broadcast. attn_mask (may be NULL)
+ * broadcasts to (..., L, S): bool keeps the scores where true (-inf
+ * elsewhere), float is added. is_causal masks as tril of ones (L, S) does
+ * (torch's; not together with attn_mask). A row with every score masked is
+ * NaN, as in torch. */
+TC_API tc_tensor *tc_scaled_dot_product_attention(tc_tensor *q, tc_tensor *k, tc_tensor *v,
+                                                  tc_tensor *attn_mask, bool is_causal);
+/* the same with dropout on the attention weights (torch's dropout_p, in
+ * [0, 1]: each weight is dropped with probability dropout_p and the rest
+ * scaled by 1/(1-dropout_p), drawn with tc_rand; 0 is
+ * tc_scaled_dot_product_attention) */
+TC_API tc_tensor *tc_scaled_dot_product_attention_ex(tc_tensor *q, tc_tensor *k, tc_tensor *v,
+                                                     tc_tensor *attn_mask, bool is_causal,
+                                                     double dropout_p);
 /* the error function, within 3 float32 ulp of the true value; tc_erf and
  * tc_gelu cast an integer x to float32 first */
 TC_API tc_tensor *tc_erf(tc_tensor *x);

@@ -8,7 +8,8 @@
  * tc_backward), grad_rules.c (one backward rule per differentiable op),
  * assign.c (tc_assign), composite.c (matmul, softmax, layernorm, argmax,
  * linear, dropout), nnops.c (conv2d, pools, batchnorm), loss.c
- * (cross-entropy) and gelu.c (erf, gelu). */
+ * (cross-entropy), gelu.c (erf, gelu) and attention.c (tril, triu,
+ * masked_fill, scaled dot product attention). */
 #ifndef TC_TENSOR_H
 #define TC_TENSOR_H
 
