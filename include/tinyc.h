@@ -471,6 +471,13 @@ TC_API tc_tensor *tc_detach(tc_tensor *t);  /* same values, no history, no requi
  * returns the previous setting */
 TC_API bool tc_set_grad_enabled(bool on);
 TC_API bool tc_is_grad_enabled(void);
+/* torch.nn.utils.clip_grad_norm_: total = the norm_type-norm (2, inf, any
+ * q > 0) of the gradients of params[0..n-1] taken together; each gradient
+ * becomes grad * min(max_norm / (total + 1e-6), 1). Returns total (0-d,
+ * float32, lazy like the gradients: realize it with the step; 0 when no
+ * parameter has a gradient). Parameters without a gradient are skipped. */
+TC_API tc_tensor *tc_clip_grad_norm(tc_tensor **params, int n, double max_norm,
+                                    double norm_type);
 /* In-place update, scheduled lazily: dst takes value's elements (broadcast to
  * dst's shape, cast to its dtype) when dst is next realized, written into
  * dst's own buffer (readers of the old value are scheduled first). dst must

@@ -8,8 +8,8 @@
  * tc_backward), grad_rules.c (one backward rule per differentiable op),
  * assign.c (tc_assign), composite.c (matmul, softmax, layernorm, argmax,
  * linear, dropout), nnops.c (conv2d, pools, batchnorm), loss.c
- * (cross-entropy), gelu.c (erf, gelu) and attention.c (tril, triu,
- * masked_fill, scaled dot product attention). */
+ * (cross-entropy), gelu.c (erf, gelu), attention.c (tril, triu,
+ * masked_fill, scaled dot product attention) and clip.c (clip_grad_norm). */
 #ifndef TC_TENSOR_H
 #define TC_TENSOR_H
 
