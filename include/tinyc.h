@@ -264,16 +264,20 @@ TC_API void tc_optimizer_free(tc_optimizer *o);                   /* NULL is fin
  * PyTorch's default initialisation: Linear and Conv2d weights and biases from
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform_ with a = sqrt(5)),
  * drawn with tc_rand (so tc_manual_seed makes them reproducible);
- * BatchNorm2d weight 1, bias 0, running_mean 0, running_var 1. A layer owns
+ * BatchNorm2d weight 1, bias 0, running_mean 0, running_var 1; LayerNorm
+ * weight 1, bias 0; Embedding weight from N(0, 1) (tc_randn). A layer owns
  * its tensors, all realized float32 with requires_grad set on the trainable
- * ones: "weight" (Linear (out,in), Conv2d (out,in,k,k), BN (C)), "bias",
- * and BN's buffers "running_mean", "running_var" (C). */
+ * ones: "weight" (Linear (out,in), Conv2d (out,in,k,k), BN and LayerNorm
+ * (C), Embedding (num_embeddings, embedding_dim)), "bias", and BN's
+ * buffers "running_mean", "running_var" (C). */
 typedef struct tc_layer tc_layer;
 typedef enum {
     TC_LAYER_LINEAR,      /* y = x @ weight^T + bias, x (..., in_features) */
     TC_LAYER_CONV2D,      /* x (N, in_channels, H, W), zero padding on both sides */
     TC_LAYER_BATCHNORM2D, /* x (N, C, H, W) or (N, C) */
-    TC_LAYER_COUNT
+    TC_LAYER_LAYERNORM,   /* x (..., features), normalized over the last dim */
+    TC_LAYER_EMBEDDING,   /* integer ids (...) -> weight rows (..., embedding_dim) */
+    TC_LAYER_COUNT        /* number of layer kinds */
 } tc_layer_kind;
 TC_API tc_layer *tc_nn_linear(int64_t in_features, int64_t out_features, bool bias,
                               const char *device);
@@ -282,6 +286,16 @@ TC_API tc_layer *tc_nn_conv2d(int64_t in_channels, int64_t out_channels, int ker
 /* torch's defaults: eps 1e-5, momentum 0.1 */
 TC_API tc_layer *tc_nn_batchnorm2d(int64_t channels, double eps, double momentum,
                                    const char *device);
+/* torch.nn.LayerNorm(features, eps, elementwise_affine, bias): tc_layernorm
+ * over the last dim, times weight and plus bias where they exist (torch's
+ * defaults: eps 1e-5, both true) */
+TC_API tc_layer *tc_nn_layernorm(int64_t features, double eps, bool elementwise_affine,
+                                 bool bias, const char *device);
+/* torch.nn.Embedding(num_embeddings, embedding_dim): forward(ids) is
+ * tc_index(weight, 0, ids), ids of any integer dtype and shape; its gradient
+ * is a scatter-add into weight's rows */
+TC_API tc_layer *tc_nn_embedding(int64_t num_embeddings, int64_t embedding_dim,
+                                 const char *device);
 /* the layer applied to x (a lazy tensor); shapes are checked here */
 TC_API tc_tensor *tc_layer_forward(tc_layer *l, tc_tensor *x);
 /* BatchNorm2d: training (the default) normalizes with the batch statistics and
