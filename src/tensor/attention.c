@@ -153,10 +153,9 @@ static tc_status check_shapes(const char *api, const tc_node *qn, const tc_node 
     return TC_OK;
 }
 
-static tc_status check_sdpa(tc_tensor *q, tc_tensor *k, tc_tensor *v, tc_tensor *mask,
-                            bool is_causal) {
+static tc_status check_sdpa(const char *api, tc_tensor *q, tc_tensor *k, tc_tensor *v,
+                            tc_tensor *mask, bool is_causal) {
     static const char *const names[4] = {"q", "k", "v", "attn_mask"};
-    const char *api = "tc_scaled_dot_product_attention";
     tc_tensor *ts[4] = {q, k, v, mask};
     for (int i = 0; i < 3; i++)
         if (tc_tensor_check(ts[i], api, names[i]) != TC_OK) return TC_ERR_INVALID;
@@ -202,7 +201,7 @@ TC_API tc_tensor *tc_scaled_dot_product_attention(tc_tensor *q, tc_tensor *k, tc
                                                   tc_tensor *attn_mask, bool is_causal) {
     tc_lock();
     tc_tensor *out = NULL;
-    if (check_sdpa(q, k, v, attn_mask, is_causal) == TC_OK)
+    if (check_sdpa("tc_scaled_dot_product_attention", q, k, v, attn_mask, is_causal) == TC_OK)
         out = sdpa(q, k, v, attn_mask, is_causal, 0);
     tc_unlock();
     return out;
@@ -211,13 +210,12 @@ TC_API tc_tensor *tc_scaled_dot_product_attention(tc_tensor *q, tc_tensor *k, tc
 TC_API tc_tensor *tc_scaled_dot_product_attention_ex(tc_tensor *q, tc_tensor *k, tc_tensor *v,
                                                      tc_tensor *attn_mask, bool is_causal,
                                                      double dropout_p) {
+    const char *api = "tc_scaled_dot_product_attention_ex";
     tc_lock();
     tc_tensor *out = NULL;
     if (!(dropout_p >= 0 && dropout_p <= 1))
-        tc_error_set(TC_ERR_INVALID,
-                     "tc_scaled_dot_product_attention_ex: dropout_p %g must be in [0, 1]",
-                     dropout_p);
-    else if (check_sdpa(q, k, v, attn_mask, is_causal) == TC_OK)
+        tc_error_set(TC_ERR_INVALID, "%s: dropout_p %g must be in [0, 1]", api, dropout_p);
+    else if (check_sdpa(api, q, k, v, attn_mask, is_causal) == TC_OK)
         out = sdpa(q, k, v, attn_mask, is_causal, dropout_p);
     tc_unlock();
     return out;

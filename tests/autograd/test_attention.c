@@ -327,6 +327,9 @@ static void test_errors(void **state) {
     assert_null(tc_scaled_dot_product_attention(q, k, v, mt, false));
     assert_tc_error(TC_ERR_SHAPE, "tc_scaled_dot_product_attention: attn_mask (6,5) does not "
                                   "broadcast to the scores (2,5,6)");
+    assert_null(tc_scaled_dot_product_attention_ex(q, k, v, m, true, 0.1));
+    assert_tc_error(TC_ERR_INVALID, "tc_scaled_dot_product_attention_ex: give attn_mask or "
+                                    "is_causal, not both");
     assert_null(tc_scaled_dot_product_attention_ex(q, k, v, NULL, false, 1.5));
     assert_tc_error(TC_ERR_INVALID, "tc_scaled_dot_product_attention_ex: dropout_p 1.5 must be in");
     tc_release(x1), tc_release(x), tc_release(mf), tc_release(zero), tc_release(mb);
