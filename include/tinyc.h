@@ -319,16 +319,20 @@ TC_API void tc_optimizer_free(tc_optimizer *o);                   /* NULL is fin
  * PyTorch's default initialisation: Linear and Conv2d weights and biases from
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform_ with a = sqrt(5)),
  * drawn with tc_rand (so tc_manual_seed makes them reproducible);
- * BatchNorm2d weight 1, bias 0, running_mean 0, running_var 1. A layer owns
+ * BatchNorm2d weight 1, bias 0, running_mean 0, running_var 1; LayerNorm
+ * weight 1, bias 0; Embedding weight from N(0, 1) (tc_randn). A layer owns
  * its tensors, all realized float32 with requires_grad set on the trainable
- * ones: "weight" (Linear (out,in), Conv2d (out,in,k,k), BN (C)), "bias",
- * and BN's buffers "running_mean", "running_var" (C). */
+ * ones: "weight" (Linear (out,in), Conv2d (out,in,k,k), BN and LayerNorm
+ * (C), Embedding (num_embeddings, embedding_dim)), "bias", and BN's
+ * buffers "running_mean", "running_var" (C). */
 typedef struct tc_layer tc_layer;
 typedef enum {
     TC_LAYER_LINEAR,      /* y = x @ weight^T + bias, x (..., in_features) */
     TC_LAYER_CONV2D,      /* x (N, in_channels, H, W), zero padding on both sides */
     TC_LAYER_BATCHNORM2D, /* x (N, C, H, W) or (N, C) */
-    TC_LAYER_COUNT
+    TC_LAYER_LAYERNORM,   /* x (..., features), normalized over the last dim */
+    TC_LAYER_EMBEDDING,   /* integer ids (...) -> weight rows (..., embedding_dim) */
+    TC_LAYER_COUNT        /* number of layer kinds */
 } tc_layer_kind;
 TC_API tc_layer *tc_nn_linear(int64_t in_features, int64_t out_features, bool bias,
                               const char *device);
@@ -337,6 +341,16 @@ TC_API tc_layer *tc_nn_conv2d(int64_t in_channels, int64_t out_channels, int ker
 /* torch's defaults: eps 1e-5, momentum 0.1 */
 TC_API tc_layer *tc_nn_batchnorm2d(int64_t channels, double eps, double momentum,
                                    const char *device);
+/* torch.nn.LayerNorm(features, eps, elementwise_affine, bias): tc_layernorm
+ * over the last dim, times weight and plus bias where they exist (torch's
+ * defaults: eps 1e-5, both true) */
+TC_API tc_layer *tc_nn_layernorm(int64_t features, double eps, bool elementwise_affine,
+                                 bool bias, const char *device);
+/* torch.nn.Embedding(num_embeddings, embedding_dim): forward(ids) is
+ * tc_index(weight, 0, ids), ids of any integer dtype and shape; its gradient
+ * is a scatter-add into weight's rows */
+TC_API tc_layer *tc_nn_embedding(int64_t num_embeddings, int64_t embedding_dim,
+                                 const char *device);
 /* the layer applied to x (a lazy tensor); shapes are checked here */
 TC_API tc_tensor *tc_layer_forward(tc_layer *l, tc_tensor *x);
 /* BatchNorm2d: training (the default) normalizes with the batch statistics and
@@ -461,6 +475,54 @@ TC_API tc_tensor *tc_argmax(tc_tensor *a, int axis, bool keepdim);
  * scales the rest by 1/(1-p); otherwise (or p == 0) returns x itself */
 TC_API tc_tensor *tc_dropout(tc_tensor *x, double p, bool training);
 
+/* ---- transformer ops: masks, attention, gelu, losses -----------------------
+ * Composed from the ops above like the composites (they fuse and
+ * differentiate). */
+/* x (..., R, C) with the elements above diagonal `diagonal` set to 0
+ * (torch.tril: diagonal 0 is the main one, > 0 above it, < 0 below); tc_triu
+ * zeroes those below it. Any dtype. */
+TC_API tc_tensor *tc_tril(tc_tensor *x, int64_t diagonal);
+TC_API tc_tensor *tc_triu(tc_tensor *x, int64_t diagonal);
+/* x with value (cast to x's dtype) where mask (bool, broadcast to x's
+ * shape) is true */
+TC_API tc_tensor *tc_masked_fill(tc_tensor *x, tc_tensor *mask, double value);
+/* softmax(q @ k^T / sqrt(E) + mask) @ v: q (..., L, E), k (..., S, E), v
+ * (..., S, Ev) -> (..., L, Ev), batch dims broadcast. attn_mask (may be NULL)
+ * broadcasts to (..., L, S): bool keeps the scores where true (-inf
+ * elsewhere), float is added. is_causal masks as tril of ones (L, S) does
+ * (torch's; not together with attn_mask). A row with every score masked is
+ * NaN, as in torch. */
+TC_API tc_tensor *tc_scaled_dot_product_attention(tc_tensor *q, tc_tensor *k, tc_tensor *v,
+                                                  tc_tensor *attn_mask, bool is_causal);
+/* the same with dropout on the attention weights (torch's dropout_p, in
+ * [0, 1]: each weight is dropped with probability dropout_p and the rest
+ * scaled by 1/(1-dropout_p), drawn with tc_rand; 0 is
+ * tc_scaled_dot_product_attention) */
+TC_API tc_tensor *tc_scaled_dot_product_attention_ex(tc_tensor *q, tc_tensor *k, tc_tensor *v,
+                                                     tc_tensor *attn_mask, bool is_causal,
+                                                     double dropout_p);
+/* the error function, within 3 float32 ulp of the true value; tc_erf and
+ * tc_gelu cast an integer x to float32 first */
+TC_API tc_tensor *tc_erf(tc_tensor *x);
+/* x/2 (1 + erf(x/sqrt 2)) (torch's gelu), or with approximate its tanh form
+ * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (approximate='tanh') */
+TC_API tc_tensor *tc_gelu(tc_tensor *x, bool approximate);
+typedef enum {
+    TC_REDUCTION_MEAN, /* the sum over the rows not ignored, divided by their count */
+    TC_REDUCTION_SUM,  /* the sum over the rows */
+    TC_REDUCTION_NONE, /* one loss per row, 0 where ignored */
+    TC_REDUCTION_COUNT /* number of reductions */
+} tc_reduction;
+/* torch's cross_entropy over logits (N,C) float and labels (N) integer:
+ * loss[n] = -sum_c log_softmax(logits)[n,c] * ((1-ls) [c == labels[n]] + ls/C)
+ * with ls = label_smoothing in [0, 1], and 0 for rows whose label is
+ * ignore_index (torch's default: -100). Realized labels are checked (each in
+ * [0, C) or ignore_index) at the call; a lazy label outside both picks no
+ * class. Mean over no rows left is NaN. */
+TC_API tc_tensor *tc_cross_entropy_ex(tc_tensor *logits, tc_tensor *labels,
+                                      tc_reduction reduction, int64_t ignore_index,
+                                      double label_smoothing);
+
 /* ---- autograd and training ---------------------------------------------
  * Reverse mode over the public ops. A float tensor marked with
  * tc_set_requires_grad is a leaf; every differentiable op on such tensors
@@ -486,6 +548,13 @@ TC_API tc_tensor *tc_detach(tc_tensor *t);  /* same values, no history, no requi
  * returns the previous setting */
 TC_API bool tc_set_grad_enabled(bool on);
 TC_API bool tc_is_grad_enabled(void);
+/* torch.nn.utils.clip_grad_norm_: total = the norm_type-norm (2, inf, any
+ * q > 0) of the gradients of params[0..n-1] taken together; each gradient
+ * becomes grad * min(max_norm / (total + 1e-6), 1). Returns total (0-d,
+ * float32, lazy like the gradients: realize it with the step; 0 when no
+ * parameter has a gradient). Parameters without a gradient are skipped. */
+TC_API tc_tensor *tc_clip_grad_norm(tc_tensor **params, int n, double max_norm,
+                                    double norm_type);
 /* In-place update, scheduled lazily: dst takes value's elements (broadcast to
  * dst's shape, cast to its dtype) when dst is next realized, written into
  * dst's own buffer (readers of the old value are scheduled first). dst must

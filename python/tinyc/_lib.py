@@ -171,6 +171,15 @@ SIGNATURES = {
     "tc_idx_load": (T, [s, s]), "tc_mnist_load": (i32, [s, s, vp]),
     "tc_mnist_release": (None, [vp]),
 }
+# transformer ops, losses and gradient clipping (optional until the library has them)
+SIGNATURES.update({
+    "tc_erf": (T, [T]), "tc_gelu": (T, [T, b]),
+    "tc_tril": (T, [T, i64]), "tc_triu": (T, [T, i64]), "tc_masked_fill": (T, [T, T, f64]),
+    "tc_scaled_dot_product_attention": (T, [T, T, T, T, b]),
+    "tc_scaled_dot_product_attention_ex": (T, [T, T, T, T, b, f64]),
+    "tc_cross_entropy_ex": (T, [T, T, i32, i64, f64]),
+    "tc_clip_grad_norm": (T, [TP, i32, f64, f64]),
+})
 for _n in _UNARY:
     SIGNATURES["tc_" + _n] = (T, [T])
 for _n in _BINARY:

@@ -1,5 +1,6 @@
 """nnops.py - the neural-network methods of Tensor (a mixin): matmul, linear,
-softmax, layernorm, batchnorm, conv2d, pooling, losses, dropout. Each calls
+softmax, layernorm, batchnorm, conv2d, pooling, binary losses, dropout (the
+cross-entropies are in transformer.py). Each calls
 its libtinyc composite (tc_matmul, tc_conv2d, ...), which is differentiable
 and fuses like any other op; options the C call lacks are composed here from
 other ops, and a missing C function raises NotImplementedError naming it."""
@@ -160,31 +161,6 @@ class NNOps:
                 v = ones[y0:y0 + sy * (oh - 1) + 1:sy, x0:x0 + sx * (ow - 1) + 1:sx]
                 count = v if count is None else count + v
         return total / count
-
-    def sparse_categorical_crossentropy(self, Y, ignore_index=-1, label_smoothing=0.0):
-        """mean cross-entropy of logits self (N, C) against int class ids Y (N,)."""
-        if not isinstance(Y, Tensor):
-            Y = Tensor(np.asarray(Y), device=self.device)
-        if label_smoothing == 0.0:
-            fn = _lib.need("tc_cross_entropy", "Tensor.sparse_categorical_crossentropy")
-            if Y.dtype.is_float or Y.dtype == dtypes.bool:
-                Y = Y.cast(dtypes.int32)
-            return self._wrap(fn(self._h, Y._h))
-        # label smoothing: composed from log_softmax, like tinygrad
-        log_probs = self.log_softmax(-1)
-        C = self.shape[-1]
-        y = Y.reshape(Y.shape + (1,))
-        counter = Tensor.arange(C, device=self.device)
-        one_hot = (counter == y).cast(log_probs.dtype)
-        valid = (y != ignore_index).cast(log_probs.dtype)
-        loss_mask = valid.reshape(Y.shape)
-        nll = -(log_probs * one_hot * valid).sum(-1)
-        smooth = -(log_probs * valid).mean(-1)
-        per = (1 - label_smoothing) * nll + label_smoothing * smooth
-        return per.sum() / loss_mask.sum()
-
-    def cross_entropy(self, Y, reduction="mean"):
-        return self.sparse_categorical_crossentropy(Y)
 
     def binary_crossentropy(self, y):
         return (-y * self.log() - (1 - y) * (1 - self).log()).mean()

@@ -8,7 +8,8 @@ Ownership: a Tensor owns exactly one tc_tensor reference (`_h`) and drops it
 in __del__ (once; the handle is cleared first, so a released handle is never
 touched again). Methods that libtinyc has no C function for are composed here
 from C calls (clip, argmax, prod, ...). Movement and indexing live in
-movement.py, the neural-network composites in nnops.py (mixins of Tensor).
+movement.py, the neural-network composites in nnops.py, the transformer's ops
+and the cross-entropies in transformer.py (mixins of Tensor).
 Methods whose C function this build of the library lacks raise
 NotImplementedError naming the missing symbol (see _lib.need).
 
@@ -28,9 +29,10 @@ from ._lib import check, check_status, lib
 from ._util import (AxisError, DataError, _dev, _is_scalar, _py_scalar, _scalar_dtype,
                     _shape_args)
 from .dtype import dtypes, from_numpy_dtype, least_upper, to_dtype
-from . import movement, nnops
+from . import movement, nnops, transformer
 from .movement import Movement
 from .nnops import NNOps
+from .transformer import TransformerOps
 
 __all__ = ["Tensor", "AxisError"]
 
@@ -84,7 +86,7 @@ class ScheduleItem:
         return "<ScheduleItem kernel %d>" % self.index
 
 
-class Tensor(Movement, NNOps):
+class Tensor(Movement, NNOps, TransformerOps):
     """A lazy tensor: tinygrad's Tensor over libtinyc."""
     __slots__ = ("_h", "_shape", "_dtype", "_requires_grad", "__weakref__")
     __array_ufunc__ = None  # numpy defers to our reflected operators (np.float32(2) * t)
@@ -611,8 +613,6 @@ class Tensor(Movement, NNOps):
     def leakyrelu(self, neg_slope=0.01): return self.relu() - (-neg_slope * self).relu()
     def silu(self): return self * self.sigmoid()
     def swish(self): return self.silu()
-    def gelu(self):
-        return 0.5 * self * (1 + (0.7978845608 * (self + 0.044715 * self * self * self)).tanh())
     def softplus(self, beta=1): return (1 / beta) * (1 + (self * beta).exp()).log()
     def elu(self, alpha=1.0): return self.relu() - alpha * (1 - self.exp()).relu()
     def relu6(self): return self.relu() - (self - 6).relu()
@@ -875,7 +875,7 @@ class Tensor(Movement, NNOps):
     def logsumexp(self, axis=None, keepdim=False):
         return self._reduce("tc_logsumexp", axis, keepdim)
 
-movement.Tensor = nnops.Tensor = Tensor
+movement.Tensor = nnops.Tensor = transformer.Tensor = Tensor
 
 
 def _fits(v, dt):

@@ -1,13 +1,16 @@
 /* layers.c - nn layers with PyTorch's default initialisation: Linear,
- * Conv2d and BatchNorm2d; their tensors by name, parameter and buffer lists,
+ * Conv2d, BatchNorm2d, LayerNorm and Embedding; their tensors by name, parameter and buffer lists,
  * training mode, and saving/loading lists of layers as safetensors.
  *
  * Linear and Conv2d draw weight and bias from U(-1/sqrt(fan_in),
  * 1/sqrt(fan_in)) (torch's kaiming_uniform_ with a = sqrt(5) and its bias
  * rule) with tc_rand, so tc_manual_seed makes them reproducible. BatchNorm2d
  * starts with weight 1, bias 0, running mean 0, running variance 1 and
- * momentum 0.1. Every tensor is realized at creation, and the layer owns
- * it; forward builds a lazy graph with tc_linear, tc_conv2d or tc_batchnorm. */
+ * momentum 0.1. LayerNorm starts with weight 1 and bias 0, Embedding's
+ * weight is drawn from N(0, 1) with tc_randn. Every tensor is realized at
+ * creation, and the layer owns it; forward builds a lazy graph with
+ * tc_linear, tc_conv2d, tc_batchnorm, tc_layernorm (times weight, plus
+ * bias) or tc_index (a gather of weight's rows). */
 #include "nn.h"
 
 #include <math.h>
@@ -23,7 +26,7 @@ struct tc_layer {
     tc_tensor *tensors[MAX_TENSORS]; /* owned, realized */
     int64_t in, out;                 /* features or channels in and out (BN: in = out) */
     int kernel, stride, padding;     /* Conv2d geometry */
-    double eps, momentum;            /* BatchNorm2d */
+    double eps, momentum;            /* BatchNorm2d; LayerNorm's eps */
     bool is_training;                /* BatchNorm2d: batch statistics (default) or running */
 };
 
@@ -31,6 +34,8 @@ static const char *const kind_names[TC_LAYER_COUNT] = {
     [TC_LAYER_LINEAR] = "Linear",
     [TC_LAYER_CONV2D] = "Conv2d",
     [TC_LAYER_BATCHNORM2D] = "BatchNorm2d",
+    [TC_LAYER_LAYERNORM] = "LayerNorm",
+    [TC_LAYER_EMBEDDING] = "Embedding",
 };
 
 /* ---- creation ------------------------------------------------------------------ */
@@ -48,6 +53,19 @@ static tc_tensor *uniform(int ndim, const int64_t *shape, double bound, const ch
         for (int64_t i = 0; i < n; i++) h[i] = (float)(((double)h[i] * 2 - 1) * bound);
         t = tc_from_data(h, TC_FLOAT32, ndim, shape, device);
     }
+    tc_free(h);
+    return t;
+}
+
+/* a realized float32 tensor of shape drawn from N(0, 1) */
+static tc_tensor *normal(int ndim, const int64_t *shape, const char *device) {
+    tc_tensor *r = tc_randn(ndim, shape, TC_FLOAT32, NULL);
+    if (!r) return NULL;
+    int64_t n = tc_numel(r);
+    float *h = tc_malloc(sizeof *h * (size_t)(n ? n : 1));
+    tc_status s = h ? tc_to_host(r, h, sizeof *h * (size_t)n) : TC_ERR_MEMORY;
+    tc_release(r);
+    tc_tensor *t = s == TC_OK ? tc_from_data(h, TC_FLOAT32, ndim, shape, device) : NULL;
     tc_free(h);
     return t;
 }
@@ -156,6 +174,38 @@ TC_API tc_layer *tc_nn_batchnorm2d(int64_t channels, double eps, double momentum
     return l;
 }
 
+TC_API tc_layer *tc_nn_layernorm(int64_t features, double eps, bool elementwise_affine,
+                                 bool bias, const char *device) {
+    const char *api = "tc_nn_layernorm";
+    if (features <= 0 || !(eps > 0)) {
+        tc_error_set(TC_ERR_INVALID, "%s: features %lld, eps %g (want features > 0, eps > 0)",
+                     api, (long long)features, eps);
+        return NULL;
+    }
+    tc_layer *l = new_layer(TC_LAYER_LAYERNORM, features, features);
+    if (!l) return NULL;
+    l->eps = eps;
+    if (elementwise_affine && (!add(l, "weight", filled(features, 1, device), true) ||
+                               (bias && !add(l, "bias", filled(features, 0, device), true))))
+        return fail(l, api);
+    return l;
+}
+
+TC_API tc_layer *tc_nn_embedding(int64_t num_embeddings, int64_t embedding_dim,
+                                 const char *device) {
+    const char *api = "tc_nn_embedding";
+    if (num_embeddings <= 0 || embedding_dim <= 0) {
+        tc_error_set(TC_ERR_INVALID, "%s: num_embeddings %lld, embedding_dim %lld must be > 0",
+                     api, (long long)num_embeddings, (long long)embedding_dim);
+        return NULL;
+    }
+    tc_layer *l = new_layer(TC_LAYER_EMBEDDING, num_embeddings, embedding_dim);
+    if (!l) return NULL;
+    int64_t wshape[2] = {num_embeddings, embedding_dim};
+    if (!add(l, "weight", normal(2, wshape, device), true)) return fail(l, api);
+    return l;
+}
+
 TC_API void tc_layer_free(tc_layer *l) {
     if (!l) return;
     for (int i = 0; i < l->n_tensors; i++) tc_release(l->tensors[i]);
@@ -189,6 +239,13 @@ static tc_status check_input(const tc_layer *l, tc_tensor *x) {
     case TC_LAYER_BATCHNORM2D:
         if ((nd != 2 && nd != 4) || sh[1] != l->in) want = "(N, channels, H, W) or (N, channels)";
         break;
+    case TC_LAYER_LAYERNORM:
+        if (nd < 1 || sh[nd - 1] != l->in) want = "(..., features)";
+        break;
+    case TC_LAYER_EMBEDDING:
+        if (tc_dtypes[tc_get_dtype(x)].is_float || tc_get_dtype(x) == TC_BOOL)
+            want = "(...) of integer ids";
+        break;
     case TC_LAYER_COUNT: break;
     }
     if (want)
@@ -196,6 +253,22 @@ static tc_status check_input(const tc_layer *l, tc_tensor *x) {
                             kind_names[l->kind], (long long)l->in, (long long)l->out, want,
                             tc_fmt_shape(buf, sizeof buf, nd, sh));
     return TC_OK;
+}
+
+/* tc_layernorm over the last dim, times weight, plus bias (where present) */
+static tc_tensor *layernorm_forward(const tc_layer *l, tc_tensor *x) {
+    tc_tensor *y = tc_layernorm(x, -1, l->eps), *w = get(l, "weight"), *b = get(l, "bias");
+    if (y && w) {
+        tc_tensor *yw = tc_mul(y, w);
+        tc_release(y);
+        y = yw;
+    }
+    if (y && b) {
+        tc_tensor *yb = tc_add(y, b);
+        tc_release(y);
+        y = yb;
+    }
+    return y;
 }
 
 TC_API tc_tensor *tc_layer_forward(tc_layer *l, tc_tensor *x) {
@@ -214,6 +287,8 @@ TC_API tc_tensor *tc_layer_forward(tc_layer *l, tc_tensor *x) {
         y = tc_batchnorm(x, get(l, "weight"), get(l, "bias"), get(l, "running_mean"),
                          get(l, "running_var"), l->is_training, l->momentum, l->eps);
         break;
+    case TC_LAYER_LAYERNORM: y = layernorm_forward(l, x); break;
+    case TC_LAYER_EMBEDDING: y = tc_index(get(l, "weight"), 0, x); break;
     case TC_LAYER_COUNT: break;
     }
     if (!y) blame("tc_layer_forward");

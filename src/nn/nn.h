@@ -1,6 +1,6 @@
 /* nn.h - the interface of src/nn: datasets (IDX files, MNIST), optimizers
- * (SGD, Adam, AdamW), layers (Linear, Conv2d, BatchNorm2d) and saving and
- * loading tensors in the safetensors format.
+ * (SGD, Adam, AdamW), layers (Linear, Conv2d, BatchNorm2d, LayerNorm,
+ * Embedding) and saving and loading tensors in the safetensors format.
  *
  * Files: idx.c (IDX reader, MNIST directory loader), optim.c (optimizers),
  * layers.c (layers and their default initialisation), safetensors.c (the

@@ -165,7 +165,8 @@ static bool is_cheap_scalar(tc_sched_ctx *c, tc_node *b) {
  * input where it would have loaded b, so the broadcast costs no more memory
  * traffic, and the schedule saves a kernel (the uint8 -> float cast of
  * beautiful_mnist's images, read 25 times by the first conv's windows; an
- * index wrapped where negative, read by a gather along every column). */
+ * index wrapped where negative, read by a gather along every column; a
+ * label compared with ignore_index, read by the cross-entropy per class). */
 enum { CHEAP_CONVERT_OPS = 4 };
 static bool is_cheap_convert(tc_sched_ctx *c, tc_node *b) {
     unsigned w = tc_sched_new_walk(c);
@@ -186,7 +187,7 @@ static bool is_cheap_convert(tc_sched_ctx *c, tc_node *b) {
         if (!first_visit(x, w)) continue;
         tc_op op = x->op;
         cheap = (op == TC_OP_CAST || op == TC_OP_ADD || op == TC_OP_MUL || op == TC_OP_NEG ||
-                 op == TC_OP_MAX || op == TC_OP_CMPLT || op == TC_OP_WHERE) &&
+                 op == TC_OP_MAX || op == TC_OP_CMPLT || op == TC_OP_CMPNE || op == TC_OP_WHERE) &&
                 ++n_ops <= CHEAP_CONVERT_OPS;
         for (int i = 0; i < x->n_srcs; i++) tc_sched_push(c, &stack, x->srcs[i]);
     }

@@ -1,5 +1,5 @@
-/* nnops.c - the network composites: conv2d, max/avg pooling, batchnorm and
- * cross-entropy, built from the public ops like composite.c.
+/* nnops.c - the network composites: conv2d, max/avg pooling and batchnorm,
+ * built from the public ops like composite.c (cross-entropy is in loss.c).
  *
  * Pooling windows come from tinygrad's _pool, with views only: for x
  * (..., H, W), kernel k, stride s, dilation d it makes (..., oh, ow, kh, kw).
@@ -11,8 +11,7 @@
  * conv2d: pad x, pool it to (N, G*cin, oh, ow, kh, kw), reshape to
  *   (N, G, cin, 1, oh, ow, kh, kw), expand over rcout = cout/G, move cin
  *   next to the kernel dims, multiply by w seen as (1, G, rcout, 1, 1, cin,
- *   kh, kw) and sum the last three axes: (N, cout, oh, ow).
- * cross_entropy: -sum(log_softmax(logits) * (arange(C) == labels)) / N. */
+ *   kh, kw) and sum the last three axes: (N, cout, oh, ow). */
 #include "tensor.h"
 
 #include <math.h>
@@ -416,65 +415,6 @@ TC_API tc_tensor *tc_batchnorm(tc_tensor *x, tc_tensor *weight, tc_tensor *bias,
     if (check_batchnorm(ts, training, momentum, eps) == TC_OK) {
         tc_scope s = {0};
         out = tc_scope_end(&s, batchnorm(&s, ts, training, momentum, eps));
-    }
-    tc_unlock();
-    return out;
-}
-
-/* ---- cross-entropy ---- */
-
-/* labels realized and read whole: every value in [0, c) */
-static tc_status check_labels(tc_tensor *labels, int64_t c) {
-    tc_node *n = labels->node;
-    if (!tc_tensor_is_contiguous_buffer(n)) return TC_OK; /* lazy: documented, not checked */
-    int64_t count = tc_node_numel(n);
-    size_t nbytes = (size_t)count * tc_dtypes[n->dtype].size;
-    void *host = tc_malloc(nbytes ? nbytes : 1);
-    if (!host) return TC_ERR_MEMORY;
-    tc_status s = tc_engine_to_host(n, host, nbytes, "tc_cross_entropy");
-    for (int64_t i = 0; i < count && s == TC_OK; i++) {
-        int64_t v = tc_scalar_load_int(host, n->dtype, i);
-        if (v < 0 || v >= c)
-            s = tc_error_set(TC_ERR_INVALID, "tc_cross_entropy: labels[%lld] = %lld is out of "
-                             "range for %lld classes", (long long)i, (long long)v, (long long)c);
-    }
-    tc_free(host);
-    return s;
-}
-
-static tc_status check_cross_entropy(tc_tensor *logits, tc_tensor *labels) {
-    static const char *const names[2] = {"logits", "labels"};
-    tc_tensor *ts[2] = {logits, labels};
-    tc_status s = tc_tensor_check(logits, "tc_cross_entropy", "logits");
-    if (s == TC_OK) s = tc_tensor_check(labels, "tc_cross_entropy", "labels");
-    if (s == TC_OK) s = tc_tensor_same_device("tc_cross_entropy", 2, ts, names);
-    if (s != TC_OK) return s;
-    const tc_node *x = logits->node, *y = labels->node;
-    char b1[256], b2[256];
-    if (x->ndim != 2 || y->ndim != 1 || y->shape[0] != x->shape[0])
-        return tc_error_set(TC_ERR_SHAPE, "tc_cross_entropy: logits %s must be (N,C) and labels "
-                            "%s (N)", tc_fmt_shape(b1, sizeof b1, x->ndim, x->shape),
-                            tc_fmt_shape(b2, sizeof b2, y->ndim, y->shape));
-    if (tc_dtypes[y->dtype].is_float || y->dtype == TC_BOOL)
-        return tc_error_set(TC_ERR_DTYPE, "tc_cross_entropy: labels must be integer class ids, "
-                            "got %s", tc_dtypes[y->dtype].name);
-    return check_labels(labels, x->shape[1]);
-}
-
-TC_API tc_tensor *tc_cross_entropy(tc_tensor *logits, tc_tensor *labels) {
-    tc_lock();
-    tc_tensor *out = NULL;
-    if (check_cross_entropy(logits, labels) == TC_OK) {
-        int64_t n = logits->node->shape[0], c = logits->node->shape[1], col[2] = {n, 1};
-        tc_scope s = {0};
-        tc_tensor *lsm = TC_S(&s, tc_log_softmax(logits, 1));
-        tc_tensor *classes = TC_S(&s, tc_arange(0, c, 1, TC_INT32, tc_device(logits)));
-        tc_tensor *lab = TC_S(&s, tc_reshape(labels, 2, col));
-        tc_tensor *onehot = TC_S(&s, tc_eq(classes, lab)); /* (N,C) bool */
-        tc_tensor *picked = TC_S(&s, tc_mul(lsm, onehot));
-        tc_tensor *total = TC_S(&s, tc_sum(picked, 0, NULL, false));
-        tc_tensor *k = s.failed ? NULL : tc_scope_scalar(&s, total, n > 0 ? -1.0 / (double)n : NAN);
-        out = tc_scope_end(&s, TC_S(&s, tc_mul(total, k)));
     }
     tc_unlock();
     return out;

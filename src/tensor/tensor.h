@@ -9,8 +9,9 @@
  * transfers, counters), autograd.c (contexts, release, tc_backward),
  * grad_rules.c (one backward rule per differentiable op), assign.c
  * (tc_assign), composite.c (matmul, softmax, logsumexp, layernorm, argmax,
- * linear, dropout), einsum.c and nnops.c (conv2d, pools, batchnorm,
- * cross_entropy). */
+ * linear, dropout), einsum.c, nnops.c (conv2d, pools, batchnorm), loss.c
+ * (cross-entropy), gelu.c (erf, gelu), attention.c (tril, triu,
+ * masked_fill, scaled dot product attention) and clip.c (clip_grad_norm). */
 #ifndef TC_TENSOR_H
 #define TC_TENSOR_H
 

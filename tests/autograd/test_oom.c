@@ -41,6 +41,21 @@ static tc_tensor *w_conv(tc_tensor *const *in) { return tc_conv2d_ex(in[4], in[5
 static tc_tensor *w_pool(tc_tensor *const *in) { return tc_max_pool2d(in[4], 3, 1); }
 static tc_tensor *w_bn(tc_tensor *const *in) { return tc_batchnorm(in[4], NULL, NULL, NULL, NULL, true, 0.1, 1e-5); }
 static tc_tensor *w_detach(tc_tensor *const *in) { return tc_detach(in[0]); }
+static tc_tensor *w_gelu(tc_tensor *const *in) { return tc_gelu(in[0], false); }
+static tc_tensor *w_gelu_tanh(tc_tensor *const *in) { return tc_gelu(in[0], true); }
+static tc_tensor *w_tril(tc_tensor *const *in) { return tc_tril(in[0], 0); }
+static tc_tensor *w_fill(tc_tensor *const *in) {
+    tc_tensor *zero = tc_full(0, NULL, 0, TC_FLOAT32, NULL), *m = zero ? tc_lt(in[0], zero) : NULL;
+    tc_tensor *r = m ? tc_masked_fill(in[0], m, -1) : NULL;
+    tc_release(zero), tc_release(m);
+    return r;
+}
+static tc_tensor *w_sdpa(tc_tensor *const *in) {
+    return tc_scaled_dot_product_attention(in[0], in[0], in[0], NULL, true);
+}
+static tc_tensor *w_ce_ex(tc_tensor *const *in) {
+    return tc_cross_entropy_ex(in[0], in[3], TC_REDUCTION_MEAN, 2, 0.1);
+}
 
 static void test_composites(void **state) {
     (void)state;
@@ -66,6 +81,8 @@ static void test_composites(void **state) {
         {"log_softmax", w_log_softmax, in}, {"layernorm", w_layernorm, in}, {"argmax", w_argmax, in},
         {"dropout", w_dropout, in}, {"cross_entropy", w_ce, in}, {"conv2d_ex", w_conv, in},
         {"max_pool2d", w_pool, in}, {"batchnorm", w_bn, in},    {"detach", w_detach, in},
+        {"cross_entropy_ex", w_ce_ex, in}, {"gelu", w_gelu, in}, {"gelu_tanh", w_gelu_tanh, in},
+        {"tril", w_tril, in}, {"masked_fill", w_fill, in}, {"sdpa", w_sdpa, in},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) sweep(ops[i].name, ops[i].f, ops[i].in);
     tc_release(wt);

@@ -294,6 +294,22 @@ static void test_nofuse(void **state) {
     tc_shutdown();
 }
 
+/* a row mask compared from realized labels, broadcast over the columns,
+ * where(labels != 3, x, 0) summed per row: a cheap convert recomputed in
+ * the reduce's kernel (a CMPNE of one input and a constant), 1 kernel */
+static void test_cheap_compare(void **state) {
+    (void)state;
+    int32_t lab[7] = {3, 0, 3, 1, 2, 3, 5};
+    const int64_t col[2] = {7, 1};
+    tc_tensor *x = rnd(14), *y = tc_from_data(lab, TC_INT32, 2, col, NULL);
+    tc_tensor *three = tc_full(0, NULL, 3, TC_INT32, NULL);
+    tc_tensor *zero = tc_full(0, NULL, 0, TC_FLOAT32, NULL);
+    tc_tensor *keep = tc_ne(y, three), *w = tc_where(keep, x, zero), *r = tc_sum(w, 1, &LAST, false);
+    tc_check_schedule(r, 1, 1e-5, 1e-6, "sum(where(labels != 3, x, 0))");
+    drop((tc_tensor *[]){x, y, three, zero, keep, w, r, NULL});
+    tc_shutdown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax),          cmocka_unit_test(test_log_softmax),
@@ -303,7 +319,7 @@ int main(void) {
         cmocka_unit_test(test_branching_outputs), cmocka_unit_test(test_different_spaces),
         cmocka_unit_test(test_unsafe_pads),      cmocka_unit_test(test_nofuse),
         cmocka_unit_test(test_optimizer_update), cmocka_unit_test(test_conv_bias_relu),
-        cmocka_unit_test(test_realized_reduce_outputs),
+        cmocka_unit_test(test_realized_reduce_outputs), cmocka_unit_test(test_cheap_compare),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,9 @@ initialisation), built from Tensor ops:
     Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
            groups=1, bias=True)
     BatchNorm2d(sz, eps=1e-5, affine=True, track_running_stats=True, momentum=0.1)
-    LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True)
+    LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True, bias=True)
+    Embedding(vocab_size, embed_size)
+    utils.clip_grad_norm_(parameters, max_norm, norm_type=2.0)
 
 A layer is called like a function (`layer(x)`); its tensors are attributes,
 so tinyc.nn.state.get_parameters(model) finds them. Training needs the C
@@ -19,9 +21,10 @@ import numpy as np
 from .. import _lib
 from ..dtype import dtypes
 from ..tensor import Tensor
-from . import optim, state  # noqa: F401
+from . import optim, state, utils  # noqa: F401
 
-__all__ = ["Linear", "Conv2d", "BatchNorm2d", "BatchNorm", "LayerNorm", "optim", "state"]
+__all__ = ["Linear", "Conv2d", "BatchNorm2d", "BatchNorm", "LayerNorm", "Embedding", "optim",
+           "state", "utils"]
 
 
 def _buffer(shape, value, dtype=dtypes.float32, requires_grad=None):
@@ -151,15 +154,12 @@ class Embedding:
 class LayerNorm:
     """layer normalisation over the trailing normalized_shape dims."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) \
             else tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
-        if elementwise_affine:
-            self.weight = _buffer(self.normalized_shape, 1.0)
-            self.bias = _buffer(self.normalized_shape, 0.0)
-        else:
-            self.weight = self.bias = None
+        self.weight = _buffer(self.normalized_shape, 1.0) if elementwise_affine else None
+        self.bias = _buffer(self.normalized_shape, 0.0) if elementwise_affine and bias else None
 
     def __call__(self, x):
         k = len(self.normalized_shape)
@@ -168,4 +168,6 @@ class LayerNorm:
                              % (self.normalized_shape, x.shape))
         axes = tuple(range(-k, 0))
         x = x.layernorm(axis=axes if k > 1 else -1, eps=self.eps)
-        return x * self.weight + self.bias if self.elementwise_affine else x
+        if self.weight is not None:
+            x = x * self.weight
+        return x + self.bias if self.bias is not None else x
