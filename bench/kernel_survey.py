@@ -9,7 +9,7 @@ Each workload runs from an empty kernel cache with TC_CC set to
 bench/cc_timed.sh, which keeps a copy of every source compiled. Then the N
 largest and the N slowest (as timed in the workload, where compilers run
 in parallel and the machine may be busy) are compiled again alone, one at a
-time, at the runtime's flags (src/runtime/cpu.c's cc_flags), and their CPU
+time, at the runtime's flags (src/runtime/cpu_cc.c's cc_flags), and their CPU
 time (user + system of the compiler and its children) is printed: that is
 the figure least disturbed by other load. A source holding a batch of
 kernels (one compiler run for several) counts as one source.
@@ -32,7 +32,7 @@ PY = sys.executable
 
 
 def flags():
-    src = open(os.path.join(REPO, "src", "runtime", "cpu.c")).read()
+    src = open(os.path.join(REPO, "src", "runtime", "cpu_cc.c")).read()
     decl = re.search(r"cc_flags\[\]\s*=\s*{([^}]*)}", src)
     return re.findall(r'"(-[^"]*)"', decl.group(1))
 

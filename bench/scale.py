@@ -25,7 +25,7 @@ forward, loss, backward, Adam, realized together):
     GPT-2: its wall time, the kernels built, the compile time, and the
     slowest single compile, as timed in the step by bench/cc_timed.sh (the
     compilers run in parallel there) and again alone afterwards at the
-    runtime's flags (read from src/runtime/cpu.c), with that kernel's lines
+    runtime's flags (read from src/runtime/cpu_cc.c), with that kernel's lines
     of C, and the most lines of C any compiled source had (bench_train_step
     is one process, so its log also holds the small initialisation
     kernels). tinygrad: the MLP's first step with CACHELEVEL=0.
@@ -348,7 +348,7 @@ def null_table(r, args):
 
 
 def parse_flags():
-    src = open(os.path.join(REPO, "src", "runtime", "cpu.c")).read()
+    src = open(os.path.join(REPO, "src", "runtime", "cpu_cc.c")).read()
     decl = re.search(r"cc_flags\[\]\s*=\s*{([^}]*)}", src)
     return re.findall(r'"(-[^"]*)"', decl.group(1)) if decl else ["-O2", "-march=native"]
 

@@ -2,7 +2,7 @@
  * STREAM-style loop over float arrays, split in equal contiguous parts over
  * `threads` pthreads started per call (as the CPU runtime starts its own).
  * CMake compiles this file with the CPU runtime's compiler flags (parsed
- * from src/runtime/cpu.c), so the peer gets what the compiler gives our
+ * from src/runtime/cpu_cc.c), so the peer gets what the compiler gives our
  * kernels and nothing more: no -ffast-math, no hand-written intrinsics. */
 #include "stream.h"
 

@@ -35,7 +35,7 @@ void tc_engine_reset_counters(void) {
 
 /* programs built from source so far, by every device that counts them */
 static int64_t builds(void) {
-    return tc_cpu_compile_count() + tc_opencl_build_count();
+    return tc_cpu_build_count() + tc_opencl_build_count();
 }
 
 void tc_engine_shutdown(void) {

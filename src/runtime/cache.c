@@ -5,7 +5,7 @@
  * file; stores write a temp file in the same directory and rename() it into
  * place, so a reader never sees half a file and racing writers each publish
  * a complete one. The cache is an optimisation: callers go on without it
- * when a store fails. (The CPU device keeps its own .so files, cpu.c.)
+ * when a store fails. (The CPU device keeps its own .so files, cpu.h.)
  */
 #include "runtime/runtime.h"
 

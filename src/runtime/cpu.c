@@ -2,50 +2,33 @@
  *
  * Memory: 64-byte aligned blocks from the util allocator (so the failing
  * allocator reaches them too); copies are memcpy.
- * compile: source -> key = tc_hash_hex(compiler, flags, source). Programs
+ * compile: source -> key = tc_cpu_cc_key(compiler, flags, source). Programs
  * (dlopen handle + entry point + libffi call interface) are kept in the
  * device by (key, fn_name), so a source is loaded once per process. On a
- * miss <tc_cachedir()>/<key>.so is dlopen'ed; if it is absent (or does not
- * load) the source goes to a temp file in the cache dir, the system compiler
- * (TC_CC, else cc) builds a temp .so with its messages in a log file, and
- * rename() publishes the .so atomically: processes that race each write a
- * complete .so and the last rename wins. Every temp file is removed on every
- * path. prebuild does the same for the new kernels of a schedule, running as
- * many compilers at once as there are cores.
+ * miss the key's cache entry (cpu.h: its own .so, or a batch's .so and the
+ * renamed entry point) is dlopen'ed; when there is none that loads, the
+ * source is compiled alone (cpu_cc.c) and its .so published. prebuild
+ * builds the new kernels of a schedule ahead, in batches of one translation
+ * unit each, as many compilers at once as there are cores.
  * launch: fn(bufs...) through libffi, every argument a pointer; a split
  * kernel's slices run on a thread pool (see "threads" below).
  * The device owns its programs; close dlcloses and frees them. Callers
  * serialize compile, close and a program's first launch with a new argument
  * count (the API lock); launches keep their argument array on their stack.
  */
-#include "runtime/runtime.h"
+#include "runtime/cpu.h"
 
 #include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <ffi.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ; /* passed to the compiler */
-
-#define CPU_ALIGN     64   /* alignment of every buffer, in bytes */
-#define LOG_MAX       1500 /* compiler log bytes quoted in an error message */
-#define MAX_CC_WORDS  8    /* words in TC_CC ("ccache cc" is two) */
-#define ARGS_ON_STACK 128  /* buffers a split launch takes (a plain launch past it allocates) */
-
-/* compiler flags, part of the cache key; the file arguments follow them */
-static const char *const cc_flags[] = {
-    "-O2", "-march=native", "-fno-predictive-commoning", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-fexcess-precision=standard", "-std=gnu11", NULL};
-
-static int64_t compile_count; /* compiler invocations in this process */
+#define CPU_ALIGN     64  /* alignment of every buffer, in bytes */
+#define ARGS_ON_STACK 128 /* buffers a split launch takes (a plain launch past it allocates) */
 
 struct tc_program {
     char key[33];         /* hash of compiler, flags and source: the .so's file name */
@@ -101,248 +84,6 @@ static tc_status cpu_copyout(tc_dev *d, void *dst, const void *src, size_t offse
     return TC_OK;
 }
 
-/* ---- files ---------------------------------------------------------------- */
-
-/* a new tc_malloc'ed string from a format; NULL with TC_ERR_MEMORY set */
-static char *fmt_alloc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt_alloc(const char *fmt, ...) {
-    tc_strbuf b = {0};
-    va_list ap;
-    va_start(ap, fmt);
-    tc_sb_vprintf(&b, fmt, ap);
-    va_end(ap);
-    if (b.failed || !b.s) {
-        tc_sb_free(&b);
-        tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory building a path");
-        return NULL;
-    }
-    return b.s;
-}
-
-/* mkdir -p with mode 0700 for the directories it creates */
-static tc_status make_dirs(const char *path) {
-    if (!*path) return tc_error_set(TC_ERR_IO, "CPU compile: the cache directory name is empty");
-    char *p = tc_strdup(path);
-    if (!p) return TC_ERR_MEMORY;
-    tc_status st = TC_OK;
-    for (char *s = p + 1; st == TC_OK; s++) {
-        char c = *s;
-        if (c != '/' && c != '\0') continue;
-        *s = '\0';
-        if (mkdir(p, 0700) != 0 && errno != EEXIST)
-            st = tc_error_set(TC_ERR_IO, "CPU compile: cannot create cache directory '%s': %s", p,
-                              strerror(errno));
-        *s = c;
-        if (c == '\0') break;
-    }
-    struct stat sb;
-    if (st == TC_OK && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-        st = tc_error_set(TC_ERR_IO, "CPU compile: cache directory '%s' is not a directory", path);
-    tc_free(p);
-    return st;
-}
-
-/* creates a unique "<dir>/<key>-XXXXXX.c" holding src; returns its path */
-static char *write_temp_source(const char *dir, const char *key, const char *src) {
-    char *path = fmt_alloc("%s/%s-XXXXXX.c", dir, key);
-    if (!path) return NULL;
-    int fd = mkstemps(path, 2);
-    if (fd < 0) {
-        tc_error_set(TC_ERR_IO, "CPU compile: cannot create a temp file in '%s': %s", dir,
-                     strerror(errno));
-        tc_free(path);
-        return NULL;
-    }
-    size_t n = strlen(src), done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, src + done, n - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    int err = done < n ? errno : 0;
-    if (close(fd) != 0 && !err) err = errno;
-    if (done < n || err) {
-        tc_error_set(TC_ERR_IO, "CPU compile: cannot write '%s': %s", path,
-                     strerror(err ? err : EIO));
-        unlink(path);
-        tc_free(path);
-        return NULL;
-    }
-    return path;
-}
-
-/* the first LOG_MAX bytes of the file at path, NUL-terminated, into buf */
-static void read_log(const char *path, char buf[LOG_MAX + 16]) {
-    buf[0] = '\0';
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return;
-    size_t n = 0;
-    while (n < LOG_MAX) {
-        ssize_t r = read(fd, buf + n, LOG_MAX - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        n += (size_t)r;
-    }
-    char more;
-    bool is_cut = n == LOG_MAX && read(fd, &more, 1) == 1;
-    close(fd);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) n--;
-    strcpy(buf + n, is_cut ? "\n[...]" : "");
-}
-
-/* ---- the compiler ----------------------------------------------------------- */
-
-/* TC_CC, else "cc": a tc_malloc'ed copy, split in place into words */
-static char *compiler_words(char *words[MAX_CC_WORDS + 1], int *n_words) {
-    const char *cc = getenv("TC_CC");
-    char *copy = tc_strdup(cc && *cc ? cc : "cc");
-    if (!copy) return NULL;
-    int n = 0;
-    char *save = NULL;
-    for (char *s = strtok_r(copy, " \t", &save); s && n < MAX_CC_WORDS;
-         s = strtok_r(NULL, " \t", &save))
-        words[n++] = s;
-    if (n == 0) words[n++] = "cc";
-    words[n] = NULL;
-    *n_words = n;
-    return copy;
-}
-
-/* the cache key: hash of the compiler words, the flags and the source */
-static tc_status cache_key(const char *src, char key[33]) {
-    char *words[MAX_CC_WORDS + 1];
-    int n_words;
-    char *cc = compiler_words(words, &n_words);
-    if (!cc) return TC_ERR_MEMORY;
-    tc_strbuf b = {0};
-    for (int i = 0; i < n_words; i++) tc_sb_printf(&b, "%s ", words[i]);
-    tc_sb_printf(&b, "\n");
-    for (int i = 0; cc_flags[i]; i++) tc_sb_printf(&b, "%s ", cc_flags[i]);
-    tc_sb_printf(&b, "\n%s", src);
-    tc_free(cc);
-    if (b.failed || !b.s) {
-        tc_sb_free(&b);
-        return tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory hashing the source");
-    }
-    tc_hash_hex(b.s, b.len, key);
-    tc_sb_free(&b);
-    return TC_OK;
-}
-
-/* a compiler run: its temp files, the .so it publishes and its process */
-typedef struct {
-    char *c_path;      /* "<dir>/<key>-XXXXXX.c": the source (owned) */
-    char *tmp_so;      /* the same stem + ".so": the compiler's output (owned) */
-    char *log_path;    /* the same stem + ".log": its messages (owned) */
-    char *so_path;     /* "<dir>/<key>.so": where the output is published (owned) */
-    char *fn_name;     /* the kernel, for messages (owned) */
-    char *cc;          /* TC_CC's words (owned) */
-    const char *argv0; /* the compiler's name (in cc) */
-    pid_t pid;         /* the compiler's process; 0 when not running */
-} cc_job;
-
-/* removes the temp files and frees the job's strings */
-static void job_clear(cc_job *j) {
-    if (j->c_path) unlink(j->c_path);
-    if (j->log_path) unlink(j->log_path);
-    if (j->tmp_so) unlink(j->tmp_so); /* gone already when the rename worked */
-    tc_free(j->c_path), tc_free(j->tmp_so), tc_free(j->log_path);
-    tc_free(j->so_path), tc_free(j->fn_name), tc_free(j->cc);
-    memset(j, 0, sizeof *j);
-}
-
-/* writes src to a temp file in dir and starts the compiler on it, stdin from
- * /dev/null and stdout+stderr into the log; on failure the job is cleared */
-static tc_status job_start(cc_job *j, const char *dir, const char *key, const char *src,
-                           const char *fn_name) {
-    memset(j, 0, sizeof *j);
-    j->c_path = write_temp_source(dir, key, src);
-    if (!j->c_path) return tc_error_code();
-    size_t stem = strlen(j->c_path) - 2; /* without ".c" */
-    j->tmp_so = fmt_alloc("%.*s.so", (int)stem, j->c_path);
-    j->log_path = j->tmp_so ? fmt_alloc("%.*s.log", (int)stem, j->c_path) : NULL;
-    j->so_path = j->log_path ? fmt_alloc("%s/%s.so", dir, key) : NULL;
-    j->fn_name = j->so_path ? tc_strdup(fn_name) : NULL;
-    char *words[MAX_CC_WORDS + 1];
-    int n = 0;
-    j->cc = j->fn_name ? compiler_words(words, &n) : NULL;
-    if (!j->cc) {
-        job_clear(j);
-        return TC_ERR_MEMORY;
-    }
-    j->argv0 = words[0];
-    const char *argv[MAX_CC_WORDS + 16];
-    int k = 0;
-    for (int i = 0; i < n; i++) argv[k++] = words[i];
-    for (int i = 0; cc_flags[i]; i++) argv[k++] = cc_flags[i];
-    const char *tail[] = {"-x", "c", j->c_path, "-o", j->tmp_so, "-lm", NULL};
-    for (int i = 0; i < 7; i++) argv[k++] = tail[i];
-    posix_spawn_file_actions_t fa;
-    int rc = posix_spawn_file_actions_init(&fa);
-    if (rc != 0) {
-        job_clear(j);
-        return tc_error_set(TC_ERR_MEMORY, "CPU compile: posix_spawn: %s", strerror(rc));
-    }
-    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (!rc)
-        rc = posix_spawn_file_actions_addopen(&fa, 2, j->log_path, O_WRONLY | O_CREAT | O_TRUNC,
-                                              0600);
-    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, 2, 1);
-    if (!rc) rc = posix_spawnp(&j->pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-        tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': cannot run the compiler '%s': %s",
-                     fn_name, argv[0], strerror(rc));
-        job_clear(j);
-        return TC_ERR_COMPILE;
-    }
-    compile_count++;
-    return TC_OK;
-}
-
-/* waits for the compiler; when it succeeded, renames its output to so_path.
- * A failure is TC_ERR_COMPILE quoting the log. Clears the job. */
-static tc_status job_finish(cc_job *j) {
-    int status = 0;
-    tc_status st = TC_OK;
-    while (waitpid(j->pid, &status, 0) < 0) {
-        if (errno == EINTR) continue;
-        if (errno != ECHILD) /* ECHILD: the host reaps children: the output decides */
-            st = tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': waitpid: %s", j->fn_name,
-                              strerror(errno));
-        status = 0;
-        break;
-    }
-    char log[LOG_MAX + 16];
-    if (st == TC_OK && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        read_log(j->log_path, log);
-        st = tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s' failed (%s %s %d):\n%s", j->fn_name,
-                          j->argv0, WIFEXITED(status) ? "exited with status" : "killed by signal",
-                          WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), log);
-    }
-    if (st == TC_OK && rename(j->tmp_so, j->so_path) != 0) {
-        int err = errno;
-        read_log(j->log_path, log);
-        if (err == ENOENT)
-            st = tc_error_set(TC_ERR_COMPILE,
-                              "CPU compile of '%s': the compiler wrote no output:\n%s", j->fn_name,
-                              log[0] ? log : "(and printed nothing)");
-        else
-            st = tc_error_set(TC_ERR_IO, "CPU compile: cannot rename '%s' to '%s': %s", j->tmp_so,
-                              j->so_path, strerror(err));
-    }
-    job_clear(j);
-    return st;
-}
-
-/* writes src to a temp file in dir, compiles it and publishes <dir>/<key>.so */
-static tc_status build_so(const char *dir, const char *key, const char *src, const char *fn_name) {
-    cc_job j;
-    tc_status st = job_start(&j, dir, key, src, fn_name);
-    return st == TC_OK ? job_finish(&j) : st;
-}
-
 /* ---- programs --------------------------------------------------------------- */
 
 static tc_program *find_program(cpu_ctx *ctx, const char *key, const char *fn_name) {
@@ -360,20 +101,42 @@ static void program_free(tc_program *p) {
     tc_free(p);
 }
 
-/* dlopens so_path (built when missing or unloadable) and finds fn_name */
-static tc_status load_so(const char *dir, const char *key, const char *src, const char *so_path,
-                         const char *fn_name, void **handle, void **fn) {
-    *handle = access(so_path, F_OK) == 0 ? dlopen(so_path, RTLD_NOW | RTLD_LOCAL) : NULL;
+/* dlopens the cached entry of key (a .so of its own, or its batch's) and
+ * finds its entry point; *handle stays NULL when the cache has no entry
+ * that loads (a batch's .so without the symbol counts as none) */
+static tc_status load_cached(const char *dir, const char *key, const char *fn_name, void **handle,
+                             void **fn) {
+    char *so_path, *sym;
+    *handle = *fn = NULL;
+    tc_status st = tc_cpu_cc_find(dir, key, fn_name, &so_path, &sym);
+    if (st != TC_OK || !so_path) return st;
+    bool is_alone = strcmp(sym, fn_name) == 0;
+    *handle = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
+    *fn = *handle ? dlsym(*handle, sym) : NULL;
+    if (*handle && !*fn && is_alone)
+        st = tc_error_set(TC_ERR_COMPILE, "CPU compile: the source has no function '%s'", fn_name);
+    if (*handle && !*fn) dlclose(*handle), *handle = NULL;
+    tc_free(so_path), tc_free(sym);
+    return st;
+}
+
+/* loads key's entry point from the cache, building the source alone first
+ * when the cache has no entry that loads */
+static tc_status load_so(const char *dir, const char *key, const char *src, const char *fn_name,
+                         void **handle, void **fn) {
+    tc_status st = load_cached(dir, key, fn_name, handle, fn);
+    if (st != TC_OK || *handle) return st;
+    if ((st = tc_cpu_cc_build(dir, key, src, fn_name)) != TC_OK) return st;
+    char *so_path = tc_cpu_cc_path(dir, key, ".so");
+    if (!so_path) return TC_ERR_MEMORY;
+    *handle = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
     if (!*handle) {
-        tc_status st = build_so(dir, key, src, fn_name);
-        if (st != TC_OK) return st;
-        *handle = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
-        if (!*handle) {
-            const char *why = dlerror();
-            return tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': cannot load '%s': %s",
-                                fn_name, so_path, why ? why : "unknown error");
-        }
+        const char *why = dlerror();
+        st = tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': cannot load '%s': %s", fn_name,
+                          so_path, why ? why : "unknown error");
     }
+    tc_free(so_path);
+    if (st != TC_OK) return st;
     *fn = dlsym(*handle, fn_name);
     if (!*fn) {
         dlclose(*handle);
@@ -391,18 +154,13 @@ static tc_program *program_new(const char *key, const char *src, const char *fn_
         if (tc_error_code() == TC_OK) tc_error_set(TC_ERR_IO, "CPU compile: no cache directory");
         return NULL;
     }
-    char *so_path = fmt_alloc("%s/%s.so", dir, key);
-    tc_program *p = so_path ? tc_calloc(1, sizeof *p) : NULL;
-    if (!p) {
-        tc_free(so_path);
-        return NULL;
-    }
+    tc_program *p = tc_calloc(1, sizeof *p);
+    if (!p) return NULL;
     memcpy(p->key, key, 33);
     p->n_args = -1;
     p->fn_name = tc_strdup(fn_name);
-    tc_status st = p->fn_name ? make_dirs(dir) : TC_ERR_MEMORY;
-    if (st == TC_OK) st = load_so(dir, key, src, so_path, fn_name, &p->handle, &p->fn);
-    tc_free(so_path);
+    tc_status st = p->fn_name ? tc_cpu_cc_make_dirs(dir) : TC_ERR_MEMORY;
+    if (st == TC_OK) st = load_so(dir, key, src, fn_name, &p->handle, &p->fn);
     if (st != TC_OK) {
         program_free(p);
         return NULL;
@@ -418,7 +176,7 @@ static tc_program *cpu_compile(tc_dev *d, const char *src, const char *fn_name) 
     }
     cpu_ctx *ctx = d->ctx;
     char key[33];
-    if (cache_key(src, key) != TC_OK) return NULL;
+    if (tc_cpu_cc_key(src, key) != TC_OK) return NULL;
     tc_program *p = find_program(ctx, key, fn_name);
     if (p) return p;
     p = program_new(key, src, fn_name);
@@ -429,52 +187,46 @@ static tc_program *cpu_compile(tc_dev *d, const char *src, const char *fn_name) 
     return p;
 }
 
-#define MAX_JOBS 64 /* compilers running at once, at most */
+/* whether key is loaded in this process or has an entry in the cache */
+static tc_status is_built(cpu_ctx *ctx, const char *dir, const char *key, const char *fn_name,
+                          bool *yes) {
+    *yes = false;
+    for (int k = 0; k < ctx->programs.n && !*yes; k++)
+        *yes = strcmp(((tc_program *)ctx->programs.items[k])->key, key) == 0;
+    if (*yes) return TC_OK;
+    char *so_path, *sym;
+    tc_status st = tc_cpu_cc_find(dir, key, fn_name, &so_path, &sym);
+    *yes = so_path != NULL;
+    tc_free(so_path), tc_free(sym);
+    return st;
+}
 
-/* builds the .so of every source that is neither loaded nor cached on disk,
- * as many compilers at once as there are cores. A source that fails to
- * build here is compiled again by compile, which reports the error; only
- * running out of memory is an error here. */
+/* builds every source that is neither loaded nor cached, in batches
+ * (tc_cpu_cc_build_all). A source that fails to build here is compiled
+ * again by compile, which reports the error; only running out of memory is
+ * an error here. */
 static tc_status cpu_prebuild(tc_dev *d, const char *const *srcs, const char *const *fn_names,
                               int n) {
     cpu_ctx *ctx = d->ctx;
     const char *dir = n >= 2 ? tc_cachedir() : NULL;
-    if (!dir || make_dirs(dir) != TC_OK) { /* nothing to gain, or compile will say why */
+    if (!dir || tc_cpu_cc_make_dirs(dir) != TC_OK) { /* nothing to gain, or compile will say why */
         tc_error_clear();
         return TC_OK;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int max_jobs = cores < 1 ? 1 : cores > MAX_JOBS ? MAX_JOBS : (int)cores;
-    cc_job jobs[MAX_JOBS];
     char(*keys)[33] = tc_malloc((size_t)n * sizeof *keys);
-    if (!keys) return TC_ERR_MEMORY;
-    tc_status st = TC_OK;
-    int head = 0, n_running = 0; /* jobs[(head + i) % max_jobs], i < n_running, run */
+    tc_cpu_kernel *ks = keys ? tc_malloc((size_t)n * sizeof *ks) : NULL;
+    tc_status st = ks ? TC_OK : TC_ERR_MEMORY;
+    int m = 0;
     for (int i = 0; i < n && st == TC_OK; i++) {
-        keys[i][0] = '\0';
-        if (!srcs[i] || !fn_names[i] || (st = cache_key(srcs[i], keys[i])) != TC_OK) continue;
+        if (!srcs[i] || !fn_names[i] || !*fn_names[i]) continue;
+        if ((st = tc_cpu_cc_key(srcs[i], keys[i])) != TC_OK) break;
         bool is_known = false;
-        for (int k = 0; k < i && !is_known; k++) is_known = strcmp(keys[k], keys[i]) == 0;
-        for (int k = 0; k < ctx->programs.n && !is_known; k++)
-            is_known = strcmp(((tc_program *)ctx->programs.items[k])->key, keys[i]) == 0;
-        if (is_known) continue;
-        char *so_path = fmt_alloc("%s/%s.so", dir, keys[i]);
-        if (!so_path) st = TC_ERR_MEMORY;
-        bool is_cached = so_path && access(so_path, F_OK) == 0;
-        tc_free(so_path);
-        if (!so_path || is_cached) continue;
-        if (n_running == max_jobs) { /* wait for the oldest */
-            job_finish(&jobs[head]);
-            head = (head + 1) % max_jobs;
-            n_running--;
-        }
-        cc_job *j = &jobs[(head + n_running) % max_jobs];
-        tc_status js = job_start(j, dir, keys[i], srcs[i], fn_names[i]);
-        if (js == TC_OK) n_running++;
-        else if (js == TC_ERR_MEMORY) st = js;
+        for (int k = 0; k < m && !is_known; k++) is_known = strcmp(ks[k].key, keys[i]) == 0;
+        if (!is_known) st = is_built(ctx, dir, keys[i], fn_names[i], &is_known);
+        if (st == TC_OK && !is_known) ks[m++] = (tc_cpu_kernel){keys[i], srcs[i], fn_names[i]};
     }
-    for (; n_running > 0; n_running--, head = (head + 1) % max_jobs) job_finish(&jobs[head]);
-    tc_free(keys);
+    if (st == TC_OK) st = tc_cpu_cc_build_all(dir, ks, m);
+    tc_free(ks), tc_free(keys);
     if (st == TC_OK) tc_error_clear(); /* failed builds: compile reports them */
     else tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory building kernels");
     return st;
@@ -797,10 +549,6 @@ tc_dev *tc_cpu_device_create(int id) {
 void tc_cpu_target(tc_target *t) {
     *t = tc_dialect_c.target;
     host_simd(t);
-}
-
-int64_t tc_cpu_compile_count(void) {
-    return compile_count;
 }
 
 int tc_cpu_pool_workers(void) {

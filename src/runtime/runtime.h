@@ -81,14 +81,16 @@ void tc_runtime_mem(int64_t *used, int64_t *peak, int64_t *cached);
 void tc_runtime_mem_reset_peak(void);
 void tc_runtime_trim(void); /* gives every cached block back to its device */
 
-/* ---- CPU device (cpu.c) -------------------------------------------------- */
+/* ---- CPU device (cpu.c, cpu_cc.c, cpu_batch.c) --------------------------------- */
 /* compiles C source with the system compiler (TC_CC or cc) into a shared
- * object cached in tc_cachedir() under the hash of source and flags, loads
- * it with dlopen, calls kernels through libffi */
+ * object cached in tc_cachedir() under the hash of source and flags (the new
+ * kernels of a schedule in batches, one compiler run each), loads it with
+ * dlopen, calls kernels through libffi */
 tc_dev *tc_cpu_device_create(int id);
 /* the CPU device's target: the C dialect's with this host's SIMD registers */
 void tc_cpu_target(tc_target *t);
-int64_t tc_cpu_compile_count(void); /* compiler invocations in this process */
+int64_t tc_cpu_compile_count(void); /* compiler runs in this process */
+int64_t tc_cpu_build_count(void);   /* kernels they built (a batch counts each of its kernels) */
 /* split launches (tc_launch_dims.cpu_range) run on a process-wide pool of
  * cores-1 workers (TC_THREADS when it starts overrides) plus the caller,
  * started by the first split launch and joined by tc_runtime_shutdown;

@@ -557,9 +557,11 @@ static void test_processes_race(void **state) {
     assert_int_equal(tc_cpu_compile_count(), before);
 }
 
-/* prebuild compiles several new sources at once: each gets its .so, compile
- * then finds them without running the compiler; a source that does not
- * compile leaves no file behind and compile reports its error */
+/* prebuild compiles several new sources in one compiler run (one compiler
+ * at once: TC_CC_JOBS=1), and a source in it that does not compile makes
+ * it build each alone: each good one gets its .so, compile then finds them
+ * without running the compiler, and compile reports the bad one's error.
+ * More on batches: test_cpu_batch.c. */
 static void test_prebuild(void **state) {
     (void)state;
     tc_dev *d = tc_device_get(cpu());
@@ -574,13 +576,16 @@ static void test_prebuild(void **state) {
     }
     src_p[4] = "void bad(float *out) { out[0] = undefined_name; }\n";
     int sos = count_files(".so");
-    int64_t before = tc_cpu_compile_count();
+    int64_t before = tc_cpu_compile_count(), built = tc_cpu_build_count();
+    setenv("TC_CC_JOBS", "1", 1);
     assert_int_equal(d->prebuild(d, src_p, names, 5), TC_OK);
-    assert_int_equal(tc_cpu_compile_count(), before + 5);
+    unsetenv("TC_CC_JOBS");
+    assert_int_equal(tc_cpu_compile_count(), before + 1 + 5); /* the batch, then each alone */
+    assert_int_equal(tc_cpu_build_count(), built + 4);
     assert_int_equal(count_files(".so"), sos + 4);
     assert_int_equal(count_files(""), count_files(".so")); /* no temp files */
     assert_int_equal(d->prebuild(d, src_p, names, 4), TC_OK); /* all on disk: nothing to do */
-    assert_int_equal(tc_cpu_compile_count(), before + 5);
+    assert_int_equal(tc_cpu_compile_count(), before + 6);
     for (int i = 0; i < 4; i++) {
         tc_program *p = d->compile(d, src_p[i], "pb");
         assert_non_null(p);
@@ -590,7 +595,7 @@ static void test_prebuild(void **state) {
         assert_int_equal(d->launch(d, p, args, 3, NULL), TC_OK);
         for (int k = 0; k < 16; k++) assert_true(out[k] == (float)(2 * k + i));
     }
-    assert_int_equal(tc_cpu_compile_count(), before + 5);
+    assert_int_equal(tc_cpu_compile_count(), before + 6);
     assert_null(d->compile(d, src_p[4], "bad"));
     assert_tc_error(TC_ERR_COMPILE, "undefined_name");
     assert_int_equal(count_files(""), count_files(".so"));

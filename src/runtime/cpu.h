@@ -1,0 +1,61 @@
+/* cpu.h - what the CPU device's files share, private to src/runtime:
+ * cpu_cc.c turns C sources into shared objects in the kernel cache (the
+ * system compiler, one run per kernel or per batch of kernels) and finds
+ * them there; cpu.c loads them (dlopen), calls them and owns the device.
+ *
+ * The cache (tc_cachedir()), every entry published by rename():
+ *   <key>.so   one source compiled alone: its entry point under its own name
+ *   <key>.ref  "tinyc-batch <bkey> <sym>\n": the source was compiled in the
+ *              batch <bkey>.so, its entry point renamed to <sym> =
+ *              "<fn_name>__<key>"
+ *   <bkey>.so  a batch: one translation unit holding several sources, each
+ *              prelude item (include, typedef, helper function) once
+ * key = tc_cpu_cc_key(source); bkey = tc_cpu_cc_key(the batch's text), so a
+ * file named by a key holds exactly the compile of that key's text.
+ */
+#ifndef TC_CPU_H
+#define TC_CPU_H
+
+#include "runtime.h"
+
+/* a kernel to build: its cache key, source and entry point (borrowed) */
+typedef struct {
+    const char *key;     /* tc_cpu_cc_key(src): 32 hex characters */
+    const char *src;     /* C source */
+    const char *fn_name; /* entry point */
+} tc_cpu_kernel;
+
+/* hash of the compiler words (TC_CC, else cc), the flags and src */
+tc_status tc_cpu_cc_key(const char *src, char key[33]);
+/* "<dir>/<name><ext>", tc_malloc'ed; NULL with TC_ERR_MEMORY */
+char *tc_cpu_cc_path(const char *dir, const char *name, const char *ext);
+/* mkdir -p dir (mode 0700 for what it creates) */
+tc_status tc_cpu_cc_make_dirs(const char *dir);
+/* compiles src alone and publishes <dir>/<key>.so; a failure is
+ * TC_ERR_COMPILE quoting the compiler's messages */
+tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, const char *fn_name);
+/* builds ks[0..n) (distinct keys, none in the cache): ks split into as many
+ * batches as compilers run at once (TC_CC_JOBS, else the cores), run
+ * together (a batch of one is that kernel compiled alone); a batch that
+ * fails is built again one kernel a run, so each kernel that compiles gets
+ * its entry, and one that does not is left for tc_cpu_cc_build to report.
+ * Only TC_ERR_MEMORY is an error. */
+tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n);
+/* where key's entry point is: *so_path (tc_malloc'ed) and *sym (tc_malloc'ed;
+ * fn_name for a <key>.so, the renamed symbol for a batch member); both NULL
+ * when the cache has neither entry (or only a batch's ref whose .so is gone) */
+tc_status tc_cpu_cc_find(const char *dir, const char *key, const char *fn_name, char **so_path,
+                         char **sym);
+
+/* ---- batches (cpu_batch.c) ---- */
+/* whether src may share a translation unit with other kernels: its kernel
+ * fn_name found, and nothing in it that would then mean something else */
+bool tc_cpu_batch_can_join(const char *src, const char *fn_name);
+/* one translation unit of the kernels ks[members[0..n)] (each one that may
+ * join): every distinct prelude item once, each kernel's entry point
+ * renamed to tc_cpu_batch_symbol's; tc_malloc'ed, NULL with an error */
+char *tc_cpu_batch_text(const tc_cpu_kernel *ks, const int *members, int n);
+/* "<fn_name>__<key>", tc_malloc'ed (NULL: TC_ERR_MEMORY) */
+char *tc_cpu_batch_symbol(const char *fn_name, const char *key);
+
+#endif /* TC_CPU_H */

@@ -1,0 +1,540 @@
+/* cpu_cc.c - C sources -> shared objects in the kernel cache, by the system
+ * compiler (TC_CC, else cc), and finding them there again (layout: cpu.h).
+ *
+ * One compiler run: the text goes to a temp file in the cache dir, the
+ * compiler writes a temp .so with its messages in a log file, and rename()
+ * publishes the .so atomically: processes that race each write a complete
+ * file and the last rename wins. Every temp file is removed on every path.
+ *
+ * Batches: most of a small kernel's compile is the compiler starting and
+ * reading the prelude (about 45 ms a run on a 2-core Zen 2; the same
+ * kernels as functions of one translation unit cost about 1 ms more each),
+ * so the new kernels of a schedule are built as one translation unit per
+ * compiler running at once. cut_source splits a source into prelude items
+ * (top-level declarations and #if groups, cut at line ends) and the kernel;
+ * the batch holds each distinct item once, then each kernel between
+ * "#define <fn_name> <fn_name>__<key>" and "#undef <fn_name>". A source is
+ * batched only when that cannot change what it means: its prelude declares
+ * no object (a shared one would then be shared by every kernel of the
+ * batch), no function-local static, no macro and no pragma, and two items
+ * that define one name differently fail to compile, which builds the
+ * batch's kernels one a run instead. Cost: linear in the sources' length
+ * for the cut, items x distinct items (compared by hash first) for the
+ * batch; one compiler run per batch.
+ */
+#include "runtime/cpu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ; /* passed to the compiler */
+
+#define LOG_MAX      1500 /* compiler log bytes quoted in an error message */
+#define MAX_CC_WORDS 8    /* words in TC_CC ("ccache cc" is two) */
+#define MAX_JOBS     64   /* compilers running at once, at most */
+
+/* compiler flags, part of the cache key; the file arguments follow them
+ * (CMakeLists.txt reads them for bench/stream.c) */
+/* clang-format off */
+static const char *const cc_flags[] = {
+    "-O2", "-march=native", "-fno-predictive-commoning", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-fexcess-precision=standard", "-std=gnu11", NULL};
+/* clang-format on */
+
+static int64_t compile_count; /* compiler runs in this process */
+static int64_t build_count;   /* kernels those runs built (a batch counts its kernels) */
+
+int64_t tc_cpu_compile_count(void) {
+    return compile_count;
+}
+
+int64_t tc_cpu_build_count(void) {
+    return build_count;
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* a new tc_malloc'ed string from a format; NULL with TC_ERR_MEMORY set */
+static char *fmt_alloc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt_alloc(const char *fmt, ...) {
+    tc_strbuf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    tc_sb_vprintf(&b, fmt, ap);
+    va_end(ap);
+    if (b.failed || !b.s) {
+        tc_sb_free(&b);
+        tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory building a path");
+        return NULL;
+    }
+    return b.s;
+}
+
+char *tc_cpu_cc_path(const char *dir, const char *name, const char *ext) {
+    return fmt_alloc("%s/%s%s", dir, name, ext);
+}
+
+tc_status tc_cpu_cc_make_dirs(const char *path) {
+    if (!*path) return tc_error_set(TC_ERR_IO, "CPU compile: the cache directory name is empty");
+    char *p = tc_strdup(path);
+    if (!p) return TC_ERR_MEMORY;
+    tc_status st = TC_OK;
+    for (char *s = p + 1; st == TC_OK; s++) {
+        char c = *s;
+        if (c != '/' && c != '\0') continue;
+        *s = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            st = tc_error_set(TC_ERR_IO, "CPU compile: cannot create cache directory '%s': %s", p,
+                              strerror(errno));
+        *s = c;
+        if (c == '\0') break;
+    }
+    struct stat sb;
+    if (st == TC_OK && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        st = tc_error_set(TC_ERR_IO, "CPU compile: cache directory '%s' is not a directory", path);
+    tc_free(p);
+    return st;
+}
+
+/* creates a unique "<dir>/<stem>-XXXXXX<ext>" holding text; returns its path */
+static char *write_temp(const char *dir, const char *stem, const char *ext, const char *text) {
+    char *path = fmt_alloc("%s/%s-XXXXXX%s", dir, stem, ext);
+    if (!path) return NULL;
+    int fd = mkstemps(path, (int)strlen(ext));
+    if (fd < 0) {
+        tc_error_set(TC_ERR_IO, "CPU compile: cannot create a temp file in '%s': %s", dir,
+                     strerror(errno));
+        tc_free(path);
+        return NULL;
+    }
+    size_t n = strlen(text), done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, text + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    int err = done < n ? errno : 0;
+    if (close(fd) != 0 && !err) err = errno;
+    if (done < n || err) {
+        tc_error_set(TC_ERR_IO, "CPU compile: cannot write '%s': %s", path,
+                     strerror(err ? err : EIO));
+        unlink(path);
+        tc_free(path);
+        return NULL;
+    }
+    return path;
+}
+
+/* the first max bytes of the file at path, NUL-terminated, into buf (max +
+ * 16 bytes); is_cut says whether more followed */
+static size_t read_head(const char *path, char *buf, size_t max, bool *is_cut) {
+    buf[0] = '\0';
+    *is_cut = false;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    size_t n = 0;
+    while (n < max) {
+        ssize_t r = read(fd, buf + n, max - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    char more;
+    *is_cut = n == max && read(fd, &more, 1) == 1;
+    close(fd);
+    buf[n] = '\0';
+    return n;
+}
+
+/* the compiler's log for a message: its first LOG_MAX bytes, trailing blanks cut */
+static void read_log(const char *path, char buf[LOG_MAX + 16]) {
+    bool is_cut;
+    size_t n = read_head(path, buf, LOG_MAX, &is_cut);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) n--;
+    strcpy(buf + n, is_cut ? "\n[...]" : "");
+}
+
+/* ---- the compiler ----------------------------------------------------------- */
+
+/* TC_CC, else "cc": a tc_malloc'ed copy, split in place into words */
+static char *compiler_words(char *words[MAX_CC_WORDS + 1], int *n_words) {
+    const char *cc = getenv("TC_CC");
+    char *copy = tc_strdup(cc && *cc ? cc : "cc");
+    if (!copy) return NULL;
+    int n = 0;
+    char *save = NULL;
+    for (char *s = strtok_r(copy, " \t", &save); s && n < MAX_CC_WORDS;
+         s = strtok_r(NULL, " \t", &save))
+        words[n++] = s;
+    if (n == 0) words[n++] = "cc";
+    words[n] = NULL;
+    *n_words = n;
+    return copy;
+}
+
+tc_status tc_cpu_cc_key(const char *src, char key[33]) {
+    char *words[MAX_CC_WORDS + 1];
+    int n_words;
+    char *cc = compiler_words(words, &n_words);
+    if (!cc) return TC_ERR_MEMORY;
+    tc_strbuf b = {0};
+    for (int i = 0; i < n_words; i++) tc_sb_printf(&b, "%s ", words[i]);
+    tc_sb_printf(&b, "\n");
+    for (int i = 0; cc_flags[i]; i++) tc_sb_printf(&b, "%s ", cc_flags[i]);
+    tc_sb_printf(&b, "\n%s", src);
+    tc_free(cc);
+    if (b.failed || !b.s) {
+        tc_sb_free(&b);
+        return tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory hashing the source");
+    }
+    tc_hash_hex(b.s, b.len, key);
+    tc_sb_free(&b);
+    return TC_OK;
+}
+
+/* a compiler run: its temp files, the .so it publishes and its process */
+typedef struct {
+    char *c_path;      /* "<dir>/<key>-XXXXXX.c": the source (owned) */
+    char *tmp_so;      /* the same stem + ".so": the compiler's output (owned) */
+    char *log_path;    /* the same stem + ".log": its messages (owned) */
+    char *so_path;     /* "<dir>/<key>.so": where the output is published (owned) */
+    char *what;        /* "'fn'" or "a batch of N kernels", for messages (owned) */
+    char *cc;          /* TC_CC's words (owned) */
+    const char *argv0; /* the compiler's name (in cc) */
+    pid_t pid;         /* the compiler's process; 0 when not running */
+} cc_job;
+
+/* removes the temp files and frees the job's strings */
+static void job_clear(cc_job *j) {
+    if (j->c_path) unlink(j->c_path);
+    if (j->log_path) unlink(j->log_path);
+    if (j->tmp_so) unlink(j->tmp_so); /* gone already when the rename worked */
+    tc_free(j->c_path), tc_free(j->tmp_so), tc_free(j->log_path);
+    tc_free(j->so_path), tc_free(j->what), tc_free(j->cc);
+    memset(j, 0, sizeof *j);
+}
+
+/* posix_spawn of argv with stdin from /dev/null and stdout+stderr into log */
+static int spawn_logged(pid_t *pid, const char *const *argv, const char *log) {
+    posix_spawn_file_actions_t fa;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc != 0) return rc;
+    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (!rc) rc = posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    if (!rc) rc = posix_spawnp(pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc;
+}
+
+/* writes text to a temp file in dir and starts the compiler on it, its
+ * output to be published as <dir>/<key>.so; on failure the job is cleared */
+static tc_status job_start(cc_job *j, const char *dir, const char *key, const char *text,
+                           const char *what) {
+    memset(j, 0, sizeof *j);
+    j->c_path = write_temp(dir, key, ".c", text);
+    if (!j->c_path) return tc_error_code();
+    size_t stem = strlen(j->c_path) - 2; /* without ".c" */
+    j->tmp_so = fmt_alloc("%.*s.so", (int)stem, j->c_path);
+    j->log_path = j->tmp_so ? fmt_alloc("%.*s.log", (int)stem, j->c_path) : NULL;
+    j->so_path = j->log_path ? tc_cpu_cc_path(dir, key, ".so") : NULL;
+    j->what = j->so_path ? tc_strdup(what) : NULL;
+    char *words[MAX_CC_WORDS + 1];
+    int n = 0;
+    j->cc = j->what ? compiler_words(words, &n) : NULL;
+    if (!j->cc) {
+        job_clear(j);
+        return TC_ERR_MEMORY;
+    }
+    j->argv0 = words[0];
+    const char *argv[MAX_CC_WORDS + 16];
+    int k = 0;
+    for (int i = 0; i < n; i++) argv[k++] = words[i];
+    for (int i = 0; cc_flags[i]; i++) argv[k++] = cc_flags[i];
+    const char *tail[] = {"-x", "c", j->c_path, "-o", j->tmp_so, "-lm", NULL};
+    for (int i = 0; i < 7; i++) argv[k++] = tail[i];
+    int rc = spawn_logged(&j->pid, argv, j->log_path);
+    if (rc != 0) {
+        tc_error_set(TC_ERR_COMPILE, "CPU compile of %s: cannot run the compiler '%s': %s", what,
+                     argv[0], strerror(rc));
+        job_clear(j);
+        return TC_ERR_COMPILE;
+    }
+    compile_count++;
+    return TC_OK;
+}
+
+/* waits for the compiler; when it succeeded, renames its output to so_path.
+ * A failure is TC_ERR_COMPILE quoting the log. Clears the job. */
+static tc_status job_finish(cc_job *j) {
+    int status = 0;
+    tc_status st = TC_OK;
+    while (waitpid(j->pid, &status, 0) < 0) {
+        if (errno == EINTR) continue;
+        if (errno != ECHILD) /* ECHILD: the host reaps children: the output decides */
+            st = tc_error_set(TC_ERR_COMPILE, "CPU compile of %s: waitpid: %s", j->what,
+                              strerror(errno));
+        status = 0;
+        break;
+    }
+    char log[LOG_MAX + 16];
+    if (st == TC_OK && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        read_log(j->log_path, log);
+        st = tc_error_set(TC_ERR_COMPILE, "CPU compile of %s failed (%s %s %d):\n%s", j->what,
+                          j->argv0, WIFEXITED(status) ? "exited with status" : "killed by signal",
+                          WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), log);
+    }
+    if (st == TC_OK && rename(j->tmp_so, j->so_path) != 0) {
+        int err = errno;
+        read_log(j->log_path, log);
+        if (err == ENOENT)
+            st =
+                tc_error_set(TC_ERR_COMPILE, "CPU compile of %s: the compiler wrote no output:\n%s",
+                             j->what, log[0] ? log : "(and printed nothing)");
+        else
+            st = tc_error_set(TC_ERR_IO, "CPU compile: cannot rename '%s' to '%s': %s", j->tmp_so,
+                              j->so_path, strerror(err));
+    }
+    job_clear(j);
+    return st;
+}
+
+tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, const char *fn_name) {
+    char *what = fmt_alloc("'%s'", fn_name);
+    if (!what) return TC_ERR_MEMORY;
+    cc_job j;
+    tc_status st = job_start(&j, dir, key, src, what);
+    tc_free(what);
+    if (st == TC_OK) st = job_finish(&j);
+    if (st == TC_OK) build_count++;
+    return st;
+}
+
+/* ---- batch members' entries ------------------------------------------------ */
+
+/* publishes <dir>/<key>.ref: key's kernel is sym in <dir>/<bkey>.so. A
+ * failure only costs a later compile of that kernel alone. */
+static tc_status write_ref(const char *dir, const char *key, const char *bkey, const char *sym) {
+    char *text = fmt_alloc("tinyc-batch %s %s\n", bkey, sym);
+    char *ref = text ? tc_cpu_cc_path(dir, key, ".ref") : NULL;
+    char *tmp = ref ? write_temp(dir, key, ".tmp", text) : NULL;
+    tc_status st = TC_OK;
+    if (!ref) st = TC_ERR_MEMORY;
+    else if (!tmp) st = tc_error_code() == TC_ERR_MEMORY ? TC_ERR_MEMORY : TC_OK;
+    else if (rename(tmp, ref) != 0) unlink(tmp);
+    tc_free(text), tc_free(ref), tc_free(tmp);
+    if (st == TC_OK) tc_error_clear();
+    return st;
+}
+
+/* the batch key in <dir>/<key>.ref when that names sym, into bkey (*found) */
+static tc_status read_ref(const char *dir, const char *key, const char *sym, char bkey[33],
+                          bool *found) {
+    *found = false;
+    char *ref = tc_cpu_cc_path(dir, key, ".ref");
+    if (!ref) return TC_ERR_MEMORY;
+    char buf[512 + 16];
+    bool is_cut;
+    size_t n = read_head(ref, buf, 512, &is_cut);
+    tc_free(ref);
+    const char *tag = "tinyc-batch ";
+    size_t t = strlen(tag), ls = strlen(sym);
+    if (is_cut || n != t + 32 + 1 + ls + 1 || memcmp(buf, tag, t) != 0 || buf[t + 32] != ' ' ||
+        memcmp(buf + t + 33, sym, ls) != 0 || buf[n - 1] != '\n')
+        return TC_OK;
+    for (size_t i = 0; i < 32; i++) {
+        char c = buf[t + i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return TC_OK;
+        bkey[i] = c;
+    }
+    bkey[32] = '\0';
+    *found = true;
+    return TC_OK;
+}
+
+tc_status tc_cpu_cc_find(const char *dir, const char *key, const char *fn_name, char **so_path,
+                         char **sym) {
+    *so_path = *sym = NULL;
+    char *so = tc_cpu_cc_path(dir, key, ".so");
+    if (!so) return TC_ERR_MEMORY;
+    if (access(so, F_OK) == 0) {
+        *sym = tc_strdup(fn_name);
+        if (!*sym) tc_free(so);
+        *so_path = *sym ? so : NULL;
+        return *sym ? TC_OK : TC_ERR_MEMORY;
+    }
+    tc_free(so);
+    char *bsym = tc_cpu_batch_symbol(fn_name, key), bkey[33];
+    if (!bsym) return TC_ERR_MEMORY;
+    bool found;
+    tc_status st = read_ref(dir, key, bsym, bkey, &found);
+    char *bso = st == TC_OK && found ? tc_cpu_cc_path(dir, bkey, ".so") : NULL;
+    if (found && !bso) st = TC_ERR_MEMORY;
+    if (bso && access(bso, F_OK) == 0) {
+        *so_path = bso, *sym = bsym;
+        return TC_OK;
+    }
+    tc_free(bso), tc_free(bsym);
+    return st;
+}
+
+/* ---- building many ------------------------------------------------------------ */
+
+/* a compiler run of build_all: one kernel alone, or a batch */
+typedef struct {
+    int first;     /* its kernels: order[first .. first + n) */
+    int n;         /* how many (1: compiled alone, as tc_cpu_cc_build would) */
+    size_t weight; /* bytes of their sources, for the order of the runs */
+} task;
+
+/* the tasks and the runs of build_all */
+typedef struct {
+    const char *dir;          /* the cache directory */
+    const tc_cpu_kernel *ks;  /* the kernels */
+    int *order;               /* kernel indices, grouped by task (2n: fallbacks too) */
+    int n_order;              /* used */
+    task *tasks;              /* 3n at most: batches, kernels alone, fallbacks */
+    int n_tasks;              /* planned so far */
+    cc_job jobs[MAX_JOBS];    /* running: jobs[(head + i) % max_jobs], i < n_running */
+    int job_task[MAX_JOBS];   /* the task of each job */
+    char bkeys[MAX_JOBS][33]; /* the batch key of each batch job */
+    int head, n_running, max_jobs;
+} builder;
+
+static void add_task(builder *b, const int *kernels, int n) {
+    task *t = &b->tasks[b->n_tasks++];
+    *t = (task){.first = b->n_order, .n = n};
+    for (int i = 0; i < n; i++) {
+        b->order[b->n_order++] = kernels[i];
+        t->weight += strlen(b->ks[kernels[i]].src);
+    }
+}
+
+/* the kernels that may join split into bins of about equal source bytes
+ * (longest first into the lightest bin), one bin per compiler at once; the
+ * rest alone. Tasks sorted heaviest first. */
+static tc_status plan(builder *b, int n) {
+    int *join = tc_malloc(2 * (size_t)n * sizeof *join), n_join = 0;
+    if (!join) return TC_ERR_MEMORY;
+    int *bin = join + n;
+    for (int i = 0; i < n; i++) {
+        if (tc_cpu_batch_can_join(b->ks[i].src, b->ks[i].fn_name)) join[n_join++] = i;
+        else add_task(b, &i, 1);
+    }
+    for (int i = 1; i < n_join; i++) /* by source length, longest first (insertion) */
+        for (int k = i; k > 0 && strlen(b->ks[join[k]].src) > strlen(b->ks[join[k - 1]].src); k--) {
+            int t = join[k];
+            join[k] = join[k - 1], join[k - 1] = t;
+        }
+    int n_bins = n_join < b->max_jobs ? n_join : b->max_jobs;
+    size_t load[MAX_JOBS] = {0};
+    for (int i = 0; i < n_join; i++) {
+        int best = 0;
+        for (int k = 1; k < n_bins; k++) best = load[k] < load[best] ? k : best;
+        bin[i] = best;
+        load[best] += strlen(b->ks[join[i]].src);
+    }
+    for (int k = 0; k < n_bins; k++) {
+        int first = b->n_order;
+        for (int i = 0; i < n_join; i++)
+            if (bin[i] == k) b->order[b->n_order++] = join[i];
+        b->tasks[b->n_tasks++] = (task){.first = first, .n = b->n_order - first, .weight = load[k]};
+    }
+    tc_free(join);
+    for (int i = 1; i < b->n_tasks; i++) /* heaviest first: they finish last */
+        for (int k = i; k > 0 && b->tasks[k].weight > b->tasks[k - 1].weight; k--) {
+            task t = b->tasks[k];
+            b->tasks[k] = b->tasks[k - 1], b->tasks[k - 1] = t;
+        }
+    return TC_OK;
+}
+
+/* starts task t's compiler; only TC_ERR_MEMORY is an error (a kernel that
+ * does not start is left for tc_cpu_cc_build to report) */
+static tc_status task_start(builder *b, int t) {
+    const task *tk = &b->tasks[t];
+    int slot = (b->head + b->n_running) % b->max_jobs;
+    const tc_cpu_kernel *k = &b->ks[b->order[tk->first]];
+    char *text = NULL, *what;
+    if (tk->n == 1) {
+        what = fmt_alloc("'%s'", k->fn_name);
+    } else {
+        text = tc_cpu_batch_text(b->ks, b->order + tk->first, tk->n);
+        if (text && tc_cpu_cc_key(text, b->bkeys[slot]) != TC_OK) tc_free(text), text = NULL;
+        what = text ? fmt_alloc("a batch of %d kernels ('%s', ...)", tk->n, k->fn_name) : NULL;
+    }
+    tc_status st = what ? job_start(&b->jobs[slot], b->dir, tk->n == 1 ? k->key : b->bkeys[slot],
+                                    tk->n == 1 ? k->src : text, what)
+                        : tc_error_code();
+    tc_free(text), tc_free(what);
+    if (st == TC_OK) {
+        b->job_task[slot] = t;
+        b->n_running++;
+        return TC_OK;
+    }
+    if (st == TC_ERR_MEMORY) return st;
+    tc_error_clear();
+    return TC_OK;
+}
+
+/* waits for the oldest run: a batch that built publishes its kernels'
+ * entries, one that failed becomes one task per kernel */
+static tc_status task_finish(builder *b) {
+    int slot = b->head, t = b->job_task[slot];
+    b->head = (b->head + 1) % b->max_jobs;
+    b->n_running--;
+    tc_status st = job_finish(&b->jobs[slot]);
+    const task tk = b->tasks[t];
+    if (st != TC_OK) {
+        tc_error_clear();
+        for (int i = 0; i < tk.n && tk.n > 1; i++) add_task(b, &b->order[tk.first + i], 1);
+        return TC_OK;
+    }
+    build_count += tk.n;
+    for (int i = 0; i < tk.n && tk.n > 1 && st == TC_OK; i++) {
+        const tc_cpu_kernel *k = &b->ks[b->order[tk.first + i]];
+        char *sym = tc_cpu_batch_symbol(k->fn_name, k->key);
+        st = sym ? write_ref(b->dir, k->key, b->bkeys[slot], sym) : TC_ERR_MEMORY;
+        tc_free(sym);
+    }
+    return st;
+}
+
+/* compilers run at once: TC_CC_JOBS, else the cores; 1 to MAX_JOBS */
+static int cc_jobs(void) {
+    const char *e = getenv("TC_CC_JOBS");
+    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > MAX_JOBS ? MAX_JOBS : (int)n;
+}
+
+tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n) {
+    if (n <= 0) return TC_OK;
+    builder *b = tc_calloc(1, sizeof *b);
+    if (b) {
+        b->order = tc_malloc(2 * (size_t)n * sizeof *b->order);
+        b->tasks = tc_malloc(3 * (size_t)n * sizeof *b->tasks);
+    }
+    tc_status st = b && b->order && b->tasks ? TC_OK : TC_ERR_MEMORY;
+    if (st == TC_OK) {
+        b->dir = dir, b->ks = ks;
+        b->max_jobs = cc_jobs();
+        st = plan(b, n);
+    }
+    for (int next = 0; st == TC_OK && (next < b->n_tasks || b->n_running > 0);) {
+        if (next < b->n_tasks && b->n_running < b->max_jobs) st = task_start(b, next++);
+        else st = task_finish(b);
+    }
+    while (b && b->n_running > 0) task_finish(b); /* after an error: wait, clean up */
+    if (b) tc_free(b->order), tc_free(b->tasks);
+    tc_free(b);
+    if (st != TC_OK)
+        return tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory building kernels");
+    tc_error_clear();
+    return TC_OK;
+}
