@@ -11,8 +11,10 @@ largest and the N slowest (as timed in the workload, where compilers run
 in parallel and the machine may be busy) are compiled again alone, one at a
 time, at the runtime's flags (src/runtime/cpu_cc.c's cc_flags), and their CPU
 time (user + system of the compiler and its children) is printed: that is
-the figure least disturbed by other load. A source holding a batch of
-kernels (one compiler run for several) counts as one source.
+the figure least disturbed by other load. The runtime builds a schedule's
+new kernels in batches, one compiler run per batch; the survey sets
+TC_CC_JOBS=64, so each batch is one kernel until a schedule has more than
+64 new ones (then a source may hold two or more).
 The test corpus is `ctest -LE "slow|gpu"` in the build dir, its kernel
 caches (build/kcache) emptied first. Cost: the workloads' own time plus 2N
 compiles each.
@@ -52,7 +54,7 @@ def compile_alone(src, out):
 
 def run_workload(name, build, keep):
     env = dict(os.environ, TC_CC=os.path.join(HERE, "cc_timed.sh"),
-               TC_CC_REAL=os.environ.get("TC_CC", "cc"), TC_CC_KEEP=keep,
+               TC_CC_REAL=os.environ.get("TC_CC", "cc"), TC_CC_KEEP=keep, TC_CC_JOBS="64",
                TINYC_LIB=os.path.join(build, "libtinyc.so"),
                PYTHONPATH=os.path.join(REPO, "python"))
     cache = tempfile.mkdtemp(prefix="tc_survey_cache_")
