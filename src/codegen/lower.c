@@ -696,7 +696,10 @@ tc_kernel_uops *tc_codegen_plan(const tc_sched_item *it, const tc_target *target
     c->it = it;
     c->tg = target;
     c->plan = plan;
-    c->ub.drop_dead = target->has_local; /* the CPU output stays as it was */
+    /* values nothing uses are not printed: NVRTC warns about unused
+     * variables, and so do gcc and clang -Wall on exported C (tc_export_c);
+     * the CPU's compiler dropped them anyway */
+    c->ub.drop_dead = true;
     /* CPU: 64-bit indices always: with int32 (and -fwrapv) the C compiler
      * cannot prove that copies of an upcast read consecutive addresses, and
      * does not vectorize them */
