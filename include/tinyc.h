@@ -14,8 +14,14 @@
  *   went wrong, naming the call and the values (thread-local).
  * - Shapes are int64_t arrays of ndim values; axes are int and may be
  *   negative (counting from the end).
- * - Devices are named "CPU", "OPENCL", "CUDA" with an optional ":N" index.
- *   NULL means the default: TC_DEVICE if set, else "CPU".
+ * - Devices are named "CPU", "OPENCL", "CUDA" with an optional ":N" index,
+ *   and "NULL". NULL (the pointer) means the default: TC_DEVICE if set, else
+ *   "CPU". The NULL device (tinygrad's NULL=1) schedules, lowers and renders
+ *   every kernel as the CPU would (same C dialect, same target), but compiles
+ *   and runs nothing: its buffers reserve no memory, data copied to it is
+ *   dropped, and reading one back (tc_to_host, tc_to_device to another
+ *   device) gives zeros. Its launches count in tc_counters like real ones.
+ *   It measures and tests the front end, scheduler and codegen on big graphs.
  * - The library is safe to call from several threads (one lock at entry).
  */
 #ifndef TINYC_H
@@ -91,10 +97,29 @@ TC_API tc_tensor *tc_full_like(tc_tensor *a, double value); /* same shape, dtype
 TC_API tc_tensor *tc_arange(int64_t start, int64_t stop, int64_t step, tc_dtype dt,
                             const char *device);
 TC_API tc_tensor *tc_eye(int64_t n, tc_dtype dt, const char *device);
+/* a realized tensor whose elements are not set (tinygrad's Tensor.empty):
+ * a buffer, no kernel; write it with tc_assign */
+TC_API tc_tensor *tc_empty(int ndim, const int64_t *shape, tc_dtype dt, const char *device);
 TC_API tc_tensor *tc_rand(int ndim, const int64_t *shape, tc_dtype dt,
                           const char *device); /* U[0,1) */
 TC_API tc_tensor *tc_randn(int ndim, const int64_t *shape, tc_dtype dt,
                            const char *device); /* N(0,1) */
+/* U[low, high) (finite low <= high) and N(mean, std^2) (std >= 0), float dtypes:
+ * the same streams as tc_rand and tc_randn, scaled on the host */
+TC_API tc_tensor *tc_uniform(int ndim, const int64_t *shape, double low, double high, tc_dtype dt,
+                             const char *device);
+TC_API tc_tensor *tc_normal(int ndim, const int64_t *shape, double mean, double std, tc_dtype dt,
+                            const char *device);
+/* integers uniform in [low, high) (low < high, in dt's range), integer dtypes */
+TC_API tc_tensor *tc_randint(int ndim, const int64_t *shape, int64_t low, int64_t high,
+                             tc_dtype dt, const char *device);
+/* num_samples int32 category indices per row of probs ((n) -> (num_samples),
+ * (rows, n) -> (rows, num_samples)), each drawn in proportion to the row's
+ * non-negative weights (not normalised); without replacement the indices of
+ * a row differ (num_samples <= n). Realized weights are checked (finite, >= 0,
+ * a positive sum, enough positive ones); lazy ones are used as they come.
+ * Uniforms from tc_rand, so tc_manual_seed makes the draws reproducible. */
+TC_API tc_tensor *tc_multinomial(tc_tensor *probs, int64_t num_samples, bool replacement);
 TC_API void tc_manual_seed(uint64_t seed);
 TC_API tc_tensor *tc_retain(tc_tensor *t); /* returns t with one more reference */
 TC_API void tc_release(tc_tensor *t);      /* NULL is fine */
@@ -126,7 +151,11 @@ TC_API tc_tensor *tc_ne(tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_logical_and(tc_tensor *a, tc_tensor *b); /* bool and integer dtypes */
 TC_API tc_tensor *tc_logical_or(tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_logical_xor(tc_tensor *a, tc_tensor *b);
-TC_API tc_tensor *tc_logical_not(tc_tensor *a); /* bool only */
+TC_API tc_tensor *tc_logical_not(tc_tensor *a); /* a == 0 (bool: !a), any dtype; gives TC_BOOL */
+/* integers: a << b and arithmetic a >> b; a count outside 0..bits-1 shifts
+ * every bit out (0, or -1 for rshift of a negative signed a) */
+TC_API tc_tensor *tc_lshift(tc_tensor *a, tc_tensor *b);
+TC_API tc_tensor *tc_rshift(tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_neg(tc_tensor *a);
 TC_API tc_tensor *tc_exp(tc_tensor *a);
 TC_API tc_tensor *tc_log(tc_tensor *a);
@@ -141,16 +170,44 @@ TC_API tc_tensor *tc_tanh(tc_tensor *a);
 TC_API tc_tensor *tc_recip(tc_tensor *a);
 TC_API tc_tensor *tc_abs(tc_tensor *a);
 TC_API tc_tensor *tc_square(tc_tensor *a);
+/* rounding: integers and bool keep their value and dtype; floats stay floats
+ * (round: half to even, like torch and numpy); gradient 0 (torch's) */
+TC_API tc_tensor *tc_trunc(tc_tensor *a);
+TC_API tc_tensor *tc_floor(tc_tensor *a);
+TC_API tc_tensor *tc_ceil(tc_tensor *a);
+TC_API tc_tensor *tc_round(tc_tensor *a);
+TC_API tc_tensor *tc_sign(tc_tensor *a); /* -1, 0, 1 in a's dtype; NaN gives 0 (torch) */
+/* float math (ints and bool are computed in float32) */
+TC_API tc_tensor *tc_sinh(tc_tensor *a);
+TC_API tc_tensor *tc_cosh(tc_tensor *a);
+TC_API tc_tensor *tc_asinh(tc_tensor *a);
+TC_API tc_tensor *tc_acosh(tc_tensor *a);       /* NaN below 1 */
+TC_API tc_tensor *tc_atanh(tc_tensor *a);       /* NaN outside [-1, 1] */
+TC_API tc_tensor *tc_softsign(tc_tensor *a);    /* x/(1+|x|) */
+TC_API tc_tensor *tc_hardswish(tc_tensor *a);   /* x*min(max(x+3,0),6)/6 */
+TC_API tc_tensor *tc_mish(tc_tensor *a);        /* x*tanh(softplus x) */
+TC_API tc_tensor *tc_quick_gelu(tc_tensor *a);  /* x*sigmoid(1.702x) */
+/* max(x,0) + min(alpha*(exp(x/alpha)-1), 0); alpha finite and nonzero */
+TC_API tc_tensor *tc_celu(tc_tensor *a, double alpha);
 TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_cast(tc_tensor *a, tc_dtype dt);
 
-/* ---- reduce (naxes 0 = all axes; negative axes count from the end) ------- */
+/* ---- reduce (naxes 0 = all axes; negative axes count from the end; a 0-d
+ * tensor takes axis 0 or -1, its one element) ------------------------------ */
 TC_API tc_tensor *tc_sum(tc_tensor *a, int naxes, const int *axes, bool keepdim);
 TC_API tc_tensor *tc_max(tc_tensor *a, int naxes, const int *axes, bool keepdim);
 TC_API tc_tensor *tc_min(tc_tensor *a, int naxes, const int *axes, bool keepdim);
 TC_API tc_tensor *tc_mean(tc_tensor *a, int naxes, const int *axes, bool keepdim);
 TC_API tc_tensor *tc_var(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction);
 TC_API tc_tensor *tc_std(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction);
+/* TC_BOOL: some / every element is nonzero (any dtype; not differentiable) */
+TC_API tc_tensor *tc_any(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+TC_API tc_tensor *tc_all(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+/* log(sum(exp(a))) over the axes, shifted by the (finite) max: one kernel */
+TC_API tc_tensor *tc_logsumexp(tc_tensor *a, int naxes, const int *axes, bool keepdim);
+/* running sums along axis (tc_sum's dtype); a row of up to 512 is one
+ * kernel (a windowed view and a sum), longer rows are scanned in blocks */
+TC_API tc_tensor *tc_cumsum(tc_tensor *x, int axis);
 
 /* ---- movement: views, no copies ----------------------------------------- */
 TC_API tc_tensor *tc_reshape(tc_tensor *a, int ndim, const int64_t *shape); /* one -1 allowed */
@@ -183,10 +240,15 @@ typedef struct {
     /* where a realize's time goes, in seconds, always measured (TC_DEBUG>=1
      * prints them per realize) */
     double schedule_s;     /* building schedules (graph -> kernels) */
-    double lower_s;        /* codegen + render of kernels */
+    double lower_s;        /* codegen + render of kernels (and lowering-cache lookups) */
+    double codegen_s;      /* of lower_s: codegen (kernel AST -> optimised UOps) */
+    double render_s;       /* of lower_s: rendering UOps to source text */
     double compile_s;      /* device compile: cache lookups, loads, compiler runs */
     double launch_s;       /* launch calls (CPU: the kernels' run time; GPUs queue) */
     int64_t compile_count; /* kernels built from source (no cache had them) */
+    int64_t graph_nodes;   /* graph nodes the schedules walked: distinct lazy nodes under
+                              the tensors realized (or counted by tc_schedule_kernel_count),
+                              views, constants and the realized buffers read included */
     /* device memory (all devices) */
     int64_t mem_used; /* bytes in live buffers now (not changed by a reset) */
     int64_t mem_peak; /* the most mem_used reached since start or the last reset */
@@ -352,12 +414,36 @@ TC_API void tc_jit_free(tc_jit *j);
 TC_API tc_status tc_export_c(const char *dir, const char *name, tc_tensor **outs, int n_outs,
                              tc_tensor **ins, int n_ins);
 
+/* ---- reading by integer tensors ---------------------------------------------
+ * A load whose place along one axis comes from an integer tensor (int32,
+ * int64 or uint8): O(output) work, fused with what reads the result (an
+ * embedding lookup plus a position embedding is one kernel). The gradient
+ * adds the output's gradient at the same places: one kernel (CPU only for
+ * now; on OPENCL and CUDA it fails with TC_ERR_DEVICE). In a kernel an
+ * index outside the axis reads 0 and its gradient goes nowhere. */
+/* tinygrad's and torch's gather: out has index's shape (index.ndim ==
+ * x.ndim, index.shape[d] <= x.shape[d] off axis); out[i] = x[i with i[axis]
+ * = index[i]] */
+TC_API tc_tensor *tc_gather(tc_tensor *x, int axis, tc_tensor *index);
+/* x[..., index, ...] on axis (numpy's integer-array indexing of one axis):
+ * the result's shape is x.shape[:axis] + index.shape + x.shape[axis+1:];
+ * negative indices count from the end. tc_index(weight, 0, ids) is an
+ * embedding lookup */
+TC_API tc_tensor *tc_index(tc_tensor *x, int axis, tc_tensor *index);
+
 /* ---- composites: built from the ops above, so they fuse and differentiate --
  * Optional tensors may be NULL. Shapes are checked at the call. */
 /* numpy matmul: 1-D operands get a dim added (and removed from the result),
  * batch dims broadcast; a multiply and a sum over the last axis, no copies */
 TC_API tc_tensor *tc_matmul(tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_dot(tc_tensor *a, tc_tensor *b); /* same as tc_matmul */
+/* Einstein summation over xs[0..n-1] (1..16 operands), numpy's and torch's
+ * formulas: "ij,jk->ik", "bij,bjk", "ii->i" (a repeated subscript takes the
+ * diagonal), "...ij,...jk->...ik" ("..." broadcasts). Without "->" the
+ * output is the "..." dims then the subscripts used once, in ASCII order;
+ * summed "..." dims are allowed. Lowered to views, one broadcast multiply
+ * and one sum, so it fuses like tc_matmul ("ij,jk" is one kernel). */
+TC_API tc_tensor *tc_einsum(const char *formula, int n, tc_tensor *const *xs);
 /* x @ w^T + b with torch's layout: w is (out, in), b is (out) or NULL */
 TC_API tc_tensor *tc_linear(tc_tensor *x, tc_tensor *w, tc_tensor *b);
 TC_API tc_tensor *tc_softmax(tc_tensor *a, int axis);

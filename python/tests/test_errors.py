@@ -51,7 +51,7 @@ def test_python_misuse():
         t * object()
     with pytest.raises(TypeError):
         t.where(1, "b")
-    with pytest.raises(ValueError):
+    with pytest.raises(RuntimeError):  # tinygrad's
         t.clip()
     with pytest.raises(TypeError):
         t.realize(3)
@@ -61,6 +61,68 @@ def test_python_misuse():
         Tensor.manual_seed(1.5)
     with pytest.raises(TypeError):
         t.requires_grad = "yes"
+
+
+# misuse -> the exception tinygrad raises (and the message: the library's for
+# errors found in C, which name the call)
+TINYGRAD_ERRORS = [
+    ("full(-3)", lambda: Tensor.full(-3, 1.0), ValueError, "tc_full: negative size -3"),
+    ("full((2,-3))", lambda: Tensor.full((2, -3), 0), ValueError, "tc_full: negative size -3"),
+    ("zeros(-1)", lambda: Tensor.zeros(-1), ValueError, "tc_zeros: negative size -1"),
+    ("ones(2,-2)", lambda: Tensor.ones(2, -2), ValueError, "tc_ones: negative size -2"),
+    ("rand(-3)", lambda: Tensor.rand(-3), ValueError, "tc_rand: negative size -3"),
+    ("randn(-1)", lambda: Tensor.randn(4, -1), ValueError, "tc_randn: negative size -1"),
+    ("empty(-2)", lambda: Tensor.empty(-2), ValueError, "tc_empty: negative size -2"),
+    ("eye(-3)", lambda: Tensor.eye(-3), ValueError, "tc_eye: size -3 is out of range"),
+    ("broadcast", lambda: Tensor.ones(2, 3) + Tensor.ones(4, 3), ValueError,
+     r"tc_add: cannot broadcast \(2,3\) with \(4,3\)"),
+    ("reshape", lambda: Tensor.ones(2, 3).reshape(5), ValueError,
+     r"tc_reshape: cannot reshape \(2,3\) to \(5,\)"),
+    ("expand", lambda: Tensor.ones(2, 3).expand(4, 3), ValueError, "tc_expand: cannot expand"),
+    ("einsum", lambda: Tensor.einsum("ij,jk", Tensor.ones(2, 3), Tensor.ones(2, 3)), ValueError,
+     "tc_einsum"),
+    ("two -1", lambda: Tensor.ones(2, 3).reshape(-1, -1), RuntimeError,
+     "tc_reshape: only one -1"),
+    ("permute repeats", lambda: Tensor.ones(2, 3).permute(0, 0), RuntimeError, "repeats an axis"),
+    ("flip repeats", lambda: Tensor.ones(2, 3).flip((1, 1)), RuntimeError, "repeats an axis"),
+    ("clip", lambda: Tensor.ones(2).clip(), RuntimeError, "clip needs min_ or max_"),
+    ("bad data", lambda: Tensor("abc"), RuntimeError, "cannot make a Tensor from str"),
+    ("index", lambda: Tensor.ones(2, 3)[5], IndexError, "index 5 is out of bounds"),
+    ("too many", lambda: Tensor.ones(2, 3)[0, 0, 0], IndexError, "too many indices"),
+    ("ellipses", lambda: Tensor.ones(2, 3)[..., ...], IndexError, "one ellipsis"),
+    ("float index", lambda: Tensor.ones(2, 3)[1.5], IndexError, "invalid index 1.5"),
+    ("str index", lambda: Tensor.ones(2, 3)["a"], IndexError, "invalid index 'a'"),
+    ("axis", lambda: Tensor.ones(2, 3).sum(axis=5), IndexError, "axis 5 is out of range"),
+    ("softmax axis", lambda: Tensor.ones(2, 3).softmax(2), IndexError, "out of range"),
+    ("cumsum axis", lambda: Tensor.ones(2, 3).cumsum(-3), IndexError, "out of range"),
+    ("0-d axis", lambda: Tensor(1.0).sum(1), IndexError, "out of range for 0 dims"),
+    ("transpose", lambda: Tensor.ones(2, 3).transpose(0, 2), IndexError, "out of range"),
+    ("step 0", lambda: Tensor.ones(3)[::0], ValueError, "step cannot be zero"),
+]
+
+
+@pytest.mark.parametrize("what,call,exc,match", TINYGRAD_ERRORS,
+                         ids=[e[0] for e in TINYGRAD_ERRORS])
+def test_errors_as_tinygrad_raises_them(what, call, exc, match):
+    with pytest.raises(exc, match=match) as e:
+        call()
+    if "tc_" in match:
+        assert isinstance(e.value, TinycError)  # found in C: the library's message and code
+
+
+def test_error_classes_by_status():
+    with pytest.raises(tinyc.TinycValueError) as e:
+        Tensor.ones(2).reshape(3)
+    assert e.value.status == "TC_ERR_SHAPE" and isinstance(e.value, RuntimeError)
+    with pytest.raises(tinyc.TinycValueError) as e:
+        Tensor.ones(2).celu(0.0)
+    assert e.value.status == "TC_ERR_INVALID"
+    with pytest.raises(TinycError) as e:  # a dtype error is no ValueError
+        Tensor([1.0]) << 1
+    assert e.value.status == "TC_ERR_DTYPE" and not isinstance(e.value, ValueError)
+    with pytest.raises(tinyc.TinycIOError) as e:
+        _lib.check(_lib.lib.tc_idx_load(b"/nonexistent/file.idx", None))
+    assert isinstance(e.value, OSError) and e.value.status == "TC_ERR_IO"
 
 
 def test_missing_c_functions_name_the_symbol(monkeypatch):

@@ -80,12 +80,15 @@ def test_global_counters():
     (a - b).sum().realize()
     assert GlobalCounters.kernel_count == 2
     assert GlobalCounters.schedule_s > 0.0 and GlobalCounters.lower_s >= 0.0
+    assert 0.0 <= GlobalCounters.codegen_s + GlobalCounters.render_s <= GlobalCounters.lower_s
     assert GlobalCounters.launch_s > 0.0 and GlobalCounters.compile_s >= 0.0
     assert isinstance(GlobalCounters.compile_count, int) and GlobalCounters.compile_count >= 0
     assert GlobalCounters.mem_peak >= GlobalCounters.mem_used >= 0 and GlobalCounters.mem_peak > 0
     assert GlobalCounters.mem_cached >= 0
     GlobalCounters.reset()
     assert GlobalCounters.kernel_count == 0 and GlobalCounters.global_ops == 0
+    (a * b).realize()  # a, b and the product
+    assert GlobalCounters.graph_nodes == 3
 
 
 def test_flags():

@@ -9,11 +9,12 @@ The library is found through TINYC_LIB, the build tree next to this
 checkout, or the installed library (see tinyc/_lib.py).
 """
 from . import _lib
-from ._lib import TinycError
+from ._lib import TinycError, TinycIOError, TinycMemoryError, TinycValueError
 from .dtype import DType, dtypes
 from .tensor import AxisError, Tensor
 
-__all__ = ["Tensor", "GlobalCounters", "TinycError", "AxisError", "dtypes", "DType",
+__all__ = ["Tensor", "GlobalCounters", "TinycError", "TinycValueError", "TinycMemoryError",
+           "TinycIOError", "AxisError", "dtypes", "DType",
            "nn", "version", "set_flag", "get_flag", "library_path", "where", "no_grad",
            "set_grad_enabled", "is_grad_enabled", "TinyJit", "synchronize", "export_c"]
 
@@ -96,15 +97,16 @@ class _CountersMeta(type):
 
 
 # where the time and memory went (tc_counters' later fields), read the same way
-for _field in ("schedule_s", "lower_s", "compile_s", "launch_s", "compile_count",
-               "mem_used", "mem_peak", "mem_cached"):
+for _field in ("schedule_s", "lower_s", "codegen_s", "render_s", "compile_s", "launch_s",
+               "compile_count", "graph_nodes", "mem_used", "mem_peak", "mem_cached"):
     setattr(_CountersMeta, _field, property(lambda cls, f=_field: getattr(cls._read(), f)))
 
 
 class GlobalCounters(metaclass=_CountersMeta):
     """tinygrad's GlobalCounters: kernel_count, global_ops, global_mem,
     time_sum_s since start or the last reset() (read from tc_get_counters);
-    also schedule_s, lower_s, compile_s, launch_s, compile_count, mem_used,
+    also schedule_s, lower_s (codegen_s + render_s and cache lookups), compile_s,
+    launch_s, compile_count, graph_nodes (nodes the schedules walked), mem_used,
     mem_peak and mem_cached (device memory in bytes)."""
 
     @staticmethod

@@ -94,16 +94,19 @@ class Counters(ctypes.Structure):
     _fields_ = [("kernel_count", ctypes.c_int64), ("global_ops", ctypes.c_int64),
                 ("global_mem", ctypes.c_int64), ("time_sum_s", ctypes.c_double),
                 ("schedule_s", ctypes.c_double), ("lower_s", ctypes.c_double),
+                ("codegen_s", ctypes.c_double), ("render_s", ctypes.c_double),
                 ("compile_s", ctypes.c_double), ("launch_s", ctypes.c_double),
-                ("compile_count", ctypes.c_int64), ("mem_used", ctypes.c_int64),
+                ("compile_count", ctypes.c_int64), ("graph_nodes", ctypes.c_int64),
+                ("mem_used", ctypes.c_int64),
                 ("mem_peak", ctypes.c_int64), ("mem_cached", ctypes.c_int64)]
 
 
 _UNARY = ("neg exp log exp2 log2 sqrt sin cos relu sigmoid tanh recip abs square "
-          "contiguous logical_not").split()
+          "contiguous logical_not trunc floor ceil round sign sinh cosh asinh acosh atanh "
+          "softsign hardswish mish quick_gelu").split()
 _BINARY = ("add sub mul div idiv mod maximum minimum pow lt gt le ge eq ne "
-           "logical_and logical_or logical_xor").split()
-_REDUCE = "sum max min mean".split()
+           "logical_and logical_or logical_xor lshift rshift").split()
+_REDUCE = "sum max min mean any all logsumexp".split()
 
 # name -> (restype, argtypes). Everything the package calls is listed here.
 SIGNATURES = {
@@ -116,10 +119,14 @@ SIGNATURES = {
     "tc_ones": (T, [i32, I64P, i32, s]), "tc_full_like": (T, [T, f64]),
     "tc_arange": (T, [i64, i64, i64, i32, s]), "tc_eye": (T, [i64, i32, s]),
     "tc_rand": (T, [i32, I64P, i32, s]), "tc_randn": (T, [i32, I64P, i32, s]),
+    "tc_uniform": (T, [i32, I64P, f64, f64, i32, s]),
+    "tc_normal": (T, [i32, I64P, f64, f64, i32, s]),
+    "tc_randint": (T, [i32, I64P, i64, i64, i32, s]),
+    "tc_multinomial": (T, [T, i64, b]),
     "tc_manual_seed": (None, [u64]), "tc_retain": (T, [T]), "tc_release": (None, [T]),
     "tc_ndim": (i32, [T]), "tc_shape": (I64P, [T]), "tc_get_dtype": (i32, [T]),
     "tc_numel": (i64, [T]), "tc_device": (s, [T]), "tc_is_realized": (b, [T]),
-    "tc_where": (T, [T, T, T]), "tc_cast": (T, [T, i32]),
+    "tc_where": (T, [T, T, T]), "tc_cast": (T, [T, i32]), "tc_celu": (T, [T, f64]),
     "tc_var": (T, [T, i32, IP, b, i32]), "tc_std": (T, [T, i32, IP, b, i32]),
     "tc_reshape": (T, [T, i32, I64P]), "tc_permute": (T, [T, IP]),
     "tc_transpose": (T, [T, i32, i32]), "tc_expand": (T, [T, i32, I64P]),
@@ -136,7 +143,10 @@ SIGNATURES = {
     "tc_conv2d": (T, [T, T, T, i32, i32]),
     "tc_conv2d_ex": (T, [T, T, T, i32, i32, i32, i32, i32, i32]),
     "tc_max_pool2d": (T, [T, i32, i32]), "tc_avg_pool2d": (T, [T, i32, i32]),
-    "tc_cross_entropy": (T, [T, T]), "tc_argmax": (T, [T, i32, b]),
+    "tc_cross_entropy": (T, [T, T]), "tc_gather": (T, [T, i32, T]), "tc_index": (T, [T, i32, T]),
+    "tc_argmax": (T, [T, i32, b]),
+    "tc_cumsum": (T, [T, i32]), "tc_einsum": (T, [s, i32, TP]),
+    "tc_empty": (T, [i32, I64P, i32, s]),
     "tc_dropout": (T, [T, f64, b]),
     # autograd and training (optional until the library has them)
     "tc_set_requires_grad": (i32, [T, b]), "tc_requires_grad": (b, [T]),
@@ -204,13 +214,33 @@ class TinycError(RuntimeError):
         self.status = status
 
 
+class TinycValueError(TinycError, ValueError):
+    """A bad value, shape or argument (TC_ERR_INVALID, TC_ERR_SHAPE): the
+    ValueError tinygrad raises for these (a negative size, a broadcast or
+    reshape that does not fit), and a TinycError."""
+
+
+class TinycMemoryError(TinycError, MemoryError):
+    """Out of host or device memory (TC_ERR_MEMORY)."""
+
+
+class TinycIOError(TinycError, OSError):
+    """A file could not be read or written (TC_ERR_IO)."""
+
+
+_ERROR_CLASSES = {"TC_ERR_INVALID": TinycValueError, "TC_ERR_SHAPE": TinycValueError,
+                  "TC_ERR_MEMORY": TinycMemoryError, "TC_ERR_IO": TinycIOError}
+
+
 def error():
-    """TinycError from the library's last failure on this thread."""
+    """The library's last failure on this thread as a TinycError (the subclass
+    that also is the Python exception its code stands for)."""
     msg = lib.tc_last_error()
     code = lib.tc_last_status()
     name = lib.tc_status_string(code)
-    return TinycError((msg or b"libtinyc call failed").decode("utf-8", "replace"),
-                      name.decode() if name else None)
+    name = name.decode() if name else None
+    cls = _ERROR_CLASSES.get(name, TinycError)
+    return cls((msg or b"libtinyc call failed").decode("utf-8", "replace"), name)
 
 
 def check(handle):

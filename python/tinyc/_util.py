@@ -13,6 +13,21 @@ class AxisError(ValueError, IndexError):
     it is both a ValueError and an IndexError)."""
 
 
+class RepeatedAxisError(AxisError, RuntimeError):
+    """An axis given twice to permute or flip: an AxisError that is also the
+    RuntimeError tinygrad raises there."""
+
+
+class IndexTypeError(TypeError, IndexError):
+    """An index of a type indexing does not take (a float, a str): the
+    IndexError tinygrad and torch raise, and a TypeError."""
+
+
+class DataError(TypeError, RuntimeError):
+    """Data a Tensor cannot be made from (a str, an object): a TypeError, and
+    the RuntimeError tinygrad raises."""
+
+
 def _dev(device):
     """C device argument: None (the default device) or bytes."""
     if device is None:

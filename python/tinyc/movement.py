@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib
-from ._util import AxisError, _shape_args
+from ._util import AxisError, IndexTypeError, RepeatedAxisError, _shape_args
 from .dtype import dtypes
 
 
@@ -26,9 +26,12 @@ class Movement:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         out = []
-        for s in shape:
-            if s is None:
-                raise TypeError("tinyc: reshape sizes must be ints, got None")
+        for i, s in enumerate(shape):
+            if s is None:  # tinygrad: None keeps that dim
+                if i >= self.ndim:
+                    raise ValueError("tinyc: reshape: None at dim %d, but the tensor has %d dims"
+                                     % (i, self.ndim))
+                s = self.shape[i]
             if isinstance(s, bool) or not isinstance(s, numbers.Integral):
                 raise TypeError("tinyc: reshape sizes must be ints, got %r" % (s,))
             out.append(int(s))
@@ -44,7 +47,7 @@ class Movement:
             raise ValueError("tinyc: permute needs %d axes, got %d" % (self.ndim, len(order)))
         axes = [self._axis(a) for a in order]
         if len(set(axes)) != len(axes):
-            raise AxisError("tinyc: permute order %r repeats an axis" % (tuple(order),))
+            raise RepeatedAxisError("tinyc: permute order %r repeats an axis" % (tuple(order),))
         return self._wrap(lib.tc_permute(self._h, _lib.int_array(axes)))
 
     def transpose(self, dim0=1, dim1=0):
@@ -113,6 +116,15 @@ class Movement:
             out = mask.where(out, value)
         return out
 
+    def pad2d(self, padding, value=0.0):
+        """tinygrad's pad2d: padding = (left, right, top, bottom, ...) for the
+        last dims, last dim first (torch's F.pad order); negative values crop"""
+        padding = tuple(padding)
+        if len(padding) % 2 or len(padding) // 2 > self.ndim:
+            raise ValueError("tinyc: pad2d needs pairs of ints for at most %d dims, got %r"
+                             % (self.ndim, padding))
+        return self.pad(padding, value=value)
+
     def shrink(self, arg):
         """arg: ((begin, end) or None per dim)."""
         pairs = self._pairs(arg, "shrink")
@@ -122,7 +134,8 @@ class Movement:
         return self._wrap(lib.tc_shrink(self._h, _lib.int64_array(flat)))
 
     def flip(self, axis=None):
-        axes = self._axes(axis) if not (isinstance(axis, (tuple, list)) and not axis) else ()
+        axes = self._axes(axis, RepeatedAxisError) if not (isinstance(axis, (tuple, list))
+                                                            and not axis) else ()
         if not axes:
             return self.reshape(self.shape)
         return self._wrap(lib.tc_flip(self._h, len(axes), _lib.int_array(axes)))
@@ -169,6 +182,22 @@ class Movement:
         x = x.expand(tuple(v for r, s in zip(repeats, base) for v in (r, s)))
         return x.reshape(tuple(r * s for r, s in zip(repeats, base)))
 
+    def repeat_interleave(self, repeats, dim=None):
+        """each element repeated `repeats` times along dim (None: of the
+        flattened tensor): a reshape, an expand and a reshape, all views"""
+        if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral):
+            raise TypeError("tinyc: repeat_interleave: repeats must be an int, got %r"
+                            % (repeats,))
+        if repeats < 0:
+            raise ValueError("tinyc: repeat_interleave: repeats must be >= 0, got %d" % repeats)
+        x, ax = (self.flatten(), 0) if dim is None else (self, self._axis(dim))
+        if x.ndim == 0:
+            x, ax = x.reshape(1), 0
+        s = x.shape
+        y = x.reshape(s[:ax + 1] + (1,) + s[ax + 1:])
+        y = y.expand(s[:ax + 1] + (int(repeats),) + s[ax + 1:])
+        return y.reshape(s[:ax] + (s[ax] * int(repeats),) + s[ax + 1:])
+
     def chunk(self, chunks, dim=0):
         ax = self._axis(dim)
         step = -(-self.shape[ax] // chunks)
@@ -206,22 +235,104 @@ class Movement:
 
     # ---- indexing ---------------------------------------------------------
 
+    def gather(self, dim, index):
+        """tinygrad's and torch's gather: out[i] = self[i with i[dim] = index[i]];
+        index has self's ndim and fits it off dim (an index outside reads 0)."""
+        if not isinstance(index, Tensor):
+            raise TypeError("tinyc: gather needs an int Tensor index, got %s" % type(index).__name__)
+        return self._wrap(lib.tc_gather(self._h, self._axis(dim), index._h))
+
+    def _index_tensor(self, i, axis):
+        """a list/array/Tensor index of axis as an int Tensor; host values are
+        bounds-checked here (IndexError, as numpy and tinygrad raise)"""
+        if isinstance(i, Tensor):
+            if not i.dtype.is_int:
+                raise IndexError("tinyc: tensors used as indices must be integer tensors, "
+                                 "got %s" % i.dtype)
+            return i
+        a = np.asarray(i)
+        if a.dtype == np.bool_ or (a.size and not np.issubdtype(a.dtype, np.integer)):
+            raise IndexError("tinyc: index arrays must hold ints, got %s" % a.dtype)
+        n = self.shape[axis]
+        if a.size and (a.min() < -n or a.max() >= n):
+            bad = a.min() if a.min() < -n else a.max()
+            raise IndexError("tinyc: index %d is out of bounds for axis %d with size %d"
+                             % (bad, axis, n))
+        return Tensor(a.astype(np.int32), device=self.device)
+
+    def _advanced(self, idx):
+        """integer-array indexing as tinygrad and torch do it: the basic items
+        first (ints drop their axes; tensor places are kept as full slices),
+        then one lookup: a single index in place of its axis; several are
+        broadcast, flattened into one index over their axes, and their dims put
+        where the first one was when they are next to each other, else first"""
+        items = list(idx)
+        dims = [k for k, i in enumerate(items)
+                if isinstance(i, (Tensor, list, np.ndarray))]
+        basic = tuple(slice(None) if k in dims else i for k, i in enumerate(items))
+        # the axis each item indexes, counted before the basic indexing removes any
+        n_real = sum(1 for i in items if i is not None and i is not Ellipsis)
+        axis_of, d = {}, 0
+        for k, i in enumerate(items):
+            if i is Ellipsis:
+                d += self.ndim - n_real
+            elif i is not None:
+                axis_of[k] = d
+                d += 1
+        idxs = [self._index_tensor(items[k], axis_of[k]) for k in dims]
+        x = self[basic]
+        # where the tensor axes sit after the basic indexing (ints removed)
+        kept, d = {}, 0
+        for k, i in enumerate(basic):
+            if i is Ellipsis:
+                d += self.ndim - n_real
+            elif i is None:
+                d += 1
+            elif isinstance(i, slice):
+                kept[k] = d
+                d += 1
+        pos = [kept[k] for k in dims]
+        if len(idxs) == 1:
+            return x._wrap(lib.tc_index(x._h, pos[0], idxs[0]._h))
+        # several: move their axes to the front, flatten them, one flat index
+        order = pos + [a for a in range(x.ndim) if a not in pos]
+        xp = x.permute(tuple(order))
+        sizes = [x.shape[a] for a in pos]
+        bshape = np.broadcast_shapes(*(t.shape for t in idxs))
+        flat, ok = None, None
+        for t, n in zip(idxs, sizes):
+            t = t.cast(dtypes.int64)
+            t = (t < 0).where(t + n, t).expand(bshape)
+            inside = (t >= 0) * (t < n)
+            ok = inside if ok is None else ok * inside
+            flat = t if flat is None else flat * n + t
+        total = int(np.prod(sizes))
+        flat = ok.where(flat, total)  # a component outside its axis: outside the whole
+        xf = xp.reshape((total,) + xp.shape[len(pos):])
+        out = x._wrap(lib.tc_index(xf._h, 0, flat._h))
+        if pos == list(range(pos[0], pos[-1] + 1)):  # next to each other: where the first was
+            k, p0 = len(bshape), pos[0]
+            rest = list(range(k, out.ndim))
+            out = out.permute(tuple(rest[:p0]) + tuple(range(k)) + tuple(rest[p0:]))
+        return out
+
     def __getitem__(self, idx):
         """ints (negative count from the end), slices with any step (views:
-        shrink, flip, and a pad+reshape+shrink for strides), None and Ellipsis."""
+        shrink, flip, and a pad+reshape+shrink for strides), None and Ellipsis;
+        int Tensors, lists and arrays index as numpy does (tc_index: a load at
+        the index's values, fused with what reads it)."""
         if not isinstance(idx, tuple):
             idx = (idx,)
+        if any(isinstance(i, (Tensor, list, np.ndarray)) for i in idx):
+            return self._advanced(idx)
         items = []
         for i in idx:
-            if isinstance(i, Tensor) or isinstance(i, (list, np.ndarray)):
-                raise TypeError("tinyc: indexing with tensors, lists or arrays is not "
-                                "supported; use ints, slices, None and ...")
             if isinstance(i, (bool, np.bool_)):
-                raise TypeError("tinyc: indexing with a bool is not supported")
+                raise IndexTypeError("tinyc: indexing with a bool is not supported")
             if i is None or i is Ellipsis or isinstance(i, (slice, numbers.Integral)):
                 items.append(int(i) if isinstance(i, numbers.Integral) else i)
             else:
-                raise TypeError("tinyc: invalid index %r (ints, slices, None and ... "
+                raise IndexTypeError("tinyc: invalid index %r (ints, slices, None and ... "
                                 "are supported)" % (i,))
         n_ell = sum(1 for i in items if i is Ellipsis)
         if n_ell > 1:

@@ -25,7 +25,8 @@ import numpy as np
 
 from . import _lib
 from ._lib import check, check_status, lib
-from ._util import AxisError, _dev, _is_scalar, _py_scalar, _scalar_dtype, _shape_args
+from ._util import (AxisError, DataError, _dev, _is_scalar, _py_scalar, _scalar_dtype,
+                    _shape_args)
 from .dtype import dtypes, from_numpy_dtype, least_upper, to_dtype
 from . import movement, nnops
 from .movement import Movement
@@ -131,14 +132,22 @@ class Tensor(Movement, NNOps):
         return to_dtype(dtype) if dtype is not None else default
 
     @staticmethod
+    def _filled(fn, shape, dtype, device, requires_grad):
+        """tc_zeros / tc_ones"""
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        n, arr = _lib.shape_arg(_shape_args(shape, fn[3:]))
+        t = Tensor._wrap(getattr(lib, fn)(n, arr, dt.value, _dev(device)))
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
     def zeros(*shape, dtype=None, device=None, requires_grad=None):
-        return Tensor.full(_shape_args(shape, "zeros"), 0.0, dtype=dtype or dtypes.float32,
-                           device=device, requires_grad=requires_grad)
+        return Tensor._filled("tc_zeros", shape, dtype, device, requires_grad)
 
     @staticmethod
     def ones(*shape, dtype=None, device=None, requires_grad=None):
-        return Tensor.full(_shape_args(shape, "ones"), 1.0, dtype=dtype or dtypes.float32,
-                           device=device, requires_grad=requires_grad)
+        return Tensor._filled("tc_ones", shape, dtype, device, requires_grad)
 
     @staticmethod
     def full(shape, fill_value, dtype=None, device=None, requires_grad=None):
@@ -178,8 +187,11 @@ class Tensor(Movement, NNOps):
 
     @staticmethod
     def eye(n, m=None, dtype=None, device=None, requires_grad=None):
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-            raise TypeError("tinyc: eye: n must be a non-negative int, got %r" % (n,))
+        for v in (n, m):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
+                raise TypeError("tinyc: eye: n and m must be ints, got %r" % (v,))
+        if m is not None and m < 0:  # n < 0 is tc_eye's error
+            raise ValueError("tinyc: eye: m must be >= 0, got %d" % m)
         dt = to_dtype(dtype) if dtype is not None else dtypes.float32
         t = Tensor._wrap(lib.tc_eye(int(n), dt.value, _dev(device)))
         if m is not None and m != n:  # (n, m): cut or zero-pad the columns
@@ -187,6 +199,32 @@ class Tensor(Movement, NNOps):
         if requires_grad is not None:
             t.requires_grad = requires_grad
         return t
+
+    @staticmethod
+    def empty(*shape, dtype=None, device=None, requires_grad=None):
+        """a realized tensor whose values are not set (a buffer, no kernel)"""
+        shape = _shape_args(shape, "empty")
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        n, arr = _lib.shape_arg(shape)
+        t = Tensor._wrap(_lib.need("tc_empty", "Tensor.empty")(n, arr, dt.value, _dev(device)))
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
+    def einsum(formula, *operands, acc_dtype=None):
+        """Einstein summation (numpy's and torch's formulas, "..." included),
+        lowered to views, one broadcast multiply and one sum: "ij,jk->ik" is
+        one kernel. acc_dtype casts the operands first."""
+        if not isinstance(formula, str):
+            raise TypeError("tinyc: einsum: the formula must be a str, got %r" % (formula,))
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = tuple(operands[0])
+        xs = [x if isinstance(x, Tensor) else Tensor(x) for x in operands]
+        if acc_dtype is not None:
+            xs = [x.cast(acc_dtype) for x in xs]
+        fn = _lib.need("tc_einsum", "Tensor.einsum")
+        return Tensor._wrap(fn(formula.encode(), len(xs), _lib.handle_array([x._h for x in xs])))
 
     @staticmethod
     def _random(fn, shape, dtype, device, requires_grad):
@@ -210,14 +248,89 @@ class Tensor(Movement, NNOps):
 
     @staticmethod
     def uniform(*shape, low=0.0, high=1.0, dtype=None, device=None, requires_grad=None):
-        """U[low, high)"""
-        t = (Tensor.rand(*shape, device=device) * float(high - low) + float(low))
-        if dtype is not None:
-            t = t.cast(dtype)
-        t = t.contiguous()  # a fresh tensor, not a view of the random stream's graph
+        """U[low, high) (tc_uniform); an integer dtype truncates (high-low)*U[0,1)
+        and adds low, as tinygrad does"""
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        if dt.is_float:
+            shape = _shape_args(shape, "uniform")
+            n, arr = _lib.shape_arg(shape)
+            t = Tensor._wrap(lib.tc_uniform(n, arr, float(low), float(high), dt.value,
+                                            _dev(device)))
+        else:
+            t = ((Tensor.rand(*shape, device=device) * float(high - low)).cast(dt) +
+                 Tensor(low, dtype=dt, device=device)).contiguous()
         if requires_grad is not None:
             t.requires_grad = requires_grad
         return t
+
+    @staticmethod
+    def normal(*shape, mean=0.0, std=1.0, dtype=None, device=None, requires_grad=None):
+        """N(mean, std^2): tc_randn's stream scaled on the host (tc_normal)"""
+        shape = _shape_args(shape, "normal")
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        n, arr = _lib.shape_arg(shape)
+        t = Tensor._wrap(lib.tc_normal(n, arr, float(mean), float(std), dt.value, _dev(device)))
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    @staticmethod
+    def randint(*shape, low=0, high=10, dtype=None, device=None, requires_grad=None):
+        """integers uniform in [low, high) (tc_randint), int32 by default"""
+        for v in (low, high):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise TypeError("tinyc: randint: low=%r and high=%r must be integers"
+                                % (low, high))
+        dt = to_dtype(dtype) if dtype is not None else dtypes.int32
+        if not dt.is_int:
+            raise TypeError("tinyc: randint: dtype=%s must be an integer dtype" % dt.name)
+        shape = _shape_args(shape, "randint")
+        n, arr = _lib.shape_arg(shape)
+        return Tensor._wrap(lib.tc_randint(n, arr, int(low), int(high), dt.value, _dev(device)))
+
+    @staticmethod
+    def _fans(shape, what):
+        shape = _shape_args(shape, what)
+        if not shape:
+            raise ValueError("tinyc: %s needs at least one dim" % what)
+        return shape, shape[0], int(np.prod(shape[1:], dtype=np.int64))
+
+    @staticmethod
+    def scaled_uniform(*shape, **kwargs):
+        """U(-1, 1) / sqrt(numel)"""
+        shape, _, _ = Tensor._fans(shape, "scaled_uniform")
+        bound = float(np.prod(shape, dtype=np.float64)) ** -0.5
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def glorot_uniform(*shape, **kwargs):
+        """U(-b, b), b = sqrt(6 / (shape[0] + prod(shape[1:]))) (Keras' GlorotUniform)"""
+        shape, fan_out, fan_in = Tensor._fans(shape, "glorot_uniform")
+        bound = (6 / (fan_out + fan_in)) ** 0.5
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def kaiming_uniform(*shape, a=0.01, **kwargs):
+        """torch's kaiming_uniform_ (leaky_relu gain with slope a, fan_in = prod(shape[1:]))"""
+        shape, _, fan_in = Tensor._fans(shape, "kaiming_uniform")
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(fan_in)
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def kaiming_normal(*shape, a=0.01, **kwargs):
+        """torch's kaiming_normal_ (leaky_relu gain with slope a, fan_in = prod(shape[1:]))"""
+        shape, _, fan_in = Tensor._fans(shape, "kaiming_normal")
+        std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(fan_in)
+        return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
+
+    def multinomial(self, num_samples=1, replacement=False):
+        """int32 indices drawn from the rows of self's non-negative weights
+        (tc_multinomial); without replacement the indices of a row differ"""
+        if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral):
+            raise TypeError("tinyc: multinomial: num_samples must be an int, got %r"
+                            % (num_samples,))
+        fn = _lib.need("tc_multinomial", "Tensor.multinomial")
+        return Tensor._wrap(fn(self._h, int(num_samples), bool(replacement)))
 
     @staticmethod
     def manual_seed(seed=0):
@@ -461,10 +574,24 @@ class Tensor(Movement, NNOps):
     def square(self): return self._unary("tc_square")
     def reciprocal(self): return self._unary("tc_recip")
     def logical_not(self): return self._unary("tc_logical_not")
+    def trunc(self): return self._unary("tc_trunc")
+    def floor(self): return self._unary("tc_floor")
+    def ceil(self): return self._unary("tc_ceil")
+    def round(self): return self._unary("tc_round")
+    def sign(self): return self._unary("tc_sign")
+    def sinh(self): return self._unary("tc_sinh")
+    def cosh(self): return self._unary("tc_cosh")
+    def asinh(self): return self._unary("tc_asinh")
+    def acosh(self): return self._unary("tc_acosh")
+    def atanh(self): return self._unary("tc_atanh")
+    def softsign(self): return self._unary("tc_softsign")
+    def hardswish(self): return self._unary("tc_hardswish")
+    def mish(self): return self._unary("tc_mish")
+    def quick_gelu(self): return self._unary("tc_quick_gelu")
+    def celu(self, alpha=1.0): return Tensor._wrap(lib.tc_celu(self._h, float(alpha)))
 
     def rsqrt(self): return self.sqrt().reciprocal()
     def tan(self): return self.sin() / self.cos()
-    def sign(self): return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
     def leakyrelu(self, neg_slope=0.01): return self.relu() - (-neg_slope * self).relu()
     def silu(self): return self * self.sigmoid()
     def swish(self): return self.silu()
@@ -503,7 +630,13 @@ class Tensor(Movement, NNOps):
     def add(self, y, reverse=False): return self._binary("tc_add", y, reverse)
     def sub(self, y, reverse=False): return self._binary("tc_sub", y, reverse)
     def mul(self, y, reverse=False): return self._binary("tc_mul", y, reverse)
-    def div(self, y, reverse=False): return self._binary("tc_div", y, reverse)
+    def div(self, y, reverse=False, upcast=True):
+        """true division; upcast=False divides integers as integers (truncating,
+        tinygrad's rule), while floats divide as usual"""
+        a, b = self._operand(y, reverse)
+        if not upcast and not least_upper(a.dtype, b.dtype).is_float:
+            return Tensor._wrap(lib.tc_idiv(a._h, b._h))
+        return Tensor._wrap(lib.tc_div(a._h, b._h))
     def idiv(self, y, reverse=False): return self._binary("tc_idiv", y, reverse)
     def mod(self, y, reverse=False): return self._binary("tc_mod", y, reverse)
     def maximum(self, y): return self._binary("tc_maximum", y)
@@ -511,6 +644,17 @@ class Tensor(Movement, NNOps):
     def logical_and(self, y): return self._binary("tc_logical_and", y)
     def logical_or(self, y): return self._binary("tc_logical_or", y)
     def logical_xor(self, y): return self._binary("tc_logical_xor", y)
+    def xor(self, y, reverse=False): return self._binary("tc_logical_xor", y, reverse)
+    def bitwise_and(self, y, reverse=False): return self._binary("tc_logical_and", y, reverse)
+    def bitwise_or(self, y, reverse=False): return self._binary("tc_logical_or", y, reverse)
+
+    def lshift(self, x):
+        """self << x on integer tensors (x an int or an integer Tensor)"""
+        return self._binary("tc_lshift", x)
+
+    def rshift(self, x):
+        """arithmetic self >> x on integer tensors"""
+        return self._binary("tc_rshift", x)
 
     def pow(self, y, reverse=False):
         if not reverse and _is_scalar(y) and not isinstance(y, (bool, np.bool_)):
@@ -519,8 +663,8 @@ class Tensor(Movement, NNOps):
                 n = int(v)
                 if n < 0:
                     return self.reciprocal().pow(-n)
-                if n == 0:
-                    return self.ones_like()
+                if n == 0:  # through tc_pow for floats: the gradient is 0, not a cut graph
+                    return self._binary("tc_pow", 0) if self.dtype.is_float else self.ones_like()
                 if n == 1:
                     return self * 1
                 half = self.pow(n // 2)
@@ -558,7 +702,18 @@ class Tensor(Movement, NNOps):
     def __rand__(self, y): return self._binary("tc_logical_and", y, True)
     def __ror__(self, y): return self._binary("tc_logical_or", y, True)
     def __rxor__(self, y): return self._binary("tc_logical_xor", y, True)
-    def __invert__(self): return self.logical_not()
+    def __lshift__(self, y): return self.lshift(y)
+    def __rshift__(self, y): return self.rshift(y)
+    def __rlshift__(self, y): return self._binary("tc_lshift", y, True)
+    def __rrshift__(self, y): return self._binary("tc_rshift", y, True)
+
+    def __invert__(self):
+        """bool: logical not; integers: bitwise not (as torch)"""
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        if self.dtype.is_float:
+            raise TypeError("tinyc: ~ is not defined for %s tensors" % self.dtype.name)
+        return self ^ (255 if self.dtype == dtypes.uint8 else -1)
     def __matmul__(self, y): return self.matmul(y)
     def __rmatmul__(self, y): return self._operand(y, True)[0].matmul(self)
 
@@ -587,8 +742,8 @@ class Tensor(Movement, NNOps):
         return Tensor._wrap(lib.tc_where(self._h, a._h, b._h))
 
     def clip(self, min_=None, max_=None):
-        if min_ is None and max_ is None:
-            raise ValueError("tinyc: clip needs min_ or max_")
+        if min_ is None and max_ is None:  # tinygrad's RuntimeError
+            raise RuntimeError("tinyc: clip needs min_ or max_")
         out = self
         if min_ is not None:
             out = out.maximum(min_)
@@ -617,19 +772,27 @@ class Tensor(Movement, NNOps):
         ndim = self.ndim if ndim is None else ndim
         if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
             raise TypeError("tinyc: an axis must be an int, got %r" % (axis,))
+        if ndim == 0 and axis in (0, -1):  # a 0-d tensor's one element (torch, tinygrad)
+            return 0
         if not -ndim <= axis < ndim:
             raise AxisError("tinyc: axis %d is out of range for %d dims" % (axis, ndim))
         return int(axis) % ndim
 
-    def _axes(self, axis):
+    def _axes(self, axis, repeated=AxisError):
         """axis=None | int | tuple -> sorted tuple of distinct 0..ndim-1 axes
-        (None means all)."""
+        (None means all); an axis given twice raises `repeated`."""
         if axis is None:
             return tuple(range(self.ndim))
+        if self.ndim == 0:  # axis 0 or -1 names the one element: nothing to reduce
+            for a in (axis if isinstance(axis, (tuple, list)) else (axis,)):
+                self._axis(a)
+            if isinstance(axis, (tuple, list)) and len(axis) > 1:
+                raise AxisError("tinyc: axis %r repeats an axis" % (axis,))
+            return ()
         if isinstance(axis, (tuple, list)):
             out = tuple(self._axis(a) for a in axis)
             if len(set(out)) != len(out):
-                raise AxisError("tinyc: axis %r repeats an axis" % (axis,))
+                raise repeated("tinyc: axis %r repeats an axis" % (axis,))
             return tuple(sorted(out))
         return (self._axis(axis),)
 
@@ -652,6 +815,12 @@ class Tensor(Movement, NNOps):
     def max(self, axis=None, keepdim=False): return self._reduce("tc_max", axis, keepdim)
     def min(self, axis=None, keepdim=False): return self._reduce("tc_min", axis, keepdim)
     def mean(self, axis=None, keepdim=False): return self._reduce("tc_mean", axis, keepdim)
+    def any(self, axis=None, keepdim=False): return self._reduce("tc_any", axis, keepdim)
+    def all(self, axis=None, keepdim=False): return self._reduce("tc_all", axis, keepdim)
+
+    def cumsum(self, axis=0):
+        """running sums along axis (one kernel for rows up to 512)"""
+        return Tensor._wrap(lib.tc_cumsum(self._h, self._axis(axis)))
 
     def var(self, axis=None, keepdim=False, correction=1):
         return self._reduce("tc_var", axis, keepdim, int(correction))
@@ -688,12 +857,7 @@ class Tensor(Movement, NNOps):
         return flip.argmax(axis, keepdim)
 
     def logsumexp(self, axis=None, keepdim=False):
-        m = self.max(axis, keepdim=True)
-        out = (self - m).exp().sum(axis, keepdim=True).log() + m
-        if keepdim:
-            return out
-        axes = self._axes(axis)
-        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+        return self._reduce("tc_logsumexp", axis, keepdim)
 
 movement.Tensor = nnops.Tensor = Tensor
 
@@ -710,7 +874,7 @@ def _from_array(data, dt, device):
     if isinstance(data, np.ndarray):
         arr = data
         if arr.dtype.kind not in "biuf":
-            raise TypeError("tinyc: cannot make a Tensor from a numpy array of %s" % arr.dtype)
+            raise DataError("tinyc: cannot make a Tensor from a numpy array of %s" % arr.dtype)
         target = dt or from_numpy_dtype(arr.dtype)
     elif isinstance(data, (list, tuple)):
         try:
@@ -718,7 +882,7 @@ def _from_array(data, dt, device):
         except ValueError as e:
             raise ValueError("tinyc: ragged nested lists: %s" % e) from None
         if arr.dtype == object or arr.dtype.kind not in "biuf":
-            raise TypeError("tinyc: a Tensor needs nested lists of numbers, got %r"
+            raise DataError("tinyc: a Tensor needs nested lists of numbers, got %r"
                             % (type(data).__name__,))
         if dt is None:
             if arr.dtype.kind == "b":
@@ -730,7 +894,7 @@ def _from_array(data, dt, device):
                 dt = dtypes.float32
         target = dt
     else:
-        raise TypeError("tinyc: cannot make a Tensor from %s (numpy arrays, nested lists, "
+        raise DataError("tinyc: cannot make a Tensor from %s (numpy arrays, nested lists, "
                         "numbers and Tensors are supported)" % type(data).__name__)
     arr = arr.astype(target.np, order="C", copy=False)  # a copy only when needed
     n, shape = _lib.shape_arg(arr.shape)

@@ -37,7 +37,7 @@ typedef enum {
     TC_UOP_BITCAST,       /* bits reinterpreted as dtype */
     TC_UOP_ASSIGN,        /* accumulator update: srcs[0] = DEFINE_ACC, srcs[1] = new value */
     TC_UOP_DEFINE_LOCAL,  /* work-group local array: arg = number (temp<arg>), ivalue = elements
-                             (vcount > 1: of vectors) */
+                             (vcount > 1: of vectors); is_scratch: a CPU kernel's own array */
     TC_UOP_BARRIER,       /* work-group barrier: local stores before it are seen by loads after */
     TC_UOP_IF,            /* srcs[0] = condition; opens a block (body) closed by ENDIF */
     TC_UOP_ENDIF,         /* end of the block srcs[0] */
@@ -57,6 +57,8 @@ struct tc_uop {
     double value;      /* CONST: float value */
     int64_t ivalue;    /* CONST: integer value; SPECIAL: size; DEFINE_LOCAL: elements */
     bool is_lane;      /* SPECIAL: lane id in the work-group (lidx), else work-group id (gidx) */
+    bool is_scratch;   /* DEFINE_LOCAL: an array private to one run of a CPU kernel (tile<arg>:
+                          one thread, no barriers), not a work-group's */
     int64_t vmin;      /* integer UOps: smallest value it can take */
     int64_t vmax;      /* integer UOps: largest value it can take */
     int depth;         /* loop depth where it is placed */
@@ -103,6 +105,8 @@ typedef struct {
     int64_t amt[3];  /* indices at a time */
     int lanes;       /* a split reduced axis (the last entry): vector lanes, 0 = scalars */
     int64_t kblock;  /* indices of the blocked reduced axis per block; 0 = not blocked */
+    bool epi_loop;   /* the stores run once per output in loops over the tile's kept copies,
+                        reading the reduces' values from a scratch array, not once per copy */
 } tc_kopt;
 void tc_opt_choose(const tc_sched_item *it, const tc_target *target, tc_kopt *plan);
 /* stride of tracker st along loop axis a: 0 for a size-1 axis, -1 when not
@@ -175,6 +179,7 @@ typedef struct {
     int n_ifs;                        /* IFs opened so far (serials) */
     tc_ub_local locals[TC_UB_MAX_LOCALS]; /* local buffers, for barrier insertion */
     int n_locals;                     /* used entries of locals */
+    int n_scratch;                    /* scratch arrays made so far (their numbers) */
     tc_uop *barrier;                  /* the last BARRIER, NULL before the first */
     bool failed;                      /* an allocation failed; results are NULL */
     bool index_mode;                  /* new UOps are address math (is_index) */
@@ -211,6 +216,9 @@ void tc_ub_end_range(tc_ub *ub);                       /* closes the innermost l
 tc_uop *tc_ub_special(tc_ub *ub, int dim, bool is_lane, tc_dtype dt, int64_t size);
 tc_uop *tc_ub_define_local(tc_ub *ub, tc_dtype dt, int64_t n); /* a new local array */
 tc_uop *tc_ub_local_load(tc_ub *ub, tc_uop *buf, tc_uop *idx); /* BARRIER first if needed */
+/* a scratch array of n elements private to one run of a CPU kernel (its
+ * tc_ub_load/tc_ub_store need no barrier): DEFINE_LOCAL with is_scratch */
+tc_uop *tc_ub_define_scratch(tc_ub *ub, tc_dtype dt, int64_t n);
 bool tc_ub_local_store_sync(tc_ub *ub, tc_uop *buf); /* BARRIER first if needed, then noted */
 /* the builder's own steps, for gpu.c (uop.c): a UOp not yet placed, placing
  * it at a depth, hash-consing it, putting it first in the kernel */

@@ -13,6 +13,10 @@
  * (the lane that combines), so that lane's own later stores need none. Each
  * local load takes the last BARRIER as a source, so loads on either side of
  * a barrier are never merged by hash-consing.
+ *
+ * A scratch array (tc_ub_define_scratch) is a DEFINE_LOCAL of a kernel that
+ * runs on one thread (the CPU's tile of reduce values, lower.c): no barrier,
+ * no lane bookkeeping; its loads and stores are ordered by their loops.
  */
 #include "codegen.h"
 
@@ -57,6 +61,15 @@ tc_uop *tc_ub_define_local(tc_ub *ub, tc_dtype dt, int64_t n) {
     if (!tc_ub_insert_first(ub, u)) return NULL; /* first in the kernel, never hash-consed */
     ub->locals[ub->n_locals++] = (tc_ub_local){.buf = u};
     return u;
+}
+
+tc_uop *tc_ub_define_scratch(tc_ub *ub, tc_dtype dt, int64_t n) {
+    tc_uop *u = tc_ub_new(ub, TC_UOP_DEFINE_LOCAL, dt, 0, NULL);
+    if (!u) return NULL;
+    u->arg = ub->n_scratch++;
+    u->ivalue = n;
+    u->is_scratch = true;
+    return tc_ub_insert_first(ub, u) ? u : NULL; /* first in the kernel, never hash-consed */
 }
 
 tc_uop *tc_ub_special(tc_ub *ub, int dim, bool is_lane, tc_dtype dt, int64_t size) {

@@ -3,7 +3,8 @@
  * The loop space of the item (full shape F, reduced axes R) becomes: one
  * RANGE per kept axis (size-1 axes are the constant 0), then, per store,
  * its reduce stages (DEFINE_ACC, RANGEs over R, accumulate, ENDRANGE) and the
- * store itself, in the reduced space or inside a store stage over R.
+ * store itself, in the reduced space or inside a store stage over R (the
+ * stores: lower_store.c).
  * Buffer indices come from each LOAD/STORE/CONST tracker: the last view maps
  * loop indices to an offset and a mask; earlier views re-split that offset.
  *
@@ -33,7 +34,7 @@ int tc_lw_next_epoch(void) {
 
 
 /* (index, valid) of tracker st at the current loop indices */
-static tc_status st_to_uops(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out) {
+tc_status tc_lw_st_index(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out) {
     tc_ub *ub = &c->ub;
     ub->index_mode = true;
     const tc_view *v = &st->views[st->n_views - 1];
@@ -177,7 +178,7 @@ static rmemo *rmemo_find(lower_ctx *c, const tc_ast *a) {
     return NULL;
 }
 
-static void rmemo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epoch) {
+void tc_lw_memo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epoch) {
     size_t h = ((uintptr_t)a >> 4 ^ (size_t)rep * 31) % 4096;
     rmemo *e = NULL;
     for (e = c->rbuckets[h]; e && !(e->a == a && e->rep == rep); e = e->next) {
@@ -197,7 +198,7 @@ static void rmemo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epo
 /* makes copy r current: each upcast axis' index is its base plus r's digit
  * (the last digit is the split's, set inside its stage only); a clamped axis
  * past its end reads its last index (the store of that copy is gated off) */
-static void set_copy(lower_ctx *c, int r) {
+void tc_lw_set_copy(lower_ctx *c, int r) {
     c->rep = r;
     for (int i = c->n_up - 1; i >= 0; i--) {
         int64_t off = r % c->up_amt[i];
@@ -217,7 +218,7 @@ static void set_copy(lower_ctx *c, int r) {
 }
 
 /* copy r's stores are real: every clamped axis' index is inside it (NULL: no gate) */
-static tc_uop *copy_gate(lower_ctx *c, int r) {
+tc_uop *tc_lw_copy_gate(lower_ctx *c, int r) {
     tc_uop *gate = NULL;
     for (int i = c->n_up - 1; i >= 0; i--) {
         int64_t off = r % c->up_amt[i];
@@ -237,7 +238,7 @@ static tc_uop *copy_gate(lower_ctx *c, int r) {
 /* the lanes of the vector copy being lowered (0: scalars): inside the split
  * stage of a vector split, or a tile column's vector copy in a reduce
  * stage; loads along the last plan axis are vectors then */
-static int vec_lanes_now(const lower_ctx *c) {
+int tc_lw_vec_lanes_now(const lower_ctx *c) {
     if (c->vl > 1 && c->up_base[c->n_up - 1]) return c->vl;
     return c->in_vj ? c->vj : 0;
 }
@@ -270,6 +271,7 @@ static void choose_upcast(lower_ctx *c) {
     }
     c->kaxis = p.kblock > 0 ? tc_opt_kblock_axis(c->it) : -1; /* opt.c checked the rest */
     if (c->kaxis >= 0) c->kblock = p.kblock;
+    c->epi_loop = p.epi_loop;
 }
 
 static bool is_upcast(const lower_ctx *c, int a) {
@@ -296,7 +298,7 @@ static tc_uop *lower_reduce_vj(lower_ctx *c, tc_ast *a) {
     int opened = tc_lw_open_stage(c, true);
     c->in_vj = true;
     for (int r = 0; r < c->n_reps; r += c->vj) {
-        set_copy(c, r);
+        tc_lw_set_copy(c, r);
         tc_uop *x = tc_lw_lower(c, a->srcs[0]);
         if (accs[r] && x) tc_ub_acc_update(&c->ub, tc_lw_acc_op(a), accs[r], x);
         else c->ub.failed = true;
@@ -307,10 +309,10 @@ static tc_uop *lower_reduce_vj(lower_ctx *c, tc_ast *a) {
     for (int r = 0; r < c->n_reps; r++) {
         int lane = r % jd % c->vj;
         tc_uop *v = tc_ub_gep(&c->ub, accs[r - lane], lane);
-        rmemo_put(c, a, r, v, c->epoch);
+        tc_lw_memo_put(c, a, r, v, c->epoch);
         if (r == me) mine = v;
     }
-    set_copy(c, me);
+    tc_lw_set_copy(c, me);
     return mine;
 }
 
@@ -325,7 +327,7 @@ static tc_uop *lower_reduce_copies(lower_ctx *c, tc_ast *a) {
     for (int r = 0; r < c->n_reps; r++) accs[r] = tc_ub_acc_vec(&c->ub, tc_lw_reduce_init(c, a->op, a->dtype), c->vl);
     int opened = tc_lw_open_stage(c, true);
     for (int r = 0; r < c->n_reps; r++) {
-        set_copy(c, r);
+        tc_lw_set_copy(c, r);
         tc_uop *x = tc_lw_lower(c, a->srcs[0]);
         if (accs[r] && x) tc_ub_acc_update(&c->ub, tc_lw_acc_op(a), accs[r], x);
     }
@@ -341,9 +343,9 @@ static tc_uop *lower_reduce_copies(lower_ctx *c, tc_ast *a) {
             for (int l = 0; l + w < c->vl; l += 2 * w)
                 lanes[l] = tc_ub_alu(&c->ub, tc_lw_acc_op(a), a->dtype, 2, lanes[l], lanes[l + w], NULL);
         accs[r0] = lanes[0];
-        for (int r = r0; r < r0 + s; r++) rmemo_put(c, a, r, accs[r0], c->epoch);
+        for (int r = r0; r < r0 + s; r++) tc_lw_memo_put(c, a, r, accs[r0], c->epoch);
     }
-    set_copy(c, me);
+    tc_lw_set_copy(c, me);
     return accs[me - me % s];
 }
 
@@ -366,11 +368,11 @@ static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
 
 static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
     tc_uop *idx, *valid;
-    if (st_to_uops(c, a->st, &idx, &valid) != TC_OK) {
+    if (tc_lw_st_index(c, a->st, &idx, &valid) != TC_OK) {
         c->ub.failed = true;
         return NULL;
     }
-    int lanes = vec_lanes_now(c);
+    int lanes = tc_lw_vec_lanes_now(c);
     if (a->op == TC_OP_LOAD && lanes && tc_st_stride(a->st, c->up_axis[c->n_up - 1]) == 1)
         return tc_ub_load_vec(&c->ub, c->globals[a->buf], idx, valid, lanes);
     if (a->op == TC_OP_LOAD && c->gvl > 1 && tc_st_stride(a->st, c->gv_axis) == 1)
@@ -404,10 +406,14 @@ tc_uop *tc_lw_lower(lower_ctx *c, tc_ast *a) {
         if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) r = lower_leaf(c, a);
         else TC_INTERNAL("unexpected %s in a kernel AST", tc_ops[a->op].name);
         break;
+    case TC_OPK_INDEX:
+        if (a->op == TC_OP_GATHER) r = tc_lw_gather(c, a);
+        else TC_INTERNAL("a SCATTER below a kernel's stores");
+        break;
     }
     if (!r) c->ub.failed = true;
     if (c->n_reps > 1) {
-        rmemo_put(c, a, c->rep, r, c->epoch);
+        tc_lw_memo_put(c, a, c->rep, r, c->epoch);
     } else {
         a->lowered = r;
         a->lowered_epoch = c->epoch;
@@ -425,141 +431,6 @@ void tc_lw_prelower_reduces(lower_ctx *c, tc_ast *a) {
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST || a->mark == c->base_epoch) return;
     a->mark = c->base_epoch; /* visited in this lowering: DAGs stay linear */
     for (int i = 0; i < a->n_srcs && !c->ub.failed; i++) tc_lw_prelower_reduces(c, a->srcs[i]);
-}
-
-bool tc_lw_store_is_full(const lower_ctx *c, const tc_ast *st) {
-    const tc_view *v = &st->st->views[st->st->n_views - 1];
-    for (int a = 0; a < v->ndim; a++)
-        if (((c->it->reduce_axes >> a) & 1) && v->shape[a] > 1) return true;
-    return false;
-}
-
-/* the reduces under a (at most 2 counted), *loads_out: some load reads slot buf */
-static int count_reduces(const tc_ast *a, tc_ast **red, int buf, bool *loads_out) {
-    if (tc_op_is_reduce(a->op)) {
-        *red = (tc_ast *)a;
-        return 1;
-    }
-    if (a->op == TC_OP_LOAD) *loads_out |= a->buf == buf;
-    int n = 0;
-    for (int i = 0; i < a->n_srcs && n < 2; i++) n += count_reduces(a->srcs[i], red, buf, loads_out);
-    return n;
-}
-
-/* A register tile's reduced-space store of f(reduce) goes out in two passes:
- * the reduce's value is stored first, then read back and finished by f. gcc
- * packs a tile's accumulators into vectors starting from its consecutive
- * stores; a comparison in f (a relu mask) stops that, and the whole reduce
- * loop stays scalar (the dx conv of beautiful_mnist with relu' fused: 4x
- * slower). Returns the reduce, or NULL where the plain store is kept (no
- * tile, no single reduce, another dtype, an assign, f reading the output). */
-static tc_ast *epilogue_reduce(const lower_ctx *c, const tc_ast *st) {
-    if (c->n_reps < 2 || c->tg->has_local || c->is_grouped || tc_op_is_reduce(st->srcs[0]->op))
-        return NULL;
-    for (int i = 0; i < c->it->n_outs; i++)
-        if (c->it->bufs[i]->op == TC_OP_ASSIGN) return NULL;
-    tc_ast *red = NULL;
-    bool reads_out = false;
-    if (count_reduces(st->srcs[0], &red, st->buf, &reads_out) != 1 || reads_out) return NULL;
-    return red->dtype == st->dtype ? red : NULL;
-}
-
-/* a blocked reduce (c->kaxis): v plus what the earlier blocks stored at
- * st's index (nothing in the first block) */
-static tc_uop *block_sum(lower_ctx *c, const tc_ast *st, tc_uop *v) {
-    tc_uop *idx, *valid;
-    if (st_to_uops(c, st->st, &idx, &valid) != TC_OK) {
-        c->ub.failed = true;
-        return NULL;
-    }
-    c->ub.index_mode = true;
-    tc_uop *later = ix(c, TC_OP_CMPLT, ic(c, 0), c->kb);
-    c->ub.index_mode = false;
-    tc_uop *earlier = tc_ub_load(&c->ub, c->globals[st->buf], idx, later);
-    return tc_ub_alu(&c->ub, TC_OP_ADD, v->dtype, 2, v, earlier, NULL);
-}
-
-/* the stores of one space: every value first, then every store, so a kernel
- * that reads a buffer it also writes (an assign) reads the old values */
-static void lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
-    int opened = 0, n = 0, step = (int)c->split; /* the split digit is 0 outside reduce stages */
-    for (int i = 0; i < sink->n_srcs; i++) n += tc_lw_store_is_full(c, sink->srcs[i]) == full;
-    if (!n) return;
-    tc_uop **vals = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)(sink->n_srcs * c->n_reps));
-    if (!vals) {
-        c->ub.failed = true;
-        return;
-    }
-    if (full) opened = tc_lw_open_stage(c, false);
-    if (c->is_grouped && !full) { /* the reduced-space stores run on lane 0 */
-        opened = tc_ub_if(&c->ub, ix(c, TC_OP_CMPLT, c->lane, ic(c, 1)));
-        c->gate = ++c->n_gates;
-        c->epoch = tc_lw_next_epoch();
-    }
-    tc_ast **epi = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_ast *) * (size_t)sink->n_srcs);
-    if (!epi) {
-        c->ub.failed = true;
-        return;
-    }
-    bool any_epi = false;
-    for (int i = 0; i < sink->n_srcs; i++) {
-        epi[i] = full || tc_lw_store_is_full(c, sink->srcs[i]) ? NULL : epilogue_reduce(c, sink->srcs[i]);
-        any_epi |= epi[i] != NULL;
-    }
-    for (int r = 0; r < c->n_reps; r += step) {
-        set_copy(c, r);
-        for (int i = 0; i < sink->n_srcs; i++) {
-            tc_ast *st = sink->srcs[i];
-            vals[r * sink->n_srcs + i] =
-                tc_lw_store_is_full(c, st) != full ? NULL : tc_lw_lower(c, epi[i] ? epi[i] : st->srcs[0]);
-            if (c->kaxis >= 0 && !full && vals[r * sink->n_srcs + i]) /* plus the earlier blocks' sum */
-                vals[r * sink->n_srcs + i] = block_sum(c, st, vals[r * sink->n_srcs + i]);
-        }
-    }
-    for (int r = 0; r < c->n_reps; r += step) {
-        set_copy(c, r);
-        tc_uop *gate = copy_gate(c, r); /* a clamped copy past the end stores nothing */
-        bool gated = gate && tc_ub_if(&c->ub, gate);
-        for (int i = 0; i < sink->n_srcs && !c->ub.failed; i++) {
-            tc_ast *st = sink->srcs[i];
-            tc_uop *idx, *valid, *v = vals[r * sink->n_srcs + i];
-            if (tc_lw_store_is_full(c, st) != full) continue;
-            if (v) v = tc_ub_cast(&c->ub, v, st->dtype, false);
-            if (v) v = tc_ub_broadcast(&c->ub, v, c->gvl); /* GPU vectors: all of a lane's */
-            if (v && st_to_uops(c, st->st, &idx, &valid) == TC_OK)
-                tc_ub_store(&c->ub, c->globals[st->buf], idx, v);
-            else
-                c->ub.failed = true;
-        }
-        if (gated) tc_ub_end_if(&c->ub);
-    }
-    for (int r = 0; r < c->n_reps && any_epi; r += step) { /* the epilogues' second pass */
-        set_copy(c, r);
-        tc_uop *gate = copy_gate(c, r);
-        bool gated = gate && tc_ub_if(&c->ub, gate);
-        for (int i = 0; i < sink->n_srcs && !c->ub.failed; i++) {
-            tc_ast *st = sink->srcs[i];
-            tc_uop *idx, *valid;
-            if (!epi[i]) continue;
-            if (st_to_uops(c, st->st, &idx, &valid) != TC_OK) {
-                c->ub.failed = true;
-                break;
-            }
-            /* the reduce's value is what this copy stored (created after that store) */
-            rmemo_put(c, epi[i], r, tc_ub_load(&c->ub, c->globals[st->buf], idx, NULL), c->epoch);
-            tc_uop *v = tc_lw_lower(c, st->srcs[0]);
-            if (v) tc_ub_store(&c->ub, c->globals[st->buf], idx, tc_ub_cast(&c->ub, v, st->dtype, false));
-            else c->ub.failed = true;
-        }
-        if (gated) tc_ub_end_if(&c->ub);
-    }
-    set_copy(c, 0);
-    if (full) tc_lw_close_stage(c, opened);
-    if (c->is_grouped && !full) {
-        while (opened--) tc_ub_end_if(&c->ub);
-        c->gate = 0;
-        c->epoch = tc_lw_next_epoch();
-    }
 }
 
 static tc_dtype index_dtype(const tc_sched_item *it) {
@@ -639,6 +510,11 @@ static tc_uop *block_range(lower_ctx *c) {
 static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
+    if (it->is_scatter) {
+        tc_status st = tc_lw_scatter_kernel(c, k);
+        if (st == TC_OK) estimate(k, it);
+        return st;
+    }
     c->n_reps = 1;
     choose_upcast(c);
     bool is_empty = false;
@@ -662,7 +538,7 @@ static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
         }
     }
     if (c->kaxis >= 0 && !c->kb) c->kb = block_range(c);
-    if (c->n_up) set_copy(c, 0);
+    if (c->n_up) tc_lw_set_copy(c, 0);
     tc_status st = TC_OK;
     if (c->tg->has_local && is_empty) k->global_size[0] = 0; /* nothing to launch */
     else if (c->tg->has_local) st = tc_lw_lower_grid(c, k);
@@ -671,8 +547,8 @@ static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     tc_ast *sink = it->ast;
     if (!(c->tg->has_local && is_empty)) {
         tc_lw_prelower_reduces(c, sink); /* every reduce stage, in dependency order */
-        lower_stores(c, sink, false);
-        lower_stores(c, sink, true);
+        tc_lw_lower_stores(c, sink, false);
+        tc_lw_lower_stores(c, sink, true);
     }
     while (c->ub.depth > 0) tc_ub_end_range(&c->ub);
     st = tc_ub_linearize(&c->ub);
@@ -696,9 +572,9 @@ tc_kernel_uops *tc_codegen_plan(const tc_sched_item *it, const tc_target *target
     c->it = it;
     c->tg = target;
     c->plan = plan;
-    /* values nothing uses are not printed: NVRTC warns about unused
-     * variables, and so do gcc and clang -Wall on exported C (tc_export_c);
-     * the CPU's compiler dropped them anyway */
+    /* dead UOps go: GPU compilers warn about unused variables, and so do gcc
+     * and clang -Wall on exported C (tc_export_c); a CPU tile whose stores
+     * run in loops (epi_loop) leaves its copies' lanes and indices unused */
     c->ub.drop_dead = true;
     /* CPU: 64-bit indices always: with int32 (and -fwrapv) the C compiler
      * cannot prove that copies of an upcast read consecutive addresses, and

@@ -1,7 +1,7 @@
-/* lower.h - what lower.c (kernel AST -> UOps, and the CPU paths) and
- * lower_gpu.c (work-groups, grouped reduces, GPU vector lanes) share: the
- * lowering context, and the steps each calls in the other. Private to
- * src/codegen. */
+/* lower.h - what lower.c (kernel AST -> UOps, and the CPU paths),
+ * lower_store.c (the stores of a kernel, a tile's epilogue) and lower_gpu.c
+ * (work-groups, grouped reduces, GPU vector lanes) share: the lowering
+ * context, and the steps each calls in the others. Private to src/codegen. */
 #ifndef TC_LOWER_H
 #define TC_LOWER_H
 
@@ -57,6 +57,8 @@ typedef struct {
     bool in_vj;                /* lowering a reduce stage's vector copies of the column */
     int kaxis;                 /* blocked reduce (plan's kblock): the blocked axis; -1: none */
     int64_t kblock;            /* blocked reduce: indices of kaxis per block */
+    bool epi_loop;             /* upcast: the stores run in loops over the kept copies (the
+                                  plan's epi_loop, lower_store.c) */
     tc_uop *kb;                /* blocked reduce: the current block (a loop outside the rows) */
     int rep;                   /* upcast: the copy being lowered */
     struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */
@@ -82,6 +84,10 @@ static inline tc_uop *ix(lower_ctx *c, tc_op op, tc_uop *a, tc_uop *b) {
 
 /* lower.c */
 int tc_lw_next_epoch(void); /* a new stage number */
+int tc_lw_vec_lanes_now(const lower_ctx *c); /* lanes of the CPU vectors being lowered (0: none) */
+/* lower_index.c: a GATHER's load; the whole kernel of a SCATTER item */
+tc_uop *tc_lw_gather(lower_ctx *c, tc_ast *a);
+tc_status tc_lw_scatter_kernel(lower_ctx *c, tc_kernel_uops *k);
 tc_uop *tc_lw_reduce_init(lower_ctx *c, tc_op op, tc_dtype dt);
 tc_uop *tc_lw_lower(lower_ctx *c, tc_ast *a);
 void tc_lw_prelower_reduces(lower_ctx *c, tc_ast *a);
@@ -89,6 +95,15 @@ int tc_lw_open_stage(lower_ctx *c, bool is_reduce);
 void tc_lw_close_stage(lower_ctx *c, int opened);
 tc_op tc_lw_acc_op(const tc_ast *a);
 bool tc_lw_store_is_full(const lower_ctx *c, const tc_ast *st);
+/* (index, valid) of tracker st at the current loop indices */
+tc_status tc_lw_st_index(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out);
+/* upcast: u is AST node a's value in copy rep (computed in stage epoch) */
+void tc_lw_memo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epoch);
+void tc_lw_set_copy(lower_ctx *c, int r);      /* makes copy r current (its indices) */
+tc_uop *tc_lw_copy_gate(lower_ctx *c, int r);  /* copy r's stores are real; NULL: always */
+
+/* lower_store.c */
+void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full); /* the stores of one space */
 
 /* lower_gpu.c */
 int tc_lw_open_group_stage(lower_ctx *c);

@@ -276,6 +276,7 @@ static bool gv_mask_ok(const tc_ast *a, const bool *v) {
 static bool gv_walk(lower_ctx *c, const tc_ast *a, bool *ok) {
     for (int i = 0; i < c->n_gv; i++)
         if (c->gv_node[i] == a) return c->gv_is_vec[i];
+    if (a->op == TC_OP_GATHER) return *ok = false; /* a load per lane (lower_index.c) */
     if (c->n_gv == GV_MAX_NODES) return *ok = false;
     bool vec = false;
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {

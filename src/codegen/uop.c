@@ -368,6 +368,8 @@ static bool fold(tc_op op, bool ints, const int64_t *i, const double *x, int64_t
     case TC_OP_COPY:
     case TC_OP_CONTIGUOUS:
     case TC_OP_ASSIGN:
+    case TC_OP_GATHER:
+    case TC_OP_SCATTER:
     case TC_OP_LOAD:
     case TC_OP_STORE:
     case TC_OP_SINK:
@@ -508,7 +510,8 @@ bool tc_ub_insert_first(tc_ub *ub, tc_uop *u) {
 /* ---- memory ---- */
 
 tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
-    if (buf && buf->op == TC_UOP_DEFINE_LOCAL) return tc_ub_local_load(ub, buf, idx);
+    if (buf && buf->op == TC_UOP_DEFINE_LOCAL && !buf->is_scratch)
+        return tc_ub_local_load(ub, buf, idx);
     if (valid && is_iconst(valid, 0)) return tc_ub_const(ub, buf->dtype, 0, 0);
     return tc_ub_load_vec(ub, buf, idx, valid, 1);
 }
@@ -531,7 +534,8 @@ tc_uop *tc_ub_gep(tc_ub *ub, tc_uop *v, int lane) {
 }
 
 tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value) {
-    if (buf && buf->op == TC_UOP_DEFINE_LOCAL && !tc_ub_local_store_sync(ub, buf)) return NULL;
+    if (buf && buf->op == TC_UOP_DEFINE_LOCAL && !buf->is_scratch && !tc_ub_local_store_sync(ub, buf))
+        return NULL;
     tc_uop *s[3] = {buf, idx, value};
     tc_uop *u = new_uop(ub, TC_UOP_STORE, value ? value->dtype : TC_FLOAT32, 3, s);
     return u ? place(ub, u, true) : NULL;

@@ -121,7 +121,8 @@ tc_status tc_beam_plan(tc_dev *dev, const tc_sched_item *it, tc_kopt *plan) {
     tc_opt_choose(it, &dev->target, plan);
     int64_t width = tc_flag_get(TC_FLAG_BEAM), work = 1;
     for (int a = 0; a < it->ndim; a++) work *= it->full_shape[a];
-    if (width <= 0 || dev->target.has_local || !it->reduce_axes || work < MIN_WORK) return TC_OK;
+    if (width <= 0 || dev->target.has_local || dev->is_null || !it->reduce_axes || work < MIN_WORK)
+        return TC_OK; /* the NULL device runs nothing, so it has nothing to time */
     if (width > MAX_BEAM) width = MAX_BEAM;
     /* the cache key: the heuristic kernel, the device, the beam width */
     tc_lowered heur;

@@ -95,6 +95,8 @@ typedef struct {
     tc_launch_dims dims; /* what its launch needs */
     int64_t est_ops;    /* counters: as tc_kernel_uops */
     int64_t est_mem;
+    double codegen_s;   /* seconds this lowering spent in codegen (0: the cache had it) */
+    double render_s;    /* ... and in the renderer */
 } tc_lowered;
 /* out: the lowered item (out->src owned by the caller) */
 tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan,

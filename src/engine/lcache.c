@@ -16,7 +16,7 @@
 
 #include <string.h>
 
-enum { BUCKETS = 1024, MAX_ENTRIES = 4096, MAX_NODES = 4096 };
+enum { BUCKETS = 1024, MAX_ENTRIES = 4096 };
 
 typedef struct entry {
     struct entry *next; /* chain */
@@ -31,13 +31,12 @@ static int n_entries;
 
 typedef struct {
     tc_strbuf b;
-    const tc_ast *seen[MAX_NODES]; /* nodes written so far, by number */
+    tc_ptrmap seen; /* nodes written so far -> their number + 1 */
     int n_seen;
-    bool too_big;
 } ser;
 
 static void put_i64(ser *s, int64_t v) {
-    tc_sb_printf(&s->b, "%lld,", (long long)v);
+    tc_sb_append(&s->b, &v, sizeof v);
 }
 
 static void put_st(ser *s, const tc_st *st) {
@@ -56,38 +55,37 @@ static void put_st(ser *s, const tc_st *st) {
 }
 
 static void put_ast(ser *s, const tc_ast *a) {
-    for (int i = 0; i < s->n_seen; i++)
-        if (s->seen[i] == a) {
-            tc_sb_printf(&s->b, "@%d;", i);
-            return;
-        }
-    if (s->n_seen == MAX_NODES) {
-        s->too_big = true;
+    void *at = NULL;
+    if (tc_ptrmap_get(&s->seen, a, &at)) { /* a back reference: -number */
+        put_i64(s, -(int64_t)(intptr_t)at);
         return;
     }
-    s->seen[s->n_seen++] = a;
-    tc_sb_printf(&s->b, "(%d,%d,%d,%d,%a,%lld,%u,", (int)a->op, (int)a->dtype, a->n_srcs, a->buf,
-                 a->value, (long long)a->ivalue, (unsigned)a->axes);
+    if (!tc_ptrmap_put(&s->seen, a, (void *)(intptr_t)++s->n_seen)) return; /* failed: no key */
+    int64_t head[9] = {a->op, a->dtype, a->n_srcs, a->buf, 0, a->ivalue, a->axes, a->index_stride,
+                       a->index_size};
+    memcpy(&head[4], &a->value, sizeof a->value); /* the exact bits (-0.0, NaN payloads) */
+    tc_sb_append(&s->b, head, sizeof head);
+    put_i64(s, a->st != NULL);
     if (a->st) put_st(s, a->st);
-    for (int i = 0; i < a->n_srcs && !s->too_big; i++) put_ast(s, a->srcs[i]);
-    tc_sb_printf(&s->b, ")");
+    for (int i = 0; i < a->n_srcs && !s->seen.failed; i++) put_ast(s, a->srcs[i]);
 }
 
 /* the key of item it lowered on dev with plan; false when it cannot be made
- * (no memory, an AST too large to key): the caller lowers without the cache */
+ * (no memory): the caller lowers without the cache. O(AST nodes) */
 static bool make_key(ser *s, const tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan) {
-    memset(&s->b, 0, sizeof s->b);
-    s->n_seen = 0;
-    s->too_big = false;
+    memset(s, 0, sizeof *s);
     tc_sb_printf(&s->b, "dev %d noopt %lld plan", dev->id, (long long)tc_flag_get(TC_FLAG_NOOPT));
     for (int i = 0; i < plan->n; i++) tc_sb_printf(&s->b, " %d:%lld", plan->axis[i], (long long)plan->amt[i]);
-    tc_sb_printf(&s->b, " lanes %d kblock %lld", plan->lanes, (long long)plan->kblock);
+    tc_sb_printf(&s->b, " lanes %d kblock %lld epi %d", plan->lanes, (long long)plan->kblock,
+                 plan->epi_loop);
     tc_sb_printf(&s->b, " space %d %u %d %d:", it->ndim, (unsigned)it->reduce_axes, it->n_outs, it->n_bufs);
     for (int d = 0; d < it->ndim; d++) put_i64(s, it->full_shape[d]);
     for (int i = 0; i < it->n_bufs; i++) put_i64(s, it->bufs[i]->dtype);
     put_ast(s, it->ast);
     tc_sb_printf(&s->b, "%s", it->name);
-    if (s->b.failed || s->too_big) {
+    bool failed = s->b.failed || s->seen.failed;
+    tc_ptrmap_free(&s->seen);
+    if (failed) {
         tc_sb_free(&s->b);
         return false;
     }
@@ -125,17 +123,21 @@ tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *p
     entry *e = keyed ? find(s, h) : NULL;
     if (e) {
         *out = e->val;
+        out->codegen_s = out->render_s = 0; /* nothing was lowered this time */
         out->src = tc_strdup(e->val.src);
         tc_sb_free(&s->b);
         tc_free(s);
         return out->src ? TC_OK : TC_ERR_MEMORY;
     }
+    double t0 = tc_time_now();
     tc_kernel_uops *k = tc_codegen_plan(it, &dev->target, plan);
+    double t1 = tc_time_now();
     char *src = k ? tc_render(dev->dialect, k) : NULL;
+    double t2 = tc_time_now();
     tc_status st = src ? TC_OK : tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
     if (src) {
         *out = (tc_lowered){.src = src, .dims = {.cpu_range = k->cpu_range}, .est_ops = k->est_ops,
-                            .est_mem = k->est_mem};
+                            .est_mem = k->est_mem, .codegen_s = t1 - t0, .render_s = t2 - t1};
         memcpy(out->dims.global, k->global_size, sizeof out->dims.global);
         memcpy(out->dims.local, k->local_size, sizeof out->dims.local);
         snprintf(out->name, sizeof out->name, "%s", k->name);

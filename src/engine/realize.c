@@ -16,6 +16,7 @@
 
 static tc_counters counters; /* since start or the last reset */
 static tc_engine_stats stats; /* the same */
+static double graph_walk_s;   /* the current realize's node count walk (not scheduling) */
 
 void tc_engine_get_counters(tc_counters *out) {
     *out = counters;
@@ -93,6 +94,8 @@ static tc_status lower_item(const tc_sched_item *it, tc_plan_item *pi) {
     stats.items_lowered++;
     if (st != TC_OK) return st;
     pi->dev_serial = dev->serial;
+    counters.codegen_s += pi->low.codegen_s;
+    counters.render_s += pi->low.render_s;
     if (debug >= 4) fprintf(stderr, "%s", pi->low.src);
     return TC_OK;
 }
@@ -215,12 +218,30 @@ static void save_schedule(const tc_schedule *s) {
     fclose(f);
 }
 
+/* the schedule of nodes[0..n-1], with the graph's nodes counted (a walk
+ * timed apart: graph_walk_s, taken out of schedule_s by the caller) */
+static tc_schedule *schedule_counted(tc_node *const *nodes, int n) {
+    double t0 = tc_time_now();
+    int64_t walked = tc_graph_count(nodes, n);
+    graph_walk_s += tc_time_now() - t0;
+    if (walked < 0) return NULL;
+    counters.graph_nodes += walked;
+    return tc_schedule_create(nodes, n);
+}
+
+/* TC_SCHEDULE_LOG (the scheduler's process replay, tools/schedule_replay.sh)
+ * wants every schedule a realize makes, so no plan comes from the cache */
+static bool replaying(void) {
+    const char *log = getenv("TC_SCHEDULE_LOG");
+    return log && *log;
+}
+
 /* the plan realizing the graph k describes: the cache's, or (*is_new) one
  * made from a new schedule of nodes. TC_DEBUG>=3 shows every stage (ASTs,
  * sources, UOps), so it always schedules and lowers. */
 static tc_status find_plan(const tc_skey *k, tc_node *const *nodes, int n, tc_plan **out,
                            bool *is_new) {
-    *out = tc_flag_get(TC_FLAG_DEBUG) >= 3 ? NULL : tc_scache_find(k);
+    *out = tc_flag_get(TC_FLAG_DEBUG) >= 3 || replaying() ? NULL : tc_scache_find(k);
     *is_new = !*out;
     if (*out) {
         stats.plan_hits++;
@@ -228,7 +249,7 @@ static tc_status find_plan(const tc_skey *k, tc_node *const *nodes, int n, tc_pl
     }
     stats.plan_misses++;
     stats.schedules_made++;
-    tc_schedule *s = tc_schedule_create(nodes, n);
+    tc_schedule *s = schedule_counted(nodes, n);
     if (!s) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
     *out = tc_plan_make(s, k);
     tc_schedule_free(s); /* the caller's nodes hold the graph */
@@ -240,11 +261,14 @@ static void print_summary(const tc_schedule *s, const tc_counters *c0, double t0
     int64_t used, peak, cached;
     tc_runtime_mem(&used, &peak, &cached);
     fprintf(stderr,
-            "realize: %d kernels, %d items%s in %.3f ms (schedule %.3f, lower %.3f, compile %.3f "
-            "for %lld built, launch %.3f ms; memory %.1f MB, peak %.1f MB, cached %.1f MB)\n",
+            "realize: %d kernels, %d items%s, %lld nodes in %.3f ms (schedule %.3f, lower %.3f "
+            "[codegen %.3f, render %.3f], compile %.3f for %lld built, launch %.3f ms; memory "
+            "%.1f MB, peak %.1f MB, cached %.1f MB)\n",
             tc_schedule_n_kernels(s), s->n_items, is_new ? "" : " (cached plan)",
-            (tc_time_now() - t0) * 1e3, (counters.schedule_s - c0->schedule_s) * 1e3,
-            (counters.lower_s - c0->lower_s) * 1e3, (counters.compile_s - c0->compile_s) * 1e3,
+            (long long)(counters.graph_nodes - c0->graph_nodes), (tc_time_now() - t0) * 1e3,
+            (counters.schedule_s - c0->schedule_s) * 1e3, (counters.lower_s - c0->lower_s) * 1e3,
+            (counters.codegen_s - c0->codegen_s) * 1e3, (counters.render_s - c0->render_s) * 1e3,
+            (counters.compile_s - c0->compile_s) * 1e3,
             (long long)(counters.compile_count - c0->compile_count),
             (counters.launch_s - c0->launch_s) * 1e3, (double)used / 1e6, (double)peak / 1e6,
             (double)cached / 1e6);
@@ -264,7 +288,9 @@ tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
     if (st == TC_OK) st = find_plan(k, nodes, n, &p, &is_new);
     tc_schedule *s = st == TC_OK ? tc_plan_schedule(p, k) : NULL;
     if (st == TC_OK && !s) st = TC_ERR_MEMORY;
-    counters.schedule_s += tc_time_now() - t0; /* keying and planning are scheduling */
+    /* keying and planning are scheduling; counting the graph's nodes is not */
+    counters.schedule_s += tc_time_now() - t0 - graph_walk_s;
+    graph_walk_s = 0;
     if (s) save_schedule(s);
     if (s && is_new) st = lower_all(s, p);
     for (int i = 0; s && i < s->n_items && st == TC_OK; i++) {
@@ -283,8 +309,9 @@ tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
 int tc_engine_kernel_count(tc_node *const *nodes, int n) {
     double t0 = tc_time_now();
     stats.schedules_made++;
-    tc_schedule *s = tc_schedule_create(nodes, n);
-    counters.schedule_s += tc_time_now() - t0;
+    tc_schedule *s = schedule_counted(nodes, n);
+    counters.schedule_s += tc_time_now() - t0 - graph_walk_s;
+    graph_walk_s = 0;
     if (!s) return -1;
     int k = tc_schedule_n_kernels(s);
     tc_schedule_free(s);

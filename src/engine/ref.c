@@ -10,7 +10,8 @@
  * float (exp2f, log2f, sinf, sqrtf), float16 in float rounded to half after
  * every op, integers with two's-complement wrapping and without traps
  * (division by zero gives 0), bools as 0/1. Reduces accumulate in index order
- * in the node's dtype.
+ * in the node's dtype; GATHER reads 0 and SCATTER adds nothing at an index
+ * outside the indexed axis; SCATTER adds in index order.
  *
  * It shares no code with the scheduler, codegen or renderers on purpose.
  * Ownership: everything allocated here is freed before tc_ref_eval returns;
@@ -268,6 +269,8 @@ static num alu(tc_op op, num a, num b, num c, bool is_bool) {
     case TC_OP_COPY:
     case TC_OP_CONTIGUOUS:
     case TC_OP_ASSIGN:
+    case TC_OP_GATHER:
+    case TC_OP_SCATTER:
     case TC_OP_LOAD:
     case TC_OP_STORE:
     case TC_OP_SINK:
@@ -441,6 +444,64 @@ static tc_status eval_same(const tc_node *n, void *out, const void *in) {
     return TC_OK;
 }
 
+/* the row-major coordinates of element i of a shape */
+static void unravel(int64_t i, int ndim, const int64_t *shape, int64_t *at) {
+    for (int d = ndim - 1; d >= 0; d--) {
+        at[d] = shape[d] ? i % shape[d] : 0;
+        i = shape[d] ? i / shape[d] : 0;
+    }
+}
+
+static int64_t ravel(int ndim, const int64_t *shape, const int64_t *at) {
+    int64_t i = 0;
+    for (int d = 0; d < ndim; d++) i = i * shape[d] + at[d];
+    return i;
+}
+
+static int one_axis(uint32_t axes) {
+    int a = 0;
+    while (a < 31 && !((axes >> a) & 1)) a++;
+    return a;
+}
+
+/* out[o] = x[o with o[a] := idx[o]]; 0 for an index outside x along a */
+static tc_status eval_gather(const tc_node *n, void *out, const void *x, const void *idx) {
+    const tc_node *xn = n->srcs[0], *in = n->srcs[1];
+    int a = one_axis(n->axes);
+    int64_t at[TC_MAX_DIMS], numel = tc_node_numel(n);
+    size_t size = tc_dtypes[n->dtype].size;
+    for (int64_t o = 0; o < numel; o++) {
+        unravel(o, n->ndim, n->shape, at);
+        int64_t k = ldi(idx, in->dtype, o);
+        if (k < 0 || k >= xn->shape[a]) {
+            memset((char *)out + (size_t)o * size, 0, size);
+            continue;
+        }
+        at[a] = k;
+        memcpy((char *)out + (size_t)o * size, (const char *)x + (size_t)ravel(xn->ndim, xn->shape, at) * size,
+               size);
+    }
+    return TC_OK;
+}
+
+/* zeros, then src[o] added at [o with o[a] := idx[o]], in index order */
+static tc_status eval_scatter(const tc_node *n, void *out, const void *idx, const void *src) {
+    const tc_node *in = n->srcs[0], *sn = n->srcs[1];
+    int a = one_axis(n->axes);
+    int64_t at[TC_MAX_DIMS], numel = tc_node_numel(n), m = tc_node_numel(sn);
+    for (int64_t i = 0; i < numel; i++) sti(out, n->dtype, i, 0);
+    for (int64_t o = 0; o < m; o++) {
+        int64_t k = ldi(idx, in->dtype, o);
+        if (k < 0 || k >= n->shape[a]) continue;
+        unravel(o, sn->ndim, sn->shape, at);
+        at[a] = k;
+        int64_t t = ravel(n->ndim, n->shape, at);
+        if (is_float(n->dtype)) stf(out, n->dtype, t, ldf(out, n->dtype, t) + ldf(src, sn->dtype, o));
+        else sti(out, n->dtype, t, (int64_t)((uint64_t)ldi(out, n->dtype, t) + (uint64_t)ldi(src, sn->dtype, o)));
+    }
+    return TC_OK;
+}
+
 /* evaluates one node whose needed sources are done */
 static tc_status eval_node(ctx *c, entry *e) {
     tc_node *n = e->node;
@@ -484,6 +545,8 @@ static tc_status eval_node(ctx *c, entry *e) {
     case TC_OP_COPY:
     case TC_OP_CONTIGUOUS:
     case TC_OP_ASSIGN: return eval_same(n, e->data, in[0]);
+    case TC_OP_GATHER: return eval_gather(n, e->data, in[0], in[1]);
+    case TC_OP_SCATTER: return eval_scatter(n, e->data, in[0], in[1]);
     case TC_OP_LOAD:
     case TC_OP_STORE:
     case TC_OP_SINK:

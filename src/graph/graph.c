@@ -1,5 +1,6 @@
 /* graph.c - lazy graph nodes: construction, interning (hash-consing) and
- * reference counting, and the refcounted storage handles they hold.
+ * reference counting, the refcounted storage handles they hold, and the
+ * size of the graph under some nodes (tc_graph_count, linear).
  *
  * Ownership: a node owns references to its srcs, its st and its buffer.
  * The intern table maps (op, dtype, device, srcs, arg) to the live node and
@@ -287,6 +288,30 @@ tc_node *tc_node_meta(tc_op op, int device, int n_srcs, tc_node *const *srcs) {
     return intern(n);
 }
 
+tc_node *tc_node_gather(tc_node *x, tc_node *idx, int axis) {
+    tc_node *n = node_alloc(TC_OP_GATHER, x->dtype, x->device);
+    if (!n) return NULL;
+    n->n_srcs = 2;
+    n->srcs[0] = x;
+    n->srcs[1] = idx;
+    n->axes = 1u << axis;
+    n->ndim = idx->ndim;
+    memcpy(n->shape, idx->shape, sizeof(int64_t) * (size_t)n->ndim);
+    return intern(n);
+}
+
+tc_node *tc_node_scatter(tc_node *idx, tc_node *src, int axis, const int64_t *x_shape) {
+    tc_node *n = node_alloc(TC_OP_SCATTER, src->dtype, src->device);
+    if (!n) return NULL;
+    n->n_srcs = 2;
+    n->srcs[0] = idx;
+    n->srcs[1] = src;
+    n->axes = 1u << axis;
+    n->ndim = src->ndim;
+    memcpy(n->shape, x_shape, sizeof(int64_t) * (size_t)n->ndim);
+    return intern(n);
+}
+
 /* ---- movement: compose onto the base's tracker ---- */
 
 static tc_st *st_of(const tc_node *n) {
@@ -345,6 +370,64 @@ void tc_node_set_realized(tc_node *n, tc_buffer *b) {
     n->n_srcs = 0;
     n->op = TC_OP_BUFFER;
     n->buffer = tc_buffer_retain(b);
+}
+
+/* ---- counting: how big the graph under some nodes is ----
+ * A walk with a worklist and an open-addressing set of the nodes seen
+ * (keyed by id, grown at half full): O(nodes + edges) expected. */
+
+typedef struct {
+    tc_node **slots; /* cap entries, NULL = free */
+    int64_t cap;     /* a power of two */
+    int64_t n;       /* nodes held */
+} node_set;
+
+/* puts x into a set with a free slot; 1 if it was new, 0 if held already */
+static int slot_put(node_set *s, tc_node *x) {
+    uint64_t mask = (uint64_t)s->cap - 1;
+    for (uint64_t i = tc_hash_combine(x->id, 0x6e6f6465) & mask;; i = (i + 1) & mask) {
+        if (s->slots[i] == x) return 0;
+        if (!s->slots[i]) {
+            s->slots[i] = x;
+            s->n++;
+            return 1;
+        }
+    }
+}
+
+/* adds x, growing the set first when it would be over half full; 1 if x was
+ * new, 0 if held already, -1 out of memory */
+static int set_add(node_set *s, tc_node *x) {
+    if (2 * (s->n + 1) > s->cap) {
+        int64_t cap = s->cap ? s->cap * 2 : 256;
+        node_set g = {tc_calloc((size_t)cap, sizeof(tc_node *)), cap, 0};
+        if (!g.slots) return -1;
+        for (int64_t i = 0; i < s->cap; i++)
+            if (s->slots[i]) slot_put(&g, s->slots[i]);
+        tc_free(s->slots);
+        *s = g;
+    }
+    return slot_put(s, x);
+}
+
+int64_t tc_graph_count(tc_node *const *nodes, int n) {
+    node_set seen = {0};
+    tc_ptrvec stack = {0};
+    int64_t count = 0;
+    for (int i = 0; i < n && count >= 0; i++)
+        if (nodes[i] && tc_ptrvec_push(&stack, nodes[i]) != TC_OK) count = -1;
+    while (stack.n && count >= 0) {
+        tc_node *x = stack.items[--stack.n];
+        int added = set_add(&seen, x);
+        if (added < 0) count = -1;
+        if (added <= 0) continue;
+        count++;
+        for (int i = 0; i < x->n_srcs && count >= 0; i++)
+            if (tc_ptrvec_push(&stack, x->srcs[i]) != TC_OK) count = -1;
+    }
+    tc_free(seen.slots);
+    tc_ptrvec_free(&stack);
+    return count;
 }
 
 /* ---- dump ---- */

@@ -50,6 +50,13 @@ typedef enum {
     TC_OP_COPY,       /* srcs[0] copied to this node's device */
     TC_OP_CONTIGUOUS, /* srcs[0] materialised in a buffer of its own */
     TC_OP_ASSIGN,     /* srcs[0] (value) written into srcs[1] (a realized target) */
+    /* indexed: axes holds the one indexed axis (1 << a) */
+    TC_OP_GATHER,  /* out[o] = srcs[0][o with o[a] := srcs[1][o]], 0 where that index is
+                      outside [0, srcs[0]'s size along a); out has srcs[1]'s shape, srcs[0]
+                      the same but along a */
+    TC_OP_SCATTER, /* the gradient of GATHER: zeros of the node's shape, plus srcs[1][o] at
+                      [o with o[a] := srcs[0][o]] for every o of srcs[0]'s shape (indices
+                      outside the node's size along a add nothing) */
     /* kernel AST only (schedule -> codegen) */
     TC_OP_LOAD,  /* read a kernel buffer through a view */
     TC_OP_STORE, /* write a kernel buffer through a view */
@@ -63,6 +70,7 @@ typedef enum {
     TC_OPK_TERNARY, /* three sources, elementwise */
     TC_OPK_REDUCE,  /* one source, reduces axes */
     TC_OPK_META,    /* CONST BUFFER VIEW COPY CONTIGUOUS ASSIGN */
+    TC_OPK_INDEX,   /* GATHER SCATTER: reads or writes at an index another tensor holds */
     TC_OPK_AST,     /* LOAD STORE SINK */
 } tc_op_kind;
 
@@ -194,6 +202,11 @@ tc_node *tc_node_alu(tc_op op, tc_dtype dt, int n_srcs, tc_node *const *srcs);
 tc_node *tc_node_reduce(tc_op op, tc_node *src, uint32_t axes);
 /* COPY (to device), CONTIGUOUS, ASSIGN (srcs[0] value, srcs[1] target) */
 tc_node *tc_node_meta(tc_op op, int device, int n_srcs, tc_node *const *srcs);
+/* GATHER of x (shape X) at idx (an integer node of shape O, O[d] == X[d] but
+ * along axis); SCATTER of src (shape O) at idx (shape O) into shape X
+ * (x_shape, equal to O but along axis) */
+tc_node *tc_node_gather(tc_node *x, tc_node *idx, int axis);
+tc_node *tc_node_scatter(tc_node *idx, tc_node *src, int axis, const int64_t *x_shape);
 tc_node *tc_node_reshape(tc_node *n, int ndim, const int64_t *shape);
 tc_node *tc_node_permute(tc_node *n, const int *order);
 tc_node *tc_node_expand(tc_node *n, int ndim, const int64_t *shape);
@@ -206,6 +219,10 @@ tc_st *tc_node_st(const tc_node *n);
  * intern table, releases its sources, keeps a new reference to b */
 void tc_node_set_realized(tc_node *n, tc_buffer *b);
 int64_t tc_graph_live_nodes(void); /* nodes alive now, for leak tests */
+/* distinct nodes reachable from nodes[0..n-1] through srcs (views,
+ * constants and the realized BUFFERs the walk stops at included): what a
+ * schedule of them walks. -1 with TC_ERR_MEMORY set when out of memory. */
+int64_t tc_graph_count(tc_node *const *nodes, int n);
 void tc_graph_shutdown(void);      /* frees the intern table (nodes must be gone) */
 void tc_node_dump(FILE *f, tc_node *n); /* the graph under n, one node a line */
 

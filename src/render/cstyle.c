@@ -5,7 +5,8 @@
  * (ridxN, accN, valN, aluN, castN). Constants print exactly (%.9g for
  * float32 round-trips). Integer division by a value not known to be nonzero
  * is guarded so a kernel never traps. Work-group UOps (SPECIAL,
- * DEFINE_LOCAL, BARRIER, IF) print through the dialect's strings; float16
+ * DEFINE_LOCAL, BARRIER, IF) print through the dialect's strings (a CPU
+ * kernel's scratch DEFINE_LOCAL is a plain array, tileN); float16
  * values of dialects with is_half_in_float are floats rounded after each op.
  */
 #include "render.h"
@@ -30,6 +31,11 @@ const tc_dialect tc_dialect_c = {
     .int64_suffix = "LL",
     .math_fn = {[TC_OP_EXP2] = "tc_exp2f", [TC_OP_LOG2] = "tc_log2f", [TC_OP_SIN] = "tc_sinf",
                 [TC_OP_SQRT] = "sqrtf"},
+    /* out of line: a kernel of the differential suite whose four reduce
+     * stages each recomputed six transcendentals took gcc 0.56 s with 46
+     * inlined calls, 0.19 s calling these */
+    .math_fn_shared = {[TC_OP_EXP2] = "tc_exp2f_shared", [TC_OP_LOG2] = "tc_log2f_shared",
+                       [TC_OP_SIN] = "tc_sinf_shared"},
     /* NaN wins as in the ternary, but through bit masks (cmath_src.h): gcc
      * makes the ternary a branch, which relu and max-pool mispredict half
      * the time (beautiful_mnist's first max-pool: 24 -> 6 ms) */
@@ -101,6 +107,7 @@ typedef struct {
     int *user_depth;          /* per UOp: depth of its single user, -1 if several/none */
     tc_strbuf out;            /* the source */
     int indent;               /* current indentation level */
+    bool is_math_shared;      /* transcendentals call the dialect's math_fn_shared */
 } rctx;
 
 /* the type of a value of dtype dt */
@@ -226,6 +233,33 @@ static void vector_typedefs(rctx *r) {
     if (u8_cast) tc_sb_printf(&r->out, "%s", u8_cast16_fn);
 }
 
+/* scalar calls of the transcendentals that have an out-of-line form */
+static int shared_math_calls(const rctx *r, bool *used) {
+    int n = 0;
+    for (int i = 0; i < r->k->n_uops; i++) {
+        const tc_uop *u = r->k->uops[i];
+        if (u->op != TC_UOP_ALU || u->vcount > 1 || !r->d->math_fn_shared[u->alu]) continue;
+        n++;
+        if (used) used[u->alu] = true;
+    }
+    return n;
+}
+
+/* the out-of-line helpers the kernel calls: one copy of each polynomial,
+ * each in an include guard (kernels concatenated into one file by
+ * tc_export_c define each once) */
+static void shared_math_fns(rctx *r) {
+    bool used[TC_OP_COUNT] = {false};
+    shared_math_calls(r, used);
+    for (int op = 0; op < TC_OP_COUNT; op++)
+        if (used[op])
+            tc_sb_printf(&r->out,
+                         "#ifndef TC_FN_%s\n#define TC_FN_%s\n"
+                         "static __attribute__((noinline)) float %s(float x) { return %s(x); }\n"
+                         "#endif\n",
+                         r->d->math_fn_shared[op], r->d->math_fn_shared[op],
+                         r->d->math_fn_shared[op], r->d->math_fn[op]);
+}
 
 /* the element type of a global buffer of dtype dt */
 static const char *buf_ctype(const rctx *r, tc_dtype dt) {
@@ -367,6 +401,7 @@ static char *render_alu(const rctx *r, const tc_uop *u) {
     const char *a = e[u->srcs[0]->id], *b = u->n_srcs > 1 ? e[u->srcs[1]->id] : "";
     const char *c = u->n_srcs > 2 ? e[u->srcs[2]->id] : "";
     const char *fn = r->d->math_fn[u->alu];
+    if (r->is_math_shared && r->d->math_fn_shared[u->alu]) fn = r->d->math_fn_shared[u->alu];
     if (fn)
         return u->dtype == TC_FLOAT16 && !r->d->is_half_in_float
                    ? fmt("((%s)%s((float)%s))", ctype(r, u->dtype), fn, a)
@@ -459,6 +494,8 @@ static char *render_store(rctx *r, const tc_uop *u) {
         char *x = fmt(r->d->vec_store, buf, idx, val, u->srcs[2]->vcount, utype(r, u->srcs[2]));
         if (x) line(r, "%s", x);
         tc_free(x);
+    } else if (u->srcs[2]->vcount > 1 && !r->d->vec_store) { /* C: a vector at element alignment */
+        line(r, "*(%s_u *)(%s+%s) = %s;", utype(r, u->srcs[2]), buf, idx, val);
     } else if (is_global_half(r, u->srcs[0])) {
         char *x = fmt(r->d->half_store, buf, idx, val);
         if (x) line(r, "%s", x);
@@ -522,9 +559,9 @@ static char *render_gpu(rctx *r, const tc_uop *u) {
         return name;
     }
     case TC_UOP_DEFINE_LOCAL: {
-        char *name = fmt("temp%lld", (long long)u->arg);
-        if (name)
-            line(r, "%s%s %s[%lld];", r->d->local_prefix, utype(r, u), name,
+        char *name = fmt("%s%lld", u->is_scratch ? "tile" : "temp", (long long)u->arg);
+        if (name) /* a scratch array: a plain array of the kernel (on the stack) */
+            line(r, "%s%s %s[%lld];", u->is_scratch ? "" : r->d->local_prefix, utype(r, u), name,
                  (long long)u->ivalue);
         return name;
     }
@@ -657,6 +694,7 @@ static void signature(rctx *r) {
     if (r->d->half_preamble && uses_half(k)) tc_sb_printf(&r->out, "%s", r->d->half_preamble);
     if (r->d->vec_prelude && uses_vec(k)) tc_sb_printf(&r->out, "%s", r->d->vec_prelude);
     if (!r->d->vec_type) vector_typedefs(r); /* C: GCC vector types */
+    if (r->is_math_shared) shared_math_fns(r);
     tc_sb_printf(&r->out, "%s", r->d->kernel_prefix);
     /* not where a load is gated: gcc 12.2 with -march=native (AVX-512) and
      * the dynamic cost model vectorizes a pad's copy wrongly (x of (3,5,2)
@@ -687,6 +725,7 @@ char *tc_render(const tc_dialect *d, const tc_kernel_uops *k) {
     for (int i = 0; ok && i < k->n_uops; i++) r.user_depth[i] = -1;
     for (int i = 0; ok && i < k->n_uops; i++)
         for (int j = 0; j < k->uops[i]->n_srcs; j++) r.user_depth[k->uops[i]->srcs[j]->id] = k->uops[i]->depth;
+    r.is_math_shared = ok && has_reduce(k) && shared_math_calls(&r, NULL) > TC_MATH_INLINE_MAX;
     if (ok) signature(&r);
     for (int i = 0; ok && i < k->n_uops; i++) /* a buffer the kernel does not read (a folded
                                                  value's): no unused-parameter warning */

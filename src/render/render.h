@@ -39,6 +39,9 @@ typedef struct {
     const char *int64_suffix;  /* of int64 constants: "LL", "L" */
     const char *type_names[TC_DTYPE_COUNT]; /* value type names; NULL: tc_dtypes' cname */
     const char *math_fn[TC_OP_COUNT];       /* EXP2, LOG2, SIN, SQRT function names */
+    const char *math_fn_shared[TC_OP_COUNT]; /* the same out of line, for a reduce kernel with
+                                                more than TC_MATH_INLINE_MAX scalar calls
+                                                (cstyle.c defines them; NULL: math_fn) */
     const char *float_max;     /* printf: %1$s, %2$s -> max of two float32s (NULL: the ternary) */
     const char *bool_float;    /* printf: %1$s bool -> 0.0f or 1.0f (NULL: a cast) */
     const char *float_where;   /* printf: %1$s bool, %2$s, %3$s floats -> one (NULL: ?:) */
@@ -68,6 +71,12 @@ typedef struct {
                                          one); masks are int vectors (OpenCL's -1/0) */
     tc_target target;          /* what codegen may use */
 } tc_dialect;
+
+/* scalar calls of math_fn's transcendentals (exp2, log2, sin: polynomials
+ * the C compiler inlines at each) a reduce kernel may inline; past it they
+ * call math_fn_shared helpers, one copy each (opt.c bounds what a plan's
+ * copies repeat; this bounds kernels whose stages recompute fused work) */
+#define TC_MATH_INLINE_MAX 16
 
 extern const tc_dialect tc_dialect_c;
 /* the C dialect in ISO C99 alone, for the plain fallback of exported code

@@ -781,8 +781,7 @@ tc_dev *tc_cpu_device_create(int id) {
     d->id = id;
     d->ctx = ctx;
     d->dialect = &tc_dialect_c;
-    d->target = tc_dialect_c.target;
-    host_simd(&d->target);
+    tc_cpu_target(&d->target);
     d->alloc = cpu_alloc;
     d->free = cpu_free;
     d->copyin = cpu_copyin;
@@ -793,6 +792,11 @@ tc_dev *tc_cpu_device_create(int id) {
     d->synchronize = cpu_synchronize;
     d->close = cpu_close;
     return d;
+}
+
+void tc_cpu_target(tc_target *t) {
+    *t = tc_dialect_c.target;
+    host_simd(t);
 }
 
 int64_t tc_cpu_compile_count(void) {

@@ -1,7 +1,7 @@
 /* device.c - the device table, device names, buffers and copies.
  *
- * Input: device names from the user ("CPU", "cpu:0", NULL = TC_DEVICE or
- * CPU) and buffer requests from the engine. Output: device ids (indices into
+ * Input: device names from the user ("CPU", "cpu:0", "NULL" (null.c), NULL =
+ * TC_DEVICE or CPU) and buffer requests from the engine. Output: device ids (indices into
  * a fixed, process-wide table of opened devices; id 0 is always CPU) and
  * refcounted tc_buffers whose release frees the device memory and the
  * struct. The table owns the devices; tc_runtime_shutdown closes them all.
@@ -21,10 +21,12 @@ typedef enum {
     KIND_CPU,    /* the host: always available */
     KIND_OPENCL, /* OpenCL through the ICD loader (opencl.c) */
     KIND_CUDA,   /* CUDA driver API + NVRTC, both dlopen'ed (cuda.c) */
+    KIND_NULL,   /* renders kernels, builds and runs nothing (null.c): always available */
     KIND_COUNT
 } device_kind;
 
-static int cpu_count(char *why, size_t why_size) {
+/* the count of CPU and NULL: one, always */
+static int one_count(char *why, size_t why_size) {
     (void)why, (void)why_size;
     return 1;
 }
@@ -34,6 +36,11 @@ static tc_dev *cpu_create(int id, int index) {
     return tc_cpu_device_create(id);
 }
 
+static tc_dev *null_create(int id, int index) {
+    (void)index;
+    return tc_null_device_create(id);
+}
+
 typedef struct {
     const char *name;                        /* canonical spelling, matched case-insensitively */
     int (*count)(char *why, size_t why_size); /* devices of this kind (0: why says why) */
@@ -41,9 +48,10 @@ typedef struct {
 } kind_info;
 
 static const kind_info kinds[KIND_COUNT] = {
-    [KIND_CPU] = {"CPU", cpu_count, cpu_create},
+    [KIND_CPU] = {"CPU", one_count, cpu_create},
     [KIND_OPENCL] = {"OPENCL", tc_opencl_count, tc_opencl_device_create},
     [KIND_CUDA] = {"CUDA", tc_cuda_count, tc_cuda_device_create},
+    [KIND_NULL] = {"NULL", one_count, null_create},
 };
 
 static tc_dev *devices[MAX_DEVICES]; /* opened devices by id; NULL = free slot */
@@ -106,12 +114,13 @@ static int find_open(const char *canon) {
 /* reports a bad name; `from` says where it came from ("" or " (from TC_DEVICE)") */
 static int name_error(const char *api, const char *name, const char *from, int why) {
     if (why == -1)
-        tc_error_set(TC_ERR_DEVICE, "%s: unknown device '%.64s'%s (known: CPU, OPENCL, CUDA)", api,
-                     name, from);
+        tc_error_set(TC_ERR_DEVICE,
+                     "%s: unknown device '%.64s'%s (known: CPU, OPENCL, CUDA, NULL)", api, name,
+                     from);
     else
         tc_error_set(TC_ERR_DEVICE,
-                     "%s: bad device name '%.64s'%s (expected CPU, OPENCL or CUDA, with an "
-                     "optional :N index)",
+                     "%s: bad device name '%.64s'%s (expected CPU, OPENCL, CUDA or NULL, with "
+                     "an optional :N index)",
                      api, name, from);
     return -1;
 }

@@ -37,6 +37,7 @@ struct tc_dev {
     void *ctx;     /* backend state */
     const tc_dialect *dialect; /* the language its kernels are rendered in */
     tc_target target;          /* what codegen may use on it */
+    bool is_null;              /* the NULL device: kernels are rendered, never built or run */
     /* device memory; alloc sets an error and returns NULL on failure */
     void *(*alloc)(tc_dev *d, size_t nbytes);
     void (*free)(tc_dev *d, void *ptr);
@@ -85,12 +86,21 @@ void tc_runtime_trim(void); /* gives every cached block back to its device */
  * object cached in tc_cachedir() under the hash of source and flags, loads
  * it with dlopen, calls kernels through libffi */
 tc_dev *tc_cpu_device_create(int id);
+/* the CPU device's target: the C dialect's with this host's SIMD registers */
+void tc_cpu_target(tc_target *t);
 int64_t tc_cpu_compile_count(void); /* compiler invocations in this process */
 /* split launches (tc_launch_dims.cpu_range) run on a process-wide pool of
  * cores-1 workers (TC_THREADS when it starts overrides) plus the caller,
  * started by the first split launch and joined by tc_runtime_shutdown;
  * workers running now (0: none) */
 int tc_cpu_pool_workers(void);
+
+/* ---- the NULL device (null.c) ---------------------------------------------
+ * "NULL": lowers and renders kernels as the CPU would (its dialect and
+ * target) but builds and runs nothing; its buffers have no memory behind
+ * them (copyin drops the bytes, copyout writes zeros). Launches count in
+ * tc_counters like real ones. */
+tc_dev *tc_null_device_create(int id);
 
 /* ---- the program cache of OpenCL and CUDA (cache.c) -----------------------
  * <tc_cachedir()>/<key><ext>, published atomically. load gives the file's

@@ -105,6 +105,48 @@ static tc_ast *build_reduce(build_ctx *bc, tc_node *r) {
     return memo_put(bc, r, NULL, a);
 }
 
+/* The tracker from shape O onto buffer elements of x (tracker x_st, its
+ * shape O but along axis, one view, unmasked along axis) that reads x at
+ * index 0 of the indexed axis everywhere: the axis's stride becomes 0. A
+ * GATHER or SCATTER adds index * the old stride to what it gives. */
+static tc_st *at_index_zero(build_ctx *bc, const tc_st *x_st, int ndim, const int64_t *o_shape,
+                            int axis, int64_t *stride, int64_t *size) {
+    if (x_st->n_views != 1) {
+        TC_INTERNAL("an indexed read of a view of views (the front end makes it contiguous)");
+        return NULL;
+    }
+    tc_st *z = keep_st(bc, tc_st_copy(x_st));
+    if (!z) return NULL;
+    tc_view *v = &z->views[0];
+    *stride = v->strides[axis];
+    *size = v->shape[axis];
+    memcpy(v->shape, o_shape, sizeof(int64_t) * (size_t)ndim);
+    v->strides[axis] = 0;
+    if (v->has_mask) v->mask_begin[axis] = 0, v->mask_end[axis] = o_shape[axis];
+    v->is_contiguous = false;
+    return z;
+}
+
+static int axis_of(uint32_t axes) {
+    int a = 0;
+    while (a < TC_MAX_DIMS - 1 && !((axes >> a) & 1)) a++;
+    return a;
+}
+
+/* a GATHER read at loop-space indices mapped onto its elements by st: x
+ * (realized) at row 0 of the indexed axis, plus the index loaded there */
+static tc_ast *build_gather(build_ctx *bc, tc_node *g, const tc_st *st) {
+    tc_node *xs = g->srcs[0], *xb = tc_node_base(xs);
+    int axis = axis_of(g->axes), slot = slot_of(bc, xb);
+    tc_st *x_st = xs == xb ? keep_st(bc, tc_st_from_shape(xs->ndim, xs->shape)) : xs->st;
+    tc_ast *a = slot >= 0 && x_st ? ast_new(bc, TC_OP_GATHER, g->dtype, 1) : NULL;
+    tc_st *z = a ? at_index_zero(bc, x_st, g->ndim, g->shape, axis, &a->index_stride, &a->index_size) : NULL;
+    if (z) a->st = keep_st(bc, tc_st_compose(z, st));
+    if (!a || !a->st || !(a->srcs[0] = build(bc, g->srcs[1], st))) return NULL;
+    a->buf = slot;
+    return a;
+}
+
 static tc_ast *build_base(build_ctx *bc, tc_node *b, const tc_st *st) {
     tc_binfo *bi = b->scratch;
     bool is_out = false;
@@ -128,6 +170,7 @@ static tc_ast *build_base(build_ctx *bc, tc_node *b, const tc_st *st) {
     if (b->op == TC_OP_CONTIGUOUS || b->op == TC_OP_ASSIGN) /* only as this kernel's output */
         return build(bc, b->srcs[0], st);
     if (tc_op_is_reduce(b->op)) return build_reduce(bc, b);
+    if (b->op == TC_OP_GATHER) return build_gather(bc, b, st);
     if (!tc_op_is_elementwise(b->op)) {
         TC_INTERNAL("op %s cannot be inlined in a kernel", tc_ops[b->op].name);
         return NULL;
@@ -181,7 +224,8 @@ static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st) {
 }
 
 static void name_kernel(tc_sched_item *it) {
-    size_t at = (size_t)snprintf(it->name, sizeof it->name, "%s", it->reduce_axes ? "r" : "E");
+    const char *kind = it->is_scatter ? "S" : it->reduce_axes ? "r" : "E";
+    size_t at = (size_t)snprintf(it->name, sizeof it->name, "%s", kind);
     if (it->n_outs > 1) at += (size_t)snprintf(it->name + at, sizeof it->name - at, "%d", it->n_outs);
     for (int i = 0; i < it->ndim && at + 24 < sizeof it->name; i++)
         at += (size_t)snprintf(it->name + at, sizeof it->name - at, "_%lld",
@@ -245,10 +289,42 @@ static int by_id(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* The kernel of a SCATTER root (a group of its own): its loops run over
+ * the sources' space O, and its one store adds each value at the index
+ * loaded beside it into the output (X, contiguous), which codegen zeroes
+ * first. */
+static tc_ast *build_scatter(build_ctx *bc, tc_sched_item *it, tc_node *sc) {
+    tc_node *src = sc->srcs[1];
+    it->is_scatter = true;
+    it->ndim = src->ndim;
+    memcpy(it->full_shape, src->shape, sizeof(int64_t) * (size_t)it->ndim);
+    name_kernel(it);
+    tc_st *own = keep_st(bc, tc_st_from_shape(src->ndim, src->shape));
+    tc_st *out = keep_st(bc, tc_st_from_shape(sc->ndim, sc->shape));
+    tc_ast *a = own && out ? ast_new(bc, TC_OP_SCATTER, sc->dtype, 2) : NULL;
+    if (!a) return NULL;
+    a->buf = 0;
+    a->st = at_index_zero(bc, out, src->ndim, src->shape, axis_of(sc->axes), &a->index_stride,
+                          &a->index_size);
+    if (!a->st || !(a->srcs[0] = build(bc, src, own)) || !(a->srcs[1] = build(bc, sc->srcs[0], own)))
+        return NULL;
+    return a;
+}
+
 static tc_status build_kernel_item(tc_sched_ctx *c, tc_binfo *rep) {
     build_ctx bc = {.c = c};
     tc_sched_item *it = tc_arena_alloc(&c->s->arena, sizeof *it);
     if (!it) return TC_ERR_MEMORY;
+    if (rep->node->op == TC_OP_SCATTER) {
+        tc_ast *sink = tc_ptrvec_push(&bc.slots, rep->node) == TC_OK ? ast_new(&bc, TC_OP_SINK, rep->node->dtype, 1) : NULL;
+        it->n_outs = bc.n_outs = 1;
+        rep->item = c->items.n;
+        if (sink) sink->srcs[0] = build_scatter(&bc, it, rep->node);
+        tc_status st = sink && sink->srcs[0] ? (it->ast = sink, finish_item(c, it, &bc.slots))
+                                             : tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+        tc_ptrvec_free(&bc.slots);
+        return st;
+    }
     for (tc_binfo *bi = rep; bi; bi = bi->next_member) /* the group's roots, by creation order */
         if (bi->realize && bi->node->op != TC_OP_COPY && tc_ptrvec_push(&bc.slots, bi->node) != TC_OK)
             return TC_ERR_MEMORY;

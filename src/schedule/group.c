@@ -249,7 +249,7 @@ static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_st *
             }
         }
     }
-    if (cons->op == TC_OP_COPY) {
+    if (cons->op == TC_OP_COPY || cons->op == TC_OP_SCATTER) { /* kernels of their own */
         o->forced = true;
     } else if (tc_binfo_of(cons)->realize) {
         add_root(o, cons, cm);
@@ -420,14 +420,12 @@ static bool cone_has_deferred(tc_sched_ctx *c, tc_node *b) {
     return found;
 }
 
-/* marks the reduces r's reach holds (but r) as reached by another reduce;
- * a deferred r lists them in links, pairs (r, reduce) */
+/* a deferred r lists the reduces its reach holds (but r) in links, pairs
+ * (r, reduce), in the order reduces are placed */
 static void note_reached(tc_sched_ctx *c, tc_node *r, const reach *o, tc_ptrvec *links) {
-    for (int i = 0; i < o->seen.items.n; i++) {
+    for (int i = 0; i < o->seen.items.n && tc_binfo_of(r)->is_deferred; i++) {
         tc_node *x = o->seen.items.items[i];
         if (x == r || !tc_op_is_reduce(x->op)) continue;
-        tc_binfo_of(x)->is_reached = true;
-        if (!tc_binfo_of(r)->is_deferred) continue;
         tc_sched_push(c, links, r);
         tc_sched_push(c, links, x);
     }
@@ -473,18 +471,22 @@ static bool place_reduces(tc_sched_ctx *c, tc_ptrvec *deferred, tc_ptrvec *links
     return stable;
 }
 
-/* Realizes the first deferred reduce, and with it every deferred reduce
- * that no other reduce's reach holds and whose own reach holds no deferred
- * reduce: realizing it changes no other reduce's reach, so nothing another
- * pass could learn would merge it. Deferred reduces are independent in deep
- * graphs (a layer's forward matmul, whose output its backward reads after
- * the next layer's: a cycle), so the passes stay few: O(1), not O(layers). */
+/* Realizes the first deferred reduce, and with it every later one that no
+ * reduce realized here reaches: realizing r changes only the reaches that
+ * hold r (a realize removes no dependency between other kernels), so what
+ * another pass could learn about r comes from the reduces reaching it. The
+ * deferrals of a deep graph are chains within a layer (a batch norm's sum,
+ * then its variance's: one reach) and independent across layers, so the
+ * passes stay a few per layer's chain, not a few per layer. links are the
+ * deferred reduces' reaches (note_reached), in deferred's order. */
 static void realize_deferred(tc_sched_ctx *c, const tc_ptrvec *deferred, const tc_ptrvec *links) {
-    for (int i = 0; i < links->n; i += 2) /* reaching a deferred reduce: not independent */
-        if (tc_binfo_of(links->items[i + 1])->is_deferred) tc_binfo_of(links->items[i])->is_reached = true;
+    int li = 0;
     for (int i = 0; i < deferred->n; i++) {
-        tc_binfo *ri = tc_binfo_of(deferred->items[i]);
-        if (i == 0 || !ri->is_reached) tc_kg_realize(c, ri);
+        tc_node *r = deferred->items[i];
+        bool pick = i == 0 || !tc_binfo_of(r)->is_blocked;
+        if (pick) tc_kg_realize(c, tc_binfo_of(r));
+        for (; li < links->n && links->items[li] == r; li += 2)
+            if (pick) tc_binfo_of(links->items[li + 1])->is_blocked = true;
     }
 }
 

@@ -179,8 +179,8 @@ static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
 }
 
 static bool mergeable_root(const tc_node *n) {
-    return n->op != TC_OP_BUFFER && n->op != TC_OP_COPY && tc_binfo_of(n)->realize &&
-           !tc_binfo_of(n)->keep_stored;
+    return n->op != TC_OP_BUFFER && n->op != TC_OP_COPY && n->op != TC_OP_SCATTER &&
+           tc_binfo_of(n)->realize && !tc_binfo_of(n)->keep_stored;
 }
 
 /* tries b against every earlier root listed under key in lists, then lists b */

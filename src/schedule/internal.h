@@ -32,7 +32,7 @@ struct tc_binfo {
     bool inlinable;      /* root: every read of it is recomputable in its own kernel */
     bool keep_stored;    /* root: always loaded, never recomputed (an assign's copied value) */
     bool is_deferred;    /* reduce: its merge was deferred in this pass */
-    bool is_reached;     /* reduce: inside another reduce's reach in this pass's merging sweep */
+    bool is_blocked;     /* reduce: in the reach of a deferred reduce realized in this pass */
     tc_ptrvec consumers; /* pairs (consumer base, view node or NULL), flattened */
     int n_reducers;      /* elementwise: reduces whose kernels would recompute it */
     /* the grouping pass (kgraph.c resets these at the start of each pass) */

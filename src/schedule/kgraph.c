@@ -131,7 +131,7 @@ const tc_ptrvec *tc_kg_loads(tc_sched_ctx *c, tc_binfo *ri) {
 
 static void reset_base(tc_binfo *bi) {
     tc_node *b = bi->node;
-    bi->validated = bi->inlinable = bi->is_deferred = false;
+    bi->validated = bi->inlinable = bi->is_deferred = bi->is_blocked = false;
     bi->parent = bi->realize ? bi : NULL;
     bi->next_member = NULL;
     bi->last_member = bi;

@@ -164,7 +164,8 @@ static bool is_cheap_scalar(tc_sched_ctx *c, tc_node *b) {
  * division) of a single realized input and constants? A reader loads that
  * input where it would have loaded b, so the broadcast costs no more memory
  * traffic, and the schedule saves a kernel (the uint8 -> float cast of
- * beautiful_mnist's images, read 25 times by the first conv's windows). */
+ * beautiful_mnist's images, read 25 times by the first conv's windows; an
+ * index wrapped where negative, read by a gather along every column). */
 enum { CHEAP_CONVERT_OPS = 4 };
 static bool is_cheap_convert(tc_sched_ctx *c, tc_node *b) {
     unsigned w = tc_sched_new_walk(c);
@@ -185,7 +186,8 @@ static bool is_cheap_convert(tc_sched_ctx *c, tc_node *b) {
         if (!first_visit(x, w)) continue;
         tc_op op = x->op;
         cheap = (op == TC_OP_CAST || op == TC_OP_ADD || op == TC_OP_MUL || op == TC_OP_NEG ||
-                 op == TC_OP_MAX) && ++n_ops <= CHEAP_CONVERT_OPS;
+                 op == TC_OP_MAX || op == TC_OP_CMPLT || op == TC_OP_WHERE) &&
+                ++n_ops <= CHEAP_CONVERT_OPS;
         for (int i = 0; i < x->n_srcs; i++) tc_sched_push(c, &stack, x->srcs[i]);
     }
     tc_ptrvec_free(&stack);
@@ -202,8 +204,11 @@ static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) 
     for (int i = 0; i < c->bases.n; i++) {
         tc_node *b = c->bases.items[i];
         tc_binfo *bi = tc_binfo_of(b);
-        if (b->op == TC_OP_CONTIGUOUS || b->op == TC_OP_ASSIGN || b->op == TC_OP_COPY)
+        if (b->op == TC_OP_CONTIGUOUS || b->op == TC_OP_ASSIGN || b->op == TC_OP_COPY ||
+            b->op == TC_OP_SCATTER) /* a scatter's loops run over its sources' space */
             bi->realize = true;
+        if (b->op == TC_OP_GATHER && !is_realized(tc_node_base(b->srcs[0]))) /* read anywhere */
+            tc_binfo_of(tc_node_base(b->srcs[0]))->realize = true;
         if (b->op == TC_OP_COPY && b->srcs[0]->op == TC_OP_VIEW)
             return TC_INTERNAL("COPY of a view reached the scheduler");
         if (b->op == TC_OP_ASSIGN && !is_realized(tc_node_base(b->srcs[1])))

@@ -31,6 +31,11 @@ struct tc_ast {
     double value;    /* CONST: the scalar */
     int64_t ivalue;  /* CONST of an integer dtype: exact scalar */
     uint32_t axes;   /* REDUCE_*: reduced axes of the loop space */
+    int64_t index_stride; /* GATHER (a load), SCATTER (an added store): buffer elements from
+                             one index of the indexed axis to the next; st gives index 0 */
+    int64_t index_size;   /* GATHER, SCATTER: the indexed axis's size; an index outside
+                             [0, size) reads 0 / adds nothing. srcs: GATHER the index;
+                             SCATTER the value, then the index */
     uint64_t hash;   /* structural hash (for dedup and program caching) */
     void *lowered;   /* codegen's scratch: the UOp computed for this node */
     int lowered_epoch; /* codegen's scratch: the stage that computed it */
@@ -39,6 +44,8 @@ struct tc_ast {
 
 typedef struct {
     bool is_copy;     /* a copy between buffers, no kernel */
+    bool is_scatter;  /* one SCATTER store: the kernel zeroes its output, then adds to it at
+                         indexed places, in order (CPU only: one thread) */
     tc_ast *ast;      /* SINK (kernels only) */
     int ndim;         /* loop space rank */
     int64_t full_shape[TC_MAX_DIMS]; /* loop space shape F */

@@ -5,6 +5,7 @@
  *   sub = a + -b       div = a * recip(b) (ints -> float32)    idiv, mod: ints only
  *   minimum = flip(max(flip a, flip b)) with an order-reversing flip per dtype
  *   lt = CMPLT  gt = CMPLT(b,a)  ne = CMPNE  eq = !CMPNE  ge = !lt  le = !gt
+ *   lshift, rshift = SHL, SHR (ints only) with out-of-range counts defined
  *   (floats: le = lt|eq and ge = gt|eq, so comparisons with NaN are false)
  *   pow = exp2(b*log2|a|), sign fixed for negative a (odd integer b: negative,
  *   non-integer b: NaN), 1 where b == 0 or a == 1 (C's pow, even for NaN). */
@@ -86,6 +87,41 @@ static tc_node *build_le(tc_node *a, tc_node *b) {
 }
 static tc_node *build_ge(tc_node *a, tc_node *b) {
     return build_le(b, a);
+}
+
+/* a << b and a >> b with every count defined: a count outside 0..bits-1
+ * shifts everything out (lshift: 0; rshift: 0, or -1 for a negative signed
+ * a, as one more arithmetic shift would give). The shift itself only ever
+ * sees counts in range, so no kernel shifts by more than its width. */
+static tc_node *build_shift(tc_node *a, tc_node *b, bool is_left) {
+    if (!a || !b) {
+        tc_node_release(a);
+        tc_node_release(b);
+        return NULL;
+    }
+    int64_t bits = (int64_t)tc_dtypes[a->dtype].size * 8;
+    bool is_signed = tc_dtypes[a->dtype].is_signed;
+    tc_node *lo = tc_ew_const(b, 0), *hi = tc_ew_const(b, (double)bits), *b2 = tc_ew_keep(b);
+    tc_node *in_range = tc_ew_binary(TC_OP_AND, tc_ew_not(tc_ew_binary(TC_OP_CMPLT, b2, lo)),
+                                     tc_ew_binary(TC_OP_CMPLT, tc_ew_keep(b), hi));
+    /* out of range: shift by 0 (then replaced), or by bits-1 (the sign fill) */
+    bool is_fill = !is_left && is_signed;
+    tc_node *spare = tc_ew_const(b, is_fill ? (double)(bits - 1) : 0);
+    tc_node *count = tc_ew_where(tc_ew_keep(in_range), b, spare);
+    tc_node *zero = tc_ew_const(a, 0);
+    tc_node *r = tc_ew_binary(is_left ? TC_OP_SHL : TC_OP_SHR, a, count);
+    if (is_fill) {
+        tc_node_release(in_range);
+        tc_node_release(zero);
+        return r;
+    }
+    return tc_ew_where(in_range, r, zero);
+}
+static tc_node *build_lshift(tc_node *a, tc_node *b) {
+    return build_shift(a, b, true);
+}
+static tc_node *build_rshift(tc_node *a, tc_node *b) {
+    return build_shift(a, b, false);
 }
 
 /* for float b (borrowed): is_int = b is a whole number, is_odd = an odd one.
@@ -227,6 +263,12 @@ TC_API tc_tensor *tc_eq(tc_tensor *a, tc_tensor *b) {
 }
 TC_API tc_tensor *tc_ne(tc_tensor *a, tc_tensor *b) {
     return binary_op("tc_ne", a, b, B_ANY, TC_OP_CMPNE, TC_AG_NONE);
+}
+TC_API tc_tensor *tc_lshift(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_lshift", a, b, B_INT, build_lshift, TC_AG_NONE);
+}
+TC_API tc_tensor *tc_rshift(tc_tensor *a, tc_tensor *b) {
+    return binary("tc_rshift", a, b, B_INT, build_rshift, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_and(tc_tensor *a, tc_tensor *b) {
     return binary_op("tc_logical_and", a, b, B_LOGIC, TC_OP_AND, TC_AG_NONE);

@@ -7,6 +7,8 @@
  *           (batch dims broadcast) and sum the last axis -> (...,m,n)
  *   softmax: e = exp(x - max(x).detach()); e / sum(e)
  *   log_softmax: s = x - max(x).detach(); s - log(sum(exp(s)))
+ *   logsumexp: m = max(x).detach() (0 where it is +-inf); log(sum(exp(x-m))) + m
+ *   (softmax, log_softmax, argmax on a 0-d tensor take axis 0 or -1: its element)
  *   layernorm: y = x - mean(x); y * rsqrt(mean(y*y) + eps)
  *   argmax: n-1 - max((x == max x) * (n-1, ..., 0)), int32 (tinygrad's trick)
  *   dropout: x * (rand >= p) * 1/(1-p) */
@@ -199,18 +201,30 @@ static tc_tensor *shifted(tc_scope *s, tc_tensor *x, int axis) {
     return TC_S(s, tc_sub(x, md));
 }
 
+/* a 0-d a with axis 0 or -1 (its one element, as torch allows): a seen as
+ * (1) in s, axis 0 in *ax; otherwise a itself with its axis checked */
+static tc_tensor *axis_view(const char *api, tc_scope *s, tc_tensor *a, int axis, int *ax) {
+    if (a->node->ndim == 0 && (axis == 0 || axis == -1)) {
+        static const int64_t one[1] = {1};
+        *ax = 0;
+        return TC_S(s, tc_reshape(a, 1, one));
+    }
+    return tc_tensor_axis(api, a->node->ndim, axis, ax) == TC_OK ? a : NULL;
+}
+
 static tc_tensor *softmax(const char *api, tc_tensor *a, int axis, bool is_log) {
     tc_lock();
     tc_tensor *out = NULL;
     int ax = 0;
-    if (tc_tensor_check(a, api, "a") == TC_OK &&
-        tc_tensor_axis(api, a->node->ndim, axis, &ax) == TC_OK) {
-        tc_scope s = {0};
-        tc_tensor *sh = shifted(&s, as_float(&s, a), ax);
+    tc_scope s = {0};
+    tc_tensor *x = tc_tensor_check(a, api, "a") == TC_OK ? axis_view(api, &s, a, axis, &ax) : NULL;
+    if (x) {
+        tc_tensor *sh = shifted(&s, as_float(&s, x), ax);
         tc_tensor *e = TC_S(&s, tc_exp(sh));
         tc_tensor *sum = TC_S(&s, tc_sum(e, 1, &ax, true));
         tc_tensor *log_sum = is_log ? TC_S(&s, tc_log(sum)) : NULL;
         tc_tensor *r = is_log ? TC_S(&s, tc_sub(sh, log_sum)) : TC_S(&s, tc_div(e, sum));
+        if (x != a) r = TC_S(&s, tc_reshape(r, 0, NULL));
         out = tc_scope_end(&s, r);
     }
     tc_unlock();
@@ -223,6 +237,38 @@ TC_API tc_tensor *tc_softmax(tc_tensor *a, int axis) {
 
 TC_API tc_tensor *tc_log_softmax(tc_tensor *a, int axis) {
     return softmax("tc_log_softmax", a, axis, true);
+}
+
+/* max(x) over the axes, detached, with +-inf replaced by 0 (so x - m is
+ * never inf - inf: torch's rule) */
+static tc_tensor *finite_max(tc_scope *s, tc_tensor *x, int naxes, const int *axes, bool keepdim) {
+    tc_tensor *m = TC_S(s, tc_max(x, naxes, axes, keepdim));
+    tc_tensor *md = TC_S(s, tc_detach(m));
+    tc_tensor *mag = TC_S(s, tc_abs(md));
+    tc_tensor *inf = s->failed ? NULL : tc_scope_scalar(s, x, INFINITY);
+    tc_tensor *zero = s->failed ? NULL : tc_scope_scalar(s, x, 0);
+    tc_tensor *is_inf = TC_S(s, tc_eq(mag, inf));
+    return TC_S(s, tc_where(is_inf, zero, md));
+}
+
+TC_API tc_tensor *tc_logsumexp(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    tc_lock();
+    tc_tensor *out = NULL;
+    uint32_t mask = 0;
+    if (tc_tensor_check(a, "tc_logsumexp", "a") == TC_OK &&
+        tc_tensor_axes_mask("tc_logsumexp", a->node->ndim, naxes, axes, &mask) == TC_OK) {
+        tc_scope s = {0};
+        tc_tensor *x = as_float(&s, a);
+        tc_tensor *mk = s.failed ? NULL : finite_max(&s, x, naxes, axes, true);
+        tc_tensor *m = keepdim || s.failed ? mk : finite_max(&s, x, naxes, axes, false);
+        tc_tensor *sh = TC_S(&s, tc_sub(x, mk));
+        tc_tensor *e = TC_S(&s, tc_exp(sh));
+        tc_tensor *sum = TC_S(&s, tc_sum(e, naxes, axes, keepdim));
+        tc_tensor *lse = TC_S(&s, tc_log(sum));
+        out = tc_scope_end(&s, TC_S(&s, tc_add(lse, m)));
+    }
+    tc_unlock();
+    return out;
 }
 
 TC_API tc_tensor *tc_layernorm(tc_tensor *a, int axis, double eps) {
@@ -260,9 +306,12 @@ TC_API tc_tensor *tc_argmax(tc_tensor *a, int axis, bool keepdim) {
     tc_lock();
     tc_tensor *out = NULL;
     int ax = 0;
-    if (tc_tensor_check(a, "tc_argmax", "a") != TC_OK ||
-        tc_tensor_axis("tc_argmax", a->node->ndim, axis, &ax) != TC_OK)
+    if (tc_tensor_check(a, "tc_argmax", "a") != TC_OK) goto done;
+    if (a->node->ndim == 0 && (axis == 0 || axis == -1)) { /* one element, at index 0 */
+        out = tc_full(0, NULL, 0, TC_INT32, tc_device(a));
         goto done;
+    }
+    if (tc_tensor_axis("tc_argmax", a->node->ndim, axis, &ax) != TC_OK) goto done;
     int64_t n = a->node->shape[ax];
     if (n == 0) {
         tc_error_set(TC_ERR_SHAPE, "tc_argmax: axis %d has no elements", axis);

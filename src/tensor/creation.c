@@ -1,5 +1,6 @@
 /* creation.c - tensors from user data and from scalars: tc_from_data (a copy
- * uploaded with tc_engine_from_host), tc_full/zeros/ones/full_like (CONST
+ * uploaded with tc_engine_from_host), tc_empty (a buffer left as allocated),
+ * tc_full/zeros/ones/full_like (CONST
  * nodes: no buffer until used), tc_arange (values computed on the host and
  * uploaded) and tc_eye (a movement trick on a constant, as tinygrad does:
  * ones (n,1) padded to (n,n+1), flattened, cut to n*n, reshaped to (n,n)). */
@@ -37,6 +38,25 @@ TC_API tc_tensor *tc_from_data(const void *data, tc_dtype dt, int ndim, const in
     static const int64_t no_dims[1] = {0}; /* shape may be NULL for ndim 0, data for numel 0 */
     out = tc_tensor_wrap(
         tc_engine_from_host(data ? data : no_dims, dt, ndim, shape ? shape : no_dims, dev));
+done:
+    tc_unlock();
+    return out;
+}
+
+TC_API tc_tensor *tc_empty(int ndim, const int64_t *shape, tc_dtype dt, const char *device) {
+    tc_lock();
+    tc_tensor *out = NULL;
+    int dev = -1;
+    if (creation_args("tc_empty", ndim, shape, dt, device, &dev) != TC_OK) goto done;
+    int64_t n = shape_numel(ndim, shape);
+    if ((uint64_t)n > SIZE_MAX / tc_dtypes[dt].size) {
+        tc_error_set(TC_ERR_MEMORY, "tc_empty: %lld elements do not fit in memory", (long long)n);
+        goto done;
+    }
+    tc_buffer *b = tc_buffer_new(dev, (size_t)n * tc_dtypes[dt].size);
+    static const int64_t no_dims[1] = {0}; /* shape may be NULL for ndim 0 */
+    if (b) out = tc_tensor_wrap(tc_node_buffer(b, dt, ndim, shape ? shape : no_dims));
+    tc_buffer_release(b);
 done:
     tc_unlock();
     return out;

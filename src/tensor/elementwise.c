@@ -153,7 +153,7 @@ static tc_node *build_recip(tc_node *x) {
     return tc_ew_unary(TC_OP_RECIP, x);
 }
 
-static tc_node *build_log(tc_node *x) {
+tc_node *tc_ew_log(tc_node *x) {
     tc_node *ln2 = tc_ew_const(x, LN_2);
     return tc_ew_binary(TC_OP_MUL, tc_ew_unary(TC_OP_LOG2, x), ln2);
 }
@@ -167,16 +167,22 @@ static tc_node *build_relu(tc_node *x) {
     return tc_ew_binary(TC_OP_MAX, x, tc_ew_const(x, 0));
 }
 
-static tc_node *build_sigmoid(tc_node *x) {
+tc_node *tc_ew_sigmoid(tc_node *x) {
     tc_node *one = tc_ew_const(x, 1);
     return tc_ew_unary(TC_OP_RECIP,
                        tc_ew_binary(TC_OP_ADD, one, tc_ew_exp(tc_ew_unary(TC_OP_NEG, x))));
 }
 
-static tc_node *build_tanh(tc_node *x) {
+tc_node *tc_ew_tanh(tc_node *x) {
     tc_node *two = tc_ew_const(x, 2), *two_b = tc_ew_const(x, 2), *minus_one = tc_ew_const(x, -1);
-    tc_node *s = build_sigmoid(tc_ew_binary(TC_OP_MUL, x, two));
+    tc_node *s = tc_ew_sigmoid(tc_ew_binary(TC_OP_MUL, x, two));
     return tc_ew_binary(TC_OP_ADD, tc_ew_binary(TC_OP_MUL, two_b, s), minus_one);
+}
+
+/* x == 0 (bool: !x), so any dtype gives bool (NaN is true, as in torch) */
+static tc_node *build_logical_not(tc_node *x) {
+    if (!x || x->dtype == TC_BOOL) return tc_ew_not(x);
+    return tc_ew_not(tc_ew_binary(TC_OP_CMPNE, x, tc_ew_const(x, 0)));
 }
 
 static tc_node *build_square(tc_node *x) {
@@ -186,15 +192,7 @@ static tc_node *build_square(tc_node *x) {
 
 /* ---- public unary ops ---- */
 
-typedef enum {
-    U_ANY,    /* every dtype, result in the input dtype */
-    U_FLOAT,  /* float math: ints and bool are cast to float32 first */
-    U_NOBOOL, /* every dtype but bool */
-    U_BOOL,   /* bool only */
-} unary_kind;
-
-/* the public unary op `api`: checks, builds, and records `ag` for autograd */
-static tc_tensor *unary(const char *api, tc_tensor *a, unary_kind kind,
+tc_tensor *tc_unary_api(const char *api, tc_tensor *a, tc_unary_kind kind,
                         tc_node *(*build)(tc_node *), tc_ag_op ag) {
     tc_lock();
     tc_tensor *out = NULL;
@@ -204,8 +202,8 @@ static tc_tensor *unary(const char *api, tc_tensor *a, unary_kind kind,
         tc_error_set(TC_ERR_DTYPE, "%s: not defined for bool tensors (use tc_logical_not)", api);
         goto done;
     }
-    if (kind == U_BOOL && dt != TC_BOOL) {
-        tc_error_set(TC_ERR_DTYPE, "%s: needs a bool tensor, got %s", api, tc_dtypes[dt].name);
+    if (kind == U_INT && (tc_dtypes[dt].is_float || dt == TC_BOOL)) {
+        tc_error_set(TC_ERR_DTYPE, "%s: needs an integer tensor, got %s", api, tc_dtypes[dt].name);
         goto done;
     }
     tc_node *x = tc_node_retain(a->node);
@@ -217,47 +215,47 @@ done:
 }
 
 TC_API tc_tensor *tc_neg(tc_tensor *a) {
-    return unary("tc_neg", a, U_NOBOOL, build_neg, TC_AG_NEG);
+    return tc_unary_api("tc_neg", a, U_NOBOOL, build_neg, TC_AG_NEG);
 }
 TC_API tc_tensor *tc_exp(tc_tensor *a) {
-    return unary("tc_exp", a, U_FLOAT, tc_ew_exp, TC_AG_EXP);
+    return tc_unary_api("tc_exp", a, U_FLOAT, tc_ew_exp, TC_AG_EXP);
 }
 TC_API tc_tensor *tc_log(tc_tensor *a) {
-    return unary("tc_log", a, U_FLOAT, build_log, TC_AG_LOG);
+    return tc_unary_api("tc_log", a, U_FLOAT, tc_ew_log, TC_AG_LOG);
 }
 TC_API tc_tensor *tc_exp2(tc_tensor *a) {
-    return unary("tc_exp2", a, U_FLOAT, build_exp2, TC_AG_EXP2);
+    return tc_unary_api("tc_exp2", a, U_FLOAT, build_exp2, TC_AG_EXP2);
 }
 TC_API tc_tensor *tc_log2(tc_tensor *a) {
-    return unary("tc_log2", a, U_FLOAT, build_log2, TC_AG_LOG2);
+    return tc_unary_api("tc_log2", a, U_FLOAT, build_log2, TC_AG_LOG2);
 }
 TC_API tc_tensor *tc_sqrt(tc_tensor *a) {
-    return unary("tc_sqrt", a, U_FLOAT, build_sqrt, TC_AG_SQRT);
+    return tc_unary_api("tc_sqrt", a, U_FLOAT, build_sqrt, TC_AG_SQRT);
 }
 TC_API tc_tensor *tc_sin(tc_tensor *a) {
-    return unary("tc_sin", a, U_FLOAT, build_sin, TC_AG_SIN);
+    return tc_unary_api("tc_sin", a, U_FLOAT, build_sin, TC_AG_SIN);
 }
 TC_API tc_tensor *tc_cos(tc_tensor *a) {
-    return unary("tc_cos", a, U_FLOAT, build_cos, TC_AG_COS);
+    return tc_unary_api("tc_cos", a, U_FLOAT, build_cos, TC_AG_COS);
 }
 TC_API tc_tensor *tc_relu(tc_tensor *a) {
-    return unary("tc_relu", a, U_ANY, build_relu, TC_AG_RELU);
+    return tc_unary_api("tc_relu", a, U_ANY, build_relu, TC_AG_RELU);
 }
 TC_API tc_tensor *tc_sigmoid(tc_tensor *a) {
-    return unary("tc_sigmoid", a, U_FLOAT, build_sigmoid, TC_AG_SIGMOID);
+    return tc_unary_api("tc_sigmoid", a, U_FLOAT, tc_ew_sigmoid, TC_AG_SIGMOID);
 }
 TC_API tc_tensor *tc_tanh(tc_tensor *a) {
-    return unary("tc_tanh", a, U_FLOAT, build_tanh, TC_AG_TANH);
+    return tc_unary_api("tc_tanh", a, U_FLOAT, tc_ew_tanh, TC_AG_TANH);
 }
 TC_API tc_tensor *tc_recip(tc_tensor *a) {
-    return unary("tc_recip", a, U_FLOAT, build_recip, TC_AG_RECIP);
+    return tc_unary_api("tc_recip", a, U_FLOAT, build_recip, TC_AG_RECIP);
 }
 TC_API tc_tensor *tc_abs(tc_tensor *a) {
-    return unary("tc_abs", a, U_ANY, tc_ew_abs, TC_AG_ABS);
+    return tc_unary_api("tc_abs", a, U_ANY, tc_ew_abs, TC_AG_ABS);
 }
 TC_API tc_tensor *tc_square(tc_tensor *a) {
-    return unary("tc_square", a, U_ANY, build_square, TC_AG_SQUARE);
+    return tc_unary_api("tc_square", a, U_ANY, build_square, TC_AG_SQUARE);
 }
 TC_API tc_tensor *tc_logical_not(tc_tensor *a) {
-    return unary("tc_logical_not", a, U_BOOL, tc_ew_not, TC_AG_NONE);
+    return tc_unary_api("tc_logical_not", a, U_ANY, build_logical_not, TC_AG_NONE);
 }

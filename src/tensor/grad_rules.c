@@ -11,16 +11,19 @@
  * arguments. Rules (g the output gradient, y the output):
  *   add: g, g   sub: g, -g   mul: g*b, g*a   div: g/b, -g*y/b
  *   maximum/minimum: g*m, g*(1-m), m = 1 where a wins, 1/2 on ties, else 0
- *   pow: g*b*a^(b-1), g*y*ln a (0 where a == 0 and b >= 0, as torch)
+ *   pow: g*b*a^(b-1) (0 where b == 0), g*y*ln a (0 where a == 0 and b >= 0,
+ *   as torch)
  *   neg -g  exp g*y  log g/x  exp2 g*y*ln2  log2 g/(x ln2)  sqrt g/(2y)
  *   sin g*cos x  cos -g*sin x  relu g*(x>0)  sigmoid g*y*(1-y)
  *   tanh g*(1-y^2)  recip -g*y^2  abs g*sign x  square 2*g*x
+ *   floor/ceil/round/trunc/sign: 0   sinh .. quick_gelu: math.c's factor
  *   where: where(c,g,0), where(c,0,g)   cast: g cast back
  *   sum: g expanded   mean: g/n expanded   max/min: g spread evenly over
  *   the elements equal to the result   var: g*2(x-mean)/(n-c)
- *   std: g*(x-mean)/((n-c)*y)   movement: the inverse movement (reshape
+ *   std: g*(x-mean)/((n-c)*y), 0 where y == 0 (torch)   movement: the inverse movement (reshape
  *   back, inverse permutation, sum over expanded dims, shrink a pad, pad a
- *   shrink, flip again)   contiguous: g   copy: g copied back. */
+ *   shrink, flip again)   contiguous: g   copy: g copied back
+ *   cumsum: the running sums of g from the end (scan.c). */
 #include "tensor.h"
 
 #include <math.h>
@@ -156,9 +159,12 @@ static void d_minimum(tc_node *a, tc_node *b, tc_node *y, tc_node *g, tc_node **
     (void)y;
     d_extreme(a, b, g, false, ga, gb);
 }
-/* d/da = b*a^(b-1); d/db = y*ln(a), 0 where a == 0 and b >= 0 (torch) */
+/* d/da = b*a^(b-1), 0 where b == 0 (x**0 is constant: torch); d/db =
+ * y*ln(a), 0 where a == 0 and b >= 0 (torch) */
 static void d_pow(tc_node *a, tc_node *b, tc_node *y, tc_node *g, tc_node **ga, tc_node **gb) {
-    tc_node *da = mul(K(b), tc_ew_pow(K(a), add(K(b), cnst(b, -1))));
+    tc_node *b_zero = tc_ew_not(tc_ew_binary(TC_OP_CMPNE, K(b), cnst(b, 0)));
+    tc_node *da = tc_ew_where(b_zero, cnst(a, 0),
+                              mul(K(b), tc_ew_pow(K(a), add(K(b), cnst(b, -1)))));
     tc_node *a_zero = tc_ew_not(tc_ew_binary(TC_OP_CMPNE, K(a), cnst(a, 0)));
     tc_node *b_nonneg = tc_ew_not(tc_ew_binary(TC_OP_CMPLT, K(b), cnst(b, 0)));
     tc_node *ln_a = scale(tc_ew_unary(TC_OP_LOG2, K(a)), LN_2);
@@ -251,7 +257,13 @@ static tc_node *d_reduce(const tc_ag_ctx *c, tc_node *g) {
     tc_node *mean = scale(tc_ew_reduce(xf2, TC_OP_REDUCE_SUM, mask), n > 0 ? 1 / n : 0);
     tc_node *d = add(xf, neg(tc_ew_broadcast(mean, x->ndim, x->shape)));
     tc_node *gf = tc_ew_cast(g, TC_FLOAT32);
-    if (c->op == TC_AG_STD) gf = mul(gf, recip(tc_ew_cast(K(y), TC_FLOAT32)));
+    if (c->op == TC_AG_STD) { /* g/std, 0 where std == 0 (all equal, or size-1 axes: torch) */
+        tc_node *yf = tc_ew_cast(K(y), TC_FLOAT32);
+        tc_node *is_zero = tc_ew_not(tc_ew_binary(TC_OP_CMPNE, K(yf), cnst(yf, 0)));
+        tc_node *inv = tc_ew_where(is_zero, cnst(yf, 0), recip(K(yf)));
+        tc_node_release(yf);
+        gf = mul(gf, inv);
+    }
     double k = (c->op == TC_AG_VAR ? 2.0 : 1.0) / dof;
     return tc_ew_cast(mul(scale(expand_back(gf, x, mask), k), d), x->dtype);
 }
@@ -301,12 +313,16 @@ typedef enum {
     RK_NONE,     /* no rule (TC_AG_NONE) */
     RK_BINARY,   /* .binary at the output's shape, then unbroadcast */
     RK_UNARY,    /* g * .factor */
+    RK_MATH,     /* g * tc_math_grad (math.c's ops) */
+    RK_ZERO,     /* zeros of the input's shape and dtype */
     RK_WHERE,    /* where(cond, g, 0) and where(cond, 0, g) */
     RK_PASS,     /* g cast to the input's dtype (cast, contiguous) */
     RK_REDUCE,   /* d_reduce */
     RK_MOVEMENT, /* d_movement */
     RK_COPY,     /* d_copy */
+    RK_CUMSUM,   /* tc_cumsum_grad (scan.c) */
     RK_CONV,     /* tc_conv2d_grad (nnops.c) */
+    RK_GATHER,   /* a SCATTER of g at the same places */
 } rule_kind;
 
 typedef struct {
@@ -338,6 +354,16 @@ static const rule_info rules[TC_AG_COUNT] = {
     [TC_AG_RECIP] = {RK_UNARY, NULL, f_recip},
     [TC_AG_ABS] = {RK_UNARY, NULL, f_abs},
     [TC_AG_SQUARE] = {RK_UNARY, NULL, f_square},
+    [TC_AG_STEP] = {RK_ZERO, NULL, NULL},
+    [TC_AG_SINH] = {RK_MATH, NULL, NULL},
+    [TC_AG_COSH] = {RK_MATH, NULL, NULL},
+    [TC_AG_ASINH] = {RK_MATH, NULL, NULL},
+    [TC_AG_ACOSH] = {RK_MATH, NULL, NULL},
+    [TC_AG_ATANH] = {RK_MATH, NULL, NULL},
+    [TC_AG_SOFTSIGN] = {RK_MATH, NULL, NULL},
+    [TC_AG_HARDSWISH] = {RK_MATH, NULL, NULL},
+    [TC_AG_MISH] = {RK_MATH, NULL, NULL},
+    [TC_AG_QUICK_GELU] = {RK_MATH, NULL, NULL},
     [TC_AG_WHERE] = {RK_WHERE, NULL, NULL},
     [TC_AG_CAST] = {RK_PASS, NULL, NULL},
     [TC_AG_SUM] = {RK_REDUCE, NULL, NULL},
@@ -354,8 +380,20 @@ static const rule_info rules[TC_AG_COUNT] = {
     [TC_AG_FLIP] = {RK_MOVEMENT, NULL, NULL},
     [TC_AG_CONTIGUOUS] = {RK_PASS, NULL, NULL},
     [TC_AG_COPY] = {RK_COPY, NULL, NULL},
+    [TC_AG_CUMSUM] = {RK_CUMSUM, NULL, NULL},
     [TC_AG_CONV2D] = {RK_CONV, NULL, NULL},
+    [TC_AG_GATHER] = {RK_GATHER, NULL, NULL},
 };
+
+/* gather's gradient: zeros of x's shape plus g at the gathered places */
+static tc_node *d_gather(const tc_ag_ctx *c, tc_node *g) {
+    int axis = 0;
+    while (axis < TC_MAX_DIMS - 1 && !((c->args.axes >> axis) & 1)) axis++;
+    tc_node *x = c->inputs[0];
+    tc_node *gx = g ? tc_node_scatter(c->inputs[1], g, axis, x->shape) : NULL;
+    tc_node_release(g);
+    return gx;
+}
 
 static void binary_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     tc_node *y = c->out, *ga = NULL, *gb = NULL;
@@ -371,8 +409,9 @@ static void binary_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
 /* g times the op's derivative, in the output's dtype, cast to the input's */
 static tc_node *unary_rule(const tc_ag_ctx *c, tc_node *g) {
     tc_node *x = c->inputs[0];
-    tc_node *xf = tc_ew_cast(K(x), c->out->dtype);
-    tc_node *f = xf ? rules[c->op].factor(xf, c->out) : NULL;
+    tc_node *xf = tc_ew_cast(K(x), c->out->dtype), *f = NULL;
+    if (xf && rules[c->op].kind == RK_MATH) f = tc_math_grad(c->op, xf, c->out);
+    else if (xf) f = rules[c->op].factor(xf, c->out);
     tc_node_release(xf);
     return tc_ew_cast(mul(g, f), x->dtype);
 }
@@ -398,12 +437,19 @@ tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
         return TC_INTERNAL("autograd context with op %d", (int)c->op);
     case RK_BINARY: binary_rule(c, g, grads); break;
     case RK_WHERE: where_rule(c, g, grads); break;
-    case RK_UNARY: grads[0] = unary_rule(c, g); break;
+    case RK_UNARY:
+    case RK_MATH: grads[0] = unary_rule(c, g); break;
+    case RK_ZERO:
+        grads[0] = cnst(c->inputs[0], 0);
+        tc_node_release(g);
+        break;
     case RK_PASS: grads[0] = tc_ew_cast(g, c->inputs[0]->dtype); break;
     case RK_REDUCE: grads[0] = d_reduce(c, g); break;
     case RK_MOVEMENT: grads[0] = d_movement(c, g); break;
     case RK_COPY: grads[0] = d_copy(c, g); break;
+    case RK_CUMSUM: tc_cumsum_grad(c, g, grads); break;
     case RK_CONV: tc_conv2d_grad(c, g, grads); break;
+    case RK_GATHER: grads[0] = d_gather(c, g); break;
     }
     bool ok = true;
     for (int i = 0; i < c->n_inputs; i++)

@@ -1,4 +1,5 @@
-/* random.c - tc_rand, tc_randn and tc_manual_seed: a counter-based generator
+/* random.c - tc_rand, tc_randn, tc_uniform, tc_normal, tc_randint,
+ * tc_multinomial and tc_manual_seed: a counter-based generator
  * (Philox4x32-10, Salmon et al., "Parallel random numbers: as easy as 1, 2,
  * 3", SC 2011) run on the host, so results do not depend on the device.
  *
@@ -6,8 +7,16 @@
  * 0, 0), where the block index continues from a global counter that every
  * successful call advances by the blocks it used. One block gives 4 words.
  * rand: U[0,1) from the top 24 bits of each word (11 bits for float16, so the
- * value is exact and never rounds up to 1). randn: Box-Muller on pairs of
- * words. The values are uploaded with tc_engine_from_host. */
+ * value is exact and never rounds up to 1); uniform scales it to [low, high)
+ * (a value that rounds up to high becomes the dtype's next value below).
+ * randn: Box-Muller on pairs of words; normal is mean + std * randn's value
+ * (the same stream). randint: low + floor(u*(high-low)) with u from 53 bits
+ * of two words (2 values per block). The values are uploaded with
+ * tc_engine_from_host, so no device arithmetic touches them.
+ * multinomial: with replacement, the count of CDF values each uniform
+ * reaches (tinygrad's); without, the Gumbel-top-k trick (the k largest
+ * log(p) - log(-log u), one argmax at a time, each winner masked out), which
+ * samples without replacement in proportion to the weights. */
 #include "tensor.h"
 
 #include <math.h>
@@ -55,36 +64,89 @@ static double uniform(uint32_t w, tc_dtype dt) {
     return dt == TC_FLOAT16 ? (double)(w >> 21) * 0x1p-11 : (double)(w >> 8) * 0x1p-24;
 }
 
+/* v rounded to float dtype dt */
+static double to_dtype(double v, tc_dtype dt) {
+    return dt == TC_FLOAT16 ? (double)tc_half_to_float(tc_float_to_half((float)v)) : (float)v;
+}
+
+/* the largest value of float dtype dt below v: keeps low + (high-low)*u
+ * below high after rounding to dt */
+static double below(double v, tc_dtype dt) {
+    if (dt == TC_FLOAT16) {
+        uint16_t h = tc_float_to_half((float)v);
+        if ((double)tc_half_to_float(h) < v) return tc_half_to_float(h);
+        h = (h & 0x7FFFu) == 0 ? 0x8001u : (h & 0x8000u) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
+        return tc_half_to_float(h);
+    }
+    float f = (float)v;
+    return (double)f < v ? f : nextafterf(f, -INFINITY);
+}
+
+typedef enum {
+    DRAW_UNIFORM, /* a + (b-a)*u, u in [0,1): tc_rand (a 0, b 1), tc_uniform */
+    DRAW_NORMAL,  /* a + b*z, z ~ N(0,1) by Box-Muller: tc_randn, tc_normal */
+    DRAW_INT,     /* integers a + floor(u*(b-a)), u in [0,1) from 53 bits: tc_randint */
+} draw_kind;
+
+typedef struct {
+    draw_kind kind; /* the distribution */
+    double a, b;    /* UNIFORM: low, high; NORMAL: mean, std */
+    int64_t lo;     /* INT: low */
+    uint64_t span;  /* INT: high - low (> 0) */
+} draw;
+
+/* the 4 values of one block of words */
+static void block_values(const draw *d, const uint32_t w[4], tc_dtype dt, double v[4],
+                         int64_t iv[4]) {
+    for (int j = 0; j < 4 && d->kind == DRAW_UNIFORM; j++) {
+        double x = to_dtype(d->a + (d->b - d->a) * uniform(w[j], dt), dt);
+        v[j] = d->a < d->b && x >= d->b ? fmax(below(d->b, dt), to_dtype(d->a, dt)) : x;
+    }
+    for (int j = 0; j < 4 && d->kind == DRAW_NORMAL; j += 2) {
+        double u1 = (double)((w[j] >> 8) + 1) * 0x1p-24; /* (0,1]: log is finite */
+        double u2 = (double)(w[j + 1] >> 8) * 0x1p-24;
+        double r = sqrt(-2.0 * log(u1)), theta = 6.283185307179586477 * u2;
+        v[j] = d->a + d->b * r * cos(theta);
+        v[j + 1] = d->a + d->b * r * sin(theta);
+    }
+    for (int j = 0; j < 4 && d->kind == DRAW_INT; j += 2) { /* two words per value */
+        double u = ((double)(w[j] >> 5) * 67108864.0 + (double)(w[j + 1] >> 6)) * 0x1p-53;
+        double f = floor(u * (double)d->span);
+        uint64_t off = f >= (double)d->span ? d->span - 1 : (uint64_t)f;
+        iv[j / 2] = (int64_t)((uint64_t)d->lo + off);
+    }
+}
+
 /* fills n values of dt into data; returns the blocks used */
-static uint64_t fill(void *data, int64_t n, tc_dtype dt, bool is_normal) {
-    uint64_t blocks = (uint64_t)(n + 3) / 4;
+static uint64_t fill(void *data, int64_t n, tc_dtype dt, const draw *d) {
+    int per = d->kind == DRAW_INT ? 2 : 4; /* values per block */
+    uint64_t blocks = (uint64_t)(n + per - 1) / (uint64_t)per;
     for (uint64_t b = 0; b < blocks; b++) {
         uint32_t w[4];
         double v[4];
+        int64_t iv[4];
         block_words(b, w);
-        for (int j = 0; j < 4 && !is_normal; j++) v[j] = uniform(w[j], dt);
-        for (int j = 0; j < 4 && is_normal; j += 2) {
-            double u1 = (double)((w[j] >> 8) + 1) * 0x1p-24; /* (0,1]: log is finite */
-            double u2 = (double)(w[j + 1] >> 8) * 0x1p-24;
-            double r = sqrt(-2.0 * log(u1)), theta = 6.283185307179586477 * u2;
-            v[j] = r * cos(theta);
-            v[j + 1] = r * sin(theta);
+        block_values(d, w, dt, v, iv);
+        for (int j = 0; j < per && (int64_t)b * per + j < n; j++) {
+            int64_t at = (int64_t)b * per + j;
+            if (d->kind == DRAW_INT) tc_scalar_store_int(data, dt, at, iv[j]);
+            else tc_scalar_store(data, dt, at, v[j]);
         }
-        for (int j = 0; j < 4 && (int64_t)(b * 4) + j < n; j++)
-            tc_scalar_store(data, dt, (int64_t)(b * 4) + j, v[j]);
     }
     return blocks;
 }
 
 static tc_tensor *random_tensor(const char *api, int ndim, const int64_t *shape, tc_dtype dt,
-                                const char *device, bool is_normal) {
+                                const char *device, const draw *d) {
     tc_lock();
     tc_tensor *out = NULL;
     int dev = -1;
     if (tc_tensor_check_shape(api, ndim, shape) != TC_OK || tc_tensor_check_dtype(api, dt) != TC_OK)
         goto done;
-    if (!tc_dtypes[dt].is_float) {
-        tc_error_set(TC_ERR_DTYPE, "%s: needs a float dtype, got %s", api, tc_dtypes[dt].name);
+    bool is_int = d->kind == DRAW_INT;
+    if (is_int ? (tc_dtypes[dt].is_float || dt == TC_BOOL) : !tc_dtypes[dt].is_float) {
+        tc_error_set(TC_ERR_DTYPE, "%s: needs %s dtype, got %s", api,
+                     is_int ? "an integer" : "a float", tc_dtypes[dt].name);
         goto done;
     }
     if ((dev = tc_device_open(device, api)) < 0) goto done;
@@ -96,7 +158,7 @@ static tc_tensor *random_tensor(const char *api, int ndim, const int64_t *shape,
     }
     void *data = tc_malloc((size_t)n * tc_dtypes[dt].size);
     if (!data) goto done;
-    uint64_t blocks = fill(data, n, dt, is_normal);
+    uint64_t blocks = fill(data, n, dt, d);
     static const int64_t no_dims[1] = {0}; /* shape may be NULL for ndim 0 */
     out = tc_tensor_wrap(tc_engine_from_host(data, dt, ndim, shape ? shape : no_dims, dev));
     tc_free(data);
@@ -107,9 +169,50 @@ done:
 }
 
 TC_API tc_tensor *tc_rand(int ndim, const int64_t *shape, tc_dtype dt, const char *device) {
-    return random_tensor("tc_rand", ndim, shape, dt, device, false);
+    draw d = {.kind = DRAW_UNIFORM, .a = 0, .b = 1};
+    return random_tensor("tc_rand", ndim, shape, dt, device, &d);
 }
 
 TC_API tc_tensor *tc_randn(int ndim, const int64_t *shape, tc_dtype dt, const char *device) {
-    return random_tensor("tc_randn", ndim, shape, dt, device, true);
+    draw d = {.kind = DRAW_NORMAL, .a = 0, .b = 1};
+    return random_tensor("tc_randn", ndim, shape, dt, device, &d);
+}
+
+TC_API tc_tensor *tc_uniform(int ndim, const int64_t *shape, double low, double high, tc_dtype dt,
+                             const char *device) {
+    if (!isfinite(low) || !isfinite(high) || low > high)
+        return tc_error_set(TC_ERR_INVALID, "tc_uniform: [low, high) = [%g, %g) needs finite "
+                            "low <= high", low, high), NULL;
+    draw d = {.kind = DRAW_UNIFORM, .a = low, .b = high};
+    return random_tensor("tc_uniform", ndim, shape, dt, device, &d);
+}
+
+TC_API tc_tensor *tc_normal(int ndim, const int64_t *shape, double mean, double std, tc_dtype dt,
+                            const char *device) {
+    if (!isfinite(mean) || !isfinite(std) || std < 0)
+        return tc_error_set(TC_ERR_INVALID, "tc_normal: mean %g and std %g must be finite, std "
+                            ">= 0", mean, std), NULL;
+    draw d = {.kind = DRAW_NORMAL, .a = mean, .b = std};
+    return random_tensor("tc_normal", ndim, shape, dt, device, &d);
+}
+
+/* the range [lo, hi] of integer dtype dt */
+static void int_range(tc_dtype dt, int64_t *lo, int64_t *hi) {
+    *lo = dt == TC_INT32 ? INT32_MIN : dt == TC_INT64 ? INT64_MIN : 0;
+    *hi = dt == TC_INT32 ? INT32_MAX : dt == TC_INT64 ? INT64_MAX : dt == TC_UINT8 ? 255 : 1;
+}
+
+TC_API tc_tensor *tc_randint(int ndim, const int64_t *shape, int64_t low, int64_t high,
+                             tc_dtype dt, const char *device) {
+    if (low >= high)
+        return tc_error_set(TC_ERR_INVALID, "tc_randint: low %lld must be below high %lld",
+                            (long long)low, (long long)high), NULL;
+    int64_t lo = 0, hi = 0;
+    if (tc_dtype_valid((int)dt)) int_range(dt, &lo, &hi);
+    if (tc_dtype_valid((int)dt) && !tc_dtypes[dt].is_float && dt != TC_BOOL &&
+        (low < lo || high - 1 > hi))
+        return tc_error_set(TC_ERR_INVALID, "tc_randint: [%lld, %lld) does not fit in %s",
+                            (long long)low, (long long)high, tc_dtypes[dt].name), NULL;
+    draw d = {.kind = DRAW_INT, .lo = low, .span = (uint64_t)high - (uint64_t)low};
+    return random_tensor("tc_randint", ndim, shape, dt, device, &d);
 }

@@ -1,10 +1,12 @@
-/* reduce.c - sum, max, min, mean, var and std over a set of axes.
+/* reduce.c - sum, max, min, mean, var, std, any and all over a set of axes.
  *
  * Axes become a bitmask for tc_node_reduce (reduced dims stay size 1); unless
  * keepdim they are then reshaped away. Accumulation dtypes: bool, uint8 and
  * int32 sum in int32, int64 in int64, float16 in float32 (cast back after).
  * min = flip(max(flip x)) with the order-reversing flip of tc_ew_order_flip.
  * mean = sum * (1/n) (ints in float32); var = sum((x-mean)^2) / max(0, n-c).
+ * any = count(x != 0) != 0; all = count(x == 0) == 0. A 0-d tensor may name axis
+ * 0 or -1 (its one element, as torch and tinygrad allow): nothing reduces.
  * An input with no elements reduces to the identity (sum 0, max -inf or the
  * dtype's lowest value, min its highest), so mean of nothing is NaN. */
 #include "tensor.h"
@@ -167,7 +169,7 @@ static int64_t reduced_count(const tc_node *x, uint32_t mask) {
     return n;
 }
 
-static tc_dtype sum_dtype(tc_dtype dt) {
+tc_dtype tc_sum_dtype(tc_dtype dt) {
     switch (dt) {
     case TC_BOOL:
     case TC_UINT8:
@@ -205,19 +207,41 @@ static tc_node *var_keep(tc_node *x, uint32_t mask, int correction) {
     return scale(tc_ew_reduce(tc_ew_binary(TC_OP_MUL, d, d2), TC_OP_REDUCE_SUM, mask), n);
 }
 
+/* any (or, is_all, all) of x (consumed) over mask, dims kept: the count of
+ * nonzero (zero) elements compared with 0. A count, not a max over bools:
+ * gcc 12 at -O2 -march=native vectorizes max(acc, v != 0) with true as -1
+ * and returns false (seen on this project's CPU kernels). */
+static tc_node *any_all(tc_node *x, bool is_all, uint32_t mask) {
+    tc_node *hit = is_all ? tc_ew_not(tc_ew_cast(x, TC_BOOL)) : tc_ew_cast(x, TC_BOOL);
+    tc_node *count = tc_ew_reduce(tc_ew_cast(hit, TC_INT32), TC_OP_REDUCE_SUM, mask);
+    tc_node *found = tc_ew_binary(TC_OP_CMPNE, count, tc_ew_const(count, 0));
+    return is_all ? tc_ew_not(found) : found;
+}
+
 /* ---- public ---- */
 
-typedef enum { R_SUM, R_MAX, R_MIN, R_MEAN, R_VAR, R_STD } reduce_kind;
+typedef enum {
+    R_SUM,  /* sum, in tc_sum_dtype */
+    R_MAX,  /* max */
+    R_MIN,  /* min */
+    R_MEAN, /* mean, float */
+    R_VAR,  /* variance with a correction, float */
+    R_STD,  /* standard deviation with a correction, float */
+    R_ANY,  /* some element is nonzero, bool */
+    R_ALL,  /* every element is nonzero, bool */
+} reduce_kind;
 
 /* the reduction of x (consumed, dtype dt) over mask, dims kept */
 static tc_node *reduce_node(tc_node *x, tc_dtype dt, reduce_kind kind, uint32_t mask,
                             int correction) {
     switch (kind) {
     case R_SUM:
-        return tc_ew_cast(tc_ew_reduce(tc_ew_cast(x, sum_dtype(dt)), TC_OP_REDUCE_SUM, mask),
-                          dt == TC_FLOAT16 ? dt : sum_dtype(dt));
+        return tc_ew_cast(tc_ew_reduce(tc_ew_cast(x, tc_sum_dtype(dt)), TC_OP_REDUCE_SUM, mask),
+                          dt == TC_FLOAT16 ? dt : tc_sum_dtype(dt));
     case R_MAX: return tc_ew_reduce(x, TC_OP_REDUCE_MAX, mask);
     case R_MIN: return tc_ew_order_flip(tc_ew_reduce(tc_ew_order_flip(x), TC_OP_REDUCE_MAX, mask));
+    case R_ANY:
+    case R_ALL: return any_all(x, kind == R_ALL, mask);
     case R_MEAN:
     case R_VAR:
     case R_STD: break;
@@ -238,9 +262,10 @@ static tc_tensor *reduce(const char *api, tc_tensor *a, int naxes, const int *ax
         tc_tensor_axes_mask(api, a->node->ndim, naxes, axes, &mask) == TC_OK) {
         tc_node *x = tc_node_retain(a->node);
         tc_node *r = reduce_node(x, a->node->dtype, kind, mask, correction);
-        static const tc_ag_op ag[] = {[R_SUM] = TC_AG_SUM, [R_MAX] = TC_AG_MAX,
-                                      [R_MIN] = TC_AG_MIN, [R_MEAN] = TC_AG_MEAN,
-                                      [R_VAR] = TC_AG_VAR, [R_STD] = TC_AG_STD};
+        static const tc_ag_op ag[] = {[R_SUM] = TC_AG_SUM,   [R_MAX] = TC_AG_MAX,
+                                      [R_MIN] = TC_AG_MIN,   [R_MEAN] = TC_AG_MEAN,
+                                      [R_VAR] = TC_AG_VAR,   [R_STD] = TC_AG_STD,
+                                      [R_ANY] = TC_AG_NONE, [R_ALL] = TC_AG_NONE};
         tc_ag_args args = {.axes = mask, .correction = correction};
         out = tc_ag_record(tc_tensor_wrap(squeeze(r, mask, keepdim)), ag[kind], 1, &a, &args);
     }
@@ -262,6 +287,12 @@ TC_API tc_tensor *tc_mean(tc_tensor *a, int naxes, const int *axes, bool keepdim
 }
 TC_API tc_tensor *tc_var(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction) {
     return reduce("tc_var", a, naxes, axes, keepdim, R_VAR, correction);
+}
+TC_API tc_tensor *tc_any(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    return reduce("tc_any", a, naxes, axes, keepdim, R_ANY, 0);
+}
+TC_API tc_tensor *tc_all(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    return reduce("tc_all", a, naxes, axes, keepdim, R_ALL, 0);
 }
 TC_API tc_tensor *tc_std(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction) {
     return reduce("tc_std", a, naxes, axes, keepdim, R_STD, correction);

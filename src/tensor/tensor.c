@@ -59,12 +59,13 @@ tc_status tc_tensor_axis(const char *api, int ndim, int axis, int *out) {
 tc_status tc_tensor_axes_mask(const char *api, int ndim, int naxes, const int *axes,
                               uint32_t *mask) {
     if (naxes > 0 && !axes) return tc_error_set(TC_ERR_INVALID, "%s: axes is NULL", api);
-    if (naxes < 0 || naxes > ndim)
+    if (naxes < 0 || naxes > (ndim ? ndim : 1))
         return tc_error_set(TC_ERR_SHAPE, "%s: %d axes given for %d dims", api, naxes, ndim);
     uint32_t m = 0;
     if (naxes == 0) m = ndim ? (uint32_t)((1ULL << ndim) - 1) : 0;
     for (int i = 0; i < naxes; i++) {
         int ax = 0;
+        if (ndim == 0 && (axes[i] == 0 || axes[i] == -1)) continue; /* the one element: no dim */
         tc_status s = tc_tensor_axis(api, ndim, axes[i], &ax);
         if (s != TC_OK) return s;
         if (m & (1u << ax))

@@ -2,12 +2,15 @@
  * graph node, with broadcasting, type promotion and argument checks.
  *
  * Files: tensor.c (handles, properties, library calls, shared argument
- * checks), creation.c, random.c, elementwise.c (node combinators and the
- * unary ops), binary.c (binary ops, where, cast), reduce.c, movement.c,
- * run.c (realize, transfers, counters), autograd.c (contexts, release,
- * tc_backward), grad_rules.c (one backward rule per differentiable op),
- * assign.c (tc_assign), composite.c (matmul, softmax, layernorm, argmax,
- * linear, dropout) and nnops.c (conv2d, pools, batchnorm, cross_entropy). */
+ * checks), creation.c, random.c (host-generated random tensors), sample.c
+ * (multinomial), elementwise.c (node combinators and the unary ops), math.c
+ * (rounding, hyperbolic functions, activations), binary.c (binary ops,
+ * where, cast), reduce.c, scan.c (cumsum), movement.c, run.c (realize,
+ * transfers, counters), autograd.c (contexts, release, tc_backward),
+ * grad_rules.c (one backward rule per differentiable op), assign.c
+ * (tc_assign), composite.c (matmul, softmax, logsumexp, layernorm, argmax,
+ * linear, dropout), einsum.c and nnops.c (conv2d, pools, batchnorm,
+ * cross_entropy). */
 #ifndef TC_TENSOR_H
 #define TC_TENSOR_H
 
@@ -40,7 +43,8 @@ tc_status tc_tensor_check_shape(const char *api, int ndim, const int64_t *shape)
 tc_status tc_tensor_check_dtype(const char *api, int dt); /* a valid tc_dtype */
 /* one axis in -ndim..ndim-1 -> 0..ndim-1 in *out */
 tc_status tc_tensor_axis(const char *api, int ndim, int axis, int *out);
-/* axes -> bitmask of dims; naxes 0 = all dims; duplicates are errors */
+/* axes -> bitmask of dims; naxes 0 = all dims; duplicates are errors; a 0-d
+ * tensor accepts one axis 0 or -1 (torch's and tinygrad's rule), mask 0 */
 tc_status tc_tensor_axes_mask(const char *api, int ndim, int naxes, const int *axes,
                               uint32_t *mask);
 
@@ -63,6 +67,12 @@ tc_node *tc_ew_order_flip(tc_node *x);      /* order-reversing involution: -x, ~
 tc_node *tc_ew_exp(tc_node *x);             /* float: exp2(x*log2(e)) */
 tc_node *tc_ew_abs(tc_node *x);             /* max(x, -x); x itself for uint8 and bool */
 tc_node *tc_ew_sub(tc_node *a, tc_node *b); /* a + -b */
+tc_node *tc_ew_log(tc_node *x);             /* float: log2(x)*ln(2) */
+tc_node *tc_ew_sigmoid(tc_node *x);         /* float: 1/(1+exp(-x)) */
+tc_node *tc_ew_tanh(tc_node *x);            /* float: 2*sigmoid(2x) - 1 */
+/* math.c: float x */
+tc_node *tc_ew_sign(tc_node *x);     /* -1, 0 or 1 in x's dtype (NaN: 0) */
+tc_node *tc_ew_softplus(tc_node *x); /* log(1+exp(x)) as max(x,0) + log(1+exp(-|x|)) */
 /* reshape (prepend 1s) then expand n to shape; numpy rules already checked */
 tc_node *tc_ew_broadcast(tc_node *n, int ndim, const int64_t *shape);
 tc_node *tc_ew_reshape(tc_node *n, int ndim, const int64_t *shape);
@@ -71,6 +81,9 @@ tc_node *tc_ew_pow(tc_node *a, tc_node *b); /* binary.c: C's pow, elementwise */
 /* reduce.c: x reduced with REDUCE_SUM/REDUCE_MAX over the dims in mask, which
  * stay as size 1 (sizes-1 dims are skipped; no elements gives the identity) */
 tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask);
+/* reduce.c: the dtype tc_sum accumulates dt in (bool, uint8, int32 -> int32;
+ * int64 -> int64; floats -> float32) */
+tc_dtype tc_sum_dtype(tc_dtype dt);
 /* movement.c: n reads a realized buffer in its own row-major order (a BUFFER,
  * or a contiguous view of all of one) */
 bool tc_tensor_is_contiguous_buffer(const tc_node *n);
@@ -105,6 +118,16 @@ typedef enum {
     TC_AG_RECIP,      /* 1/x */
     TC_AG_ABS,        /* |x|: gradient 0 at 0 */
     TC_AG_SQUARE,     /* x*x */
+    TC_AG_STEP,       /* piecewise constant (floor ceil round trunc sign): gradient 0 */
+    TC_AG_SINH,       /* sinh x */
+    TC_AG_COSH,       /* cosh x */
+    TC_AG_ASINH,      /* asinh x */
+    TC_AG_ACOSH,      /* acosh x */
+    TC_AG_ATANH,      /* atanh x */
+    TC_AG_SOFTSIGN,   /* x/(1+|x|) */
+    TC_AG_HARDSWISH,  /* x*relu6(x+3)/6 */
+    TC_AG_MISH,       /* x*tanh(softplus x) */
+    TC_AG_QUICK_GELU, /* x*sigmoid(1.702x) */
     TC_AG_WHERE,      /* cond ? a : b (inputs cond, a, b; cond gets none) */
     TC_AG_CAST,       /* float -> float cast */
     TC_AG_SUM,        /* sum over args.axes */
@@ -121,15 +144,20 @@ typedef enum {
     TC_AG_FLIP,       /* args.axes: flipped dims */
     TC_AG_CONTIGUOUS, /* a copy in a buffer of its own */
     TC_AG_COPY,       /* to another device */
+    TC_AG_CUMSUM,     /* running sums along args.order[0]: scan.c's tc_cumsum_grad */
     TC_AG_CONV2D,     /* conv2d, stride 1, no dilation, one group (inputs x, w[, bias];
                          args.pads[0..1] = padding h, w): nnops.c's tc_conv2d_grad */
+    TC_AG_GATHER,     /* x read at integer places along args.axes' axis (inputs x, index;
+                         index gets none): a SCATTER of the gradient */
     TC_AG_COUNT
 } tc_ag_op;
 
 typedef struct {
-    uint32_t axes;                 /* SUM..STD: reduced dims (before squeezing); FLIP: flipped */
+    uint32_t axes;                 /* SUM..STD: reduced dims (before squeezing); FLIP: flipped;
+                                      GATHER: the indexed axis */
     int correction;                /* VAR, STD: n - correction divides */
-    int order[TC_MAX_DIMS];        /* PERMUTE: output dim i is input dim order[i] */
+    int order[TC_MAX_DIMS];        /* PERMUTE: output dim i is input dim order[i]; CUMSUM:
+                                      [0] is the axis */
     int64_t pads[2 * TC_MAX_DIMS]; /* PAD: before/after; SHRINK: begin/end, per dim */
 } tc_ag_args;
 
@@ -152,11 +180,30 @@ tc_tensor *tc_ag_record(tc_tensor *out, tc_ag_op op, int n_inputs, tc_tensor *co
  * grads[i] (new reference, the input's shape and dtype) for each non-NULL
  * parents[i], NULL for the others. On failure every grads[i] is NULL. */
 tc_status tc_ag_rule(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
+/* the derivative of math.c's op (TC_AG_SINH .. TC_AG_QUICK_GELU) at x (the
+ * input in the output's dtype) with output y, both borrowed; a new node */
+tc_node *tc_math_grad(tc_ag_op op, tc_node *x, tc_node *y);
+/* TC_AG_CUMSUM's rule (scan.c): the running sums of g from the other end */
+void tc_cumsum_grad(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* TC_AG_CONV2D's rule (nnops.c): grads as tc_ag_rule's, g consumed */
 void tc_conv2d_grad(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* frees t (refcount already 0) and every handle that dies with it, with a
  * worklist: no recursion however long the chain of contexts */
 void tc_tensor_destroy(tc_tensor *t);
+
+/* ---- public unary ops (elementwise.c) ---- */
+typedef enum {
+    U_ANY,    /* every dtype, result in the input dtype */
+    U_FLOAT,  /* float math: ints and bool are cast to float32 first */
+    U_NOBOOL, /* every dtype but bool */
+    U_INT,    /* integer dtypes only (int32, int64, uint8) */
+} tc_unary_kind;
+
+/* the public unary op `api` on a: checks a and its dtype against kind, builds
+ * the result with build (a's node, cast to float32 first for U_FLOAT) and
+ * records ag for autograd */
+tc_tensor *tc_unary_api(const char *api, tc_tensor *a, tc_unary_kind kind,
+                        tc_node *(*build)(tc_node *), tc_ag_op ag);
 
 /* ---- composites (composite.c, nnops.c) ------------------------------------
  * Composites are built from the public ops (so they fuse, and differentiate

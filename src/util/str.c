@@ -3,26 +3,44 @@
 
 #include <string.h>
 
+/* room for need more bytes and the NUL; false (and failed) when it cannot */
+static bool sb_reserve(tc_strbuf *b, size_t need) {
+    if (b->len + need + 1 <= b->cap) return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + need + 1) cap *= 2;
+    char *s = tc_realloc(b->s, cap);
+    if (!s) {
+        b->failed = true;
+        return false;
+    }
+    b->s = s;
+    b->cap = cap;
+    return true;
+}
+
+/* formats straight into the free space; only text that does not fit is
+ * formatted a second time, after the buffer grew (the renderers print a
+ * kernel a few bytes at a time: one vsnprintf each, not two) */
 void tc_sb_vprintf(tc_strbuf *b, const char *fmt, va_list ap) {
     if (b->failed) return;
     va_list ap2;
     va_copy(ap2, ap);
-    int need = vsnprintf(NULL, 0, fmt, ap2);
+    size_t room = b->cap - b->len;
+    int need = vsnprintf(room ? b->s + b->len : NULL, room, fmt, ap2);
     va_end(ap2);
     if (need < 0) return;
-    if (b->len + (size_t)need + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + (size_t)need + 1) cap *= 2;
-        char *s = tc_realloc(b->s, cap);
-        if (!s) {
-            b->failed = true;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
+    if ((size_t)need >= room) {
+        if (!sb_reserve(b, (size_t)need)) return;
+        vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
     }
-    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
     b->len += (size_t)need;
+}
+
+void tc_sb_append(tc_strbuf *b, const void *bytes, size_t n) {
+    if (b->failed || !sb_reserve(b, n)) return;
+    memcpy(b->s + b->len, bytes, n);
+    b->len += n;
+    b->s[b->len] = '\0';
 }
 
 void tc_sb_printf(tc_strbuf *b, const char *fmt, ...) {

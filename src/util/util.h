@@ -78,6 +78,7 @@ typedef struct {
 } tc_strbuf;
 void tc_sb_printf(tc_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tc_sb_vprintf(tc_strbuf *b, const char *fmt, va_list ap);
+void tc_sb_append(tc_strbuf *b, const void *bytes, size_t n); /* raw bytes (NUL kept after) */
 void tc_sb_free(tc_strbuf *b);
 /* formats a shape as "(3,4)" into buf (always NUL-terminated) */
 const char *tc_fmt_shape(char *buf, size_t bufsize, int ndim, const int64_t *shape);

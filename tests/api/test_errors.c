@@ -33,6 +33,8 @@ static const struct {
     {"tc_logical_and", tc_logical_and},
     {"tc_logical_or", tc_logical_or},
     {"tc_logical_xor", tc_logical_xor},
+    {"tc_lshift", tc_lshift},
+    {"tc_rshift", tc_rshift},
 };
 
 static const struct {
@@ -55,6 +57,20 @@ static const struct {
     {"tc_square", tc_square},
     {"tc_logical_not", tc_logical_not},
     {"tc_contiguous", tc_contiguous},
+    {"tc_trunc", tc_trunc},
+    {"tc_floor", tc_floor},
+    {"tc_ceil", tc_ceil},
+    {"tc_round", tc_round},
+    {"tc_sign", tc_sign},
+    {"tc_sinh", tc_sinh},
+    {"tc_cosh", tc_cosh},
+    {"tc_asinh", tc_asinh},
+    {"tc_acosh", tc_acosh},
+    {"tc_atanh", tc_atanh},
+    {"tc_softsign", tc_softsign},
+    {"tc_hardswish", tc_hardswish},
+    {"tc_mish", tc_mish},
+    {"tc_quick_gelu", tc_quick_gelu},
 };
 
 static void expect_unchanged(tc_tensor *t, const float *want, int64_t n) {
@@ -274,8 +290,16 @@ static void test_dtype_errors(void **state) {
     assert_tc_error(TC_ERR_DTYPE, "tc_sub: not defined for bool tensors, got bool and bool");
     assert_null(tc_neg(b));
     assert_tc_error(TC_ERR_DTYPE, "tc_neg: not defined for bool tensors");
-    assert_null(tc_logical_not(i));
-    assert_tc_error(TC_ERR_DTYPE, "tc_logical_not: needs a bool tensor, got int32");
+    assert_null(tc_lshift(f, i));
+    assert_tc_error(TC_ERR_DTYPE, "tc_lshift: needs integer tensors, got float32 and int32");
+    assert_null(tc_rshift(b, b));
+    assert_tc_error(TC_ERR_DTYPE, "tc_rshift: needs integer tensors, got bool and bool");
+    assert_null(tc_celu(NULL, 1));
+    assert_tc_error(TC_ERR_INVALID, "tc_celu: tensor a is NULL");
+    assert_null(tc_celu(f, 0));
+    assert_tc_error(TC_ERR_INVALID, "tc_celu: alpha 0 must be finite and nonzero");
+    assert_null(tc_celu(f, INFINITY));
+    assert_tc_error(TC_ERR_INVALID, "tc_celu: alpha inf must be finite and nonzero");
     assert_null(tc_cast(f, (tc_dtype)7));
     assert_tc_error(TC_ERR_DTYPE, "tc_cast: unknown dtype 7");
     tc_release(f);
@@ -310,8 +334,28 @@ static void test_axis_errors(void **state) {
     assert_null(tc_permute(a, AXES(1, 2)));
     assert_tc_error(TC_ERR_SHAPE, "tc_permute: axis 2 is out of range for 2 dims");
     tc_tensor *s = scalar(1, TC_FLOAT32);
-    assert_null(tc_sum(s, 1, AXES(0), false));
-    assert_tc_error(TC_ERR_SHAPE, "tc_sum: 1 axes given for 0 dims");
+    assert_null(tc_sum(s, 2, AXES(0, -1), false)); /* 0 or -1 alone name its element */
+    assert_tc_error(TC_ERR_SHAPE, "tc_sum: 2 axes given for 0 dims");
+    assert_null(tc_sum(s, 1, AXES(1), false));
+    assert_tc_error(TC_ERR_SHAPE, "tc_sum: axis 1 is out of range for 0 dims");
+    assert_null(tc_any(s, 1, AXES(-2), false));
+    assert_tc_error(TC_ERR_SHAPE, "tc_any: axis -2 is out of range for 0 dims");
+    assert_null(tc_softmax(s, 1));
+    assert_tc_error(TC_ERR_SHAPE, "tc_softmax: axis 1 is out of range for 0 dims");
+    assert_null(tc_cumsum(s, -2));
+    assert_tc_error(TC_ERR_SHAPE, "tc_cumsum: axis -2 is out of range for 0 dims");
+    assert_null(tc_cumsum(a, 2));
+    assert_tc_error(TC_ERR_SHAPE, "tc_cumsum: axis 2 is out of range for 2 dims");
+    assert_null(tc_any(NULL, 0, NULL, false));
+    assert_tc_error(TC_ERR_INVALID, "tc_any: tensor a is NULL");
+    assert_null(tc_logsumexp(NULL, 0, NULL, false));
+    assert_tc_error(TC_ERR_INVALID, "tc_logsumexp: tensor a is NULL");
+    assert_null(tc_cumsum(NULL, 0));
+    assert_tc_error(TC_ERR_INVALID, "tc_cumsum: tensor x is NULL");
+    assert_null(tc_logsumexp(a, 1, AXES(3), false));
+    assert_tc_error(TC_ERR_SHAPE, "tc_logsumexp: axis 3 is out of range for 2 dims");
+    assert_null(tc_all(a, 2, AXES(1, -1), false));
+    assert_tc_error(TC_ERR_SHAPE, "tc_all: axis -1 appears twice");
     tc_release(s);
     tc_release(a);
 }

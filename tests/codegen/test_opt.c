@@ -2,8 +2,8 @@
  * for a matmul, a conv and a row sum on 32- and 16-register targets, that
  * the planned matmul kernel the C compiler builds really uses packed SIMD
  * FMAs (on x86-64 with AVX), and that planned kernels (clamped tiles, split
- * reduces, blocked reduces, plans given as TC_BEAM writes them) give the
- * reference's numbers. */
+ * reduces, blocked reduces, stores in loops over the tile, plans given as
+ * TC_BEAM writes them) give the reference's numbers. */
 #include "tc_test.h"
 
 #include "codegen/codegen.h"
@@ -445,6 +445,7 @@ static void check_plan(tc_tensor *t, const char *text, double rtol, double atol)
     assert_string_equal(back, text);
     tc_lowered l;
     assert_int_equal(tc_lcache_lower(d, it, &p, &l), TC_OK);
+    if (p.epi_loop) assert_non_null(strstr(l.src, "tile0[")); /* the scratch array of the loops */
     tc_program *prog = d->compile(d, l.src, l.name);
     free(l.src);
     assert_non_null(prog);
@@ -511,6 +512,39 @@ static void test_plan_kblock(void **state) {
     tc_release(sum), tc_release(x);
 }
 
+/* plans whose stores run in loops over the tile (epi_loop, "/e"): each
+ * copy's reduce values go to a scratch array and the stores run once per
+ * output after the tile, rows clamped (100 = 16 * 6 + 4) or not, a blocked
+ * reduce adding the earlier blocks' sums, and a store stage (softmax,
+ * layernorm: the full space inside the loop over the rows) */
+static void test_plan_epi_loop(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(100, 2048, 64);
+    check_plan(c, "0:6,1:64/16/e", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:64/16/k128/e", 1e-4, 1e-4);
+    check_plan(c, "0:4,1:4/k64/e", 1e-4, 1e-4); /* scalar copies */
+    int64_t n[1] = {64};
+    tc_tensor *bias = tc_rand(1, n, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&bias, 1), TC_OK);
+    tc_tensor *cb = tc_add(c, bias), *y = tc_tanh(cb);
+    check_plan(y, "0:6,1:64/16/e", 1e-4, 1e-5);
+    check_plan(y, "0:5,1:16/e", 1e-4, 1e-5); /* 20 tiles of 5 rows, 16 scalar columns */
+    tc_release(c), tc_release(bias), tc_release(cb), tc_release(y);
+    int64_t sh[2] = {64, 1024};
+    tc_tensor *x = tc_rand(2, sh, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&x, 1), TC_OK);
+    tc_tensor *sm = tc_softmax(x, 1), *ln = tc_layernorm(x, 1, 1e-5);
+    check_plan(sm, "0:4,1:16/8/e", 1e-5, 1e-6);
+    check_plan(sm, "0:3,1:16/e", 1e-5, 1e-6); /* 3 rows clamped: 64 = 21 * 3 + 1 */
+    check_plan(ln, "0:4,1:16/8/e", 1e-4, 1e-5);
+    tc_kopt bad;
+    tc_node *b = tc_node_base(tc_tensor_node(sm));
+    tc_schedule *s = tc_schedule_create(&b, 1);
+    assert_false(tc_opt_parse(&s->items[0], "1:16/e", &bad)); /* no kept copies to loop over */
+    tc_schedule_free(s);
+    tc_release(sm), tc_release(ln), tc_release(x);
+}
+
 /* TC_BEAM=2 searches plans by timing, keeps the winner on disk, and the
  * searched kernel still gives the reference's numbers */
 static void test_beam(void **state) {
@@ -545,7 +579,7 @@ int main(void) {
         cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_vector_partials),
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_plan_short_rows),
-        cmocka_unit_test(test_plan_kblock),
+        cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,6 +137,9 @@ static void test_time_and_memory_counters(void **state) {
     tc_get_counters(&c);
     assert_int_equal(c.compile_count, 1);
     assert_true(c.schedule_s > 0 && c.lower_s > 0 && c.compile_s > 0 && c.launch_s > 0);
+    /* lowering is codegen, then render (and a cache lookup around them) */
+    assert_true(c.codegen_s > 0 && c.render_s > 0 && c.codegen_s + c.render_s <= c.lower_s);
+    double codegen = c.codegen_s, render = c.render_s;
     /* a, b and f are live: 3 buffers of 16*8 floats */
     assert_int_equal(c.mem_used - base, 3 * 16 * 8 * 4);
     assert_true(c.mem_peak >= c.mem_used);
@@ -146,6 +149,7 @@ static void test_time_and_memory_counters(void **state) {
     assert_int_equal(tc_realize(&f, 1), TC_OK);
     tc_get_counters(&c);
     assert_int_equal(c.compile_count, 1);
+    assert_true(c.codegen_s == codegen && c.render_s == render); /* the lowering cache had it */
     int64_t peak = c.mem_peak;
     tc_release(a), tc_release(b), tc_release(d), tc_release(e), tc_release(f);
     tc_get_counters(&c);
@@ -154,6 +158,37 @@ static void test_time_and_memory_counters(void **state) {
     tc_reset_counters();
     tc_get_counters(&c);
     assert_true(c.mem_peak == base && c.compile_s == 0);
+    tc_shutdown();
+}
+
+/* graph_nodes: the distinct nodes each schedule walked, shared ones once,
+ * views and the realized buffers at the leaves included */
+static void test_graph_nodes_counter(void **state) {
+    (void)state;
+    tc_reset_counters();
+    const float data[4] = {1, 2, 3, 4};
+    const int64_t shape[1] = {4}, shape2[2] = {2, 2};
+    tc_tensor *a = tc_from_data(data, TC_FLOAT32, 1, shape, NULL);
+    tc_tensor *b = tc_from_data(data, TC_FLOAT32, 1, shape, NULL);
+    tc_tensor *s = tc_add(a, b), *m = tc_mul(s, a); /* a: read twice, one node */
+    tc_tensor *r = tc_reshape(m, 2, shape2);        /* one VIEW over m */
+    tc_counters c;
+    tc_get_counters(&c);
+    assert_int_equal(c.graph_nodes, 0);
+    assert_int_equal(tc_schedule_kernel_count(&r, 1), 1);
+    tc_get_counters(&c);
+    assert_int_equal(c.graph_nodes, 5); /* a, b, s, m, the view */
+    assert_int_equal(tc_realize(&m, 1), TC_OK);
+    tc_get_counters(&c);
+    assert_int_equal(c.graph_nodes, 5 + 4); /* a, b, s, m */
+    tc_tensor *t = tc_add(m, m);           /* m is a buffer now: 2 nodes */
+    assert_int_equal(tc_realize(&t, 1), TC_OK);
+    tc_get_counters(&c);
+    assert_int_equal(c.graph_nodes, 5 + 4 + 2);
+    tc_release(a), tc_release(b), tc_release(s), tc_release(m), tc_release(r), tc_release(t);
+    tc_reset_counters();
+    tc_get_counters(&c);
+    assert_int_equal(c.graph_nodes, 0);
     tc_shutdown();
 }
 
@@ -311,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_second_process_compiles_nothing),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_time_and_memory_counters),
+        cmocka_unit_test(test_graph_nodes_counter),
         cmocka_unit_test(test_memory_shared_in_schedule),
         cmocka_unit_test(test_debug_output),
         cmocka_unit_test(test_save_schedule),

@@ -111,7 +111,8 @@ static void test_open_names(void **state) {
 static void test_unknown_device(void **state) {
     (void)state;
     assert_int_equal(tc_device_open("XYZ", "tc_full"), -1);
-    assert_tc_error(TC_ERR_DEVICE, "tc_full: unknown device 'XYZ' (known: CPU, OPENCL, CUDA)");
+    assert_tc_error(TC_ERR_DEVICE,
+                    "tc_full: unknown device 'XYZ' (known: CPU, OPENCL, CUDA, NULL)");
     assert_int_equal(tc_device_open("", "tc_full"), -1);
     assert_tc_error(TC_ERR_DEVICE, "unknown device ''");
     assert_int_equal(tc_device_open("CPUX:0", "tc_full"), -1);

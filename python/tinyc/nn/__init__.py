@@ -132,6 +132,22 @@ class BatchNorm:
 BatchNorm2d = BatchNorm
 
 
+class Embedding:
+    """a lookup table: Embedding(n, d)(idx) is weight[idx], shape idx.shape + (d,);
+    weight initialised as tinygrad's glorot_uniform; one kernel forward (fused with
+    what reads it) and one for the gradient (tc_index)."""
+
+    def __init__(self, vocab_size, embed_size):
+        self.vocab_sz, self.embed_sz = vocab_size, embed_size
+        bound = math.sqrt(6.0 / (vocab_size + embed_size))
+        self.weight = _uniform((vocab_size, embed_size), bound)
+
+    def __call__(self, idx):
+        if not isinstance(idx, Tensor):
+            idx = Tensor(idx)
+        return self.weight[idx]
+
+
 class LayerNorm:
     """layer normalisation over the trailing normalized_shape dims."""
 

@@ -1,0 +1,297 @@
+/* test_kernel_size.c - bounded kernels (codegen/opt.c's cost rule): the
+ * largest C source the CPU optimizer makes where expensive work is fused
+ * into a register tile, counted in lines and in inlined calls of the
+ * prelude's transcendentals (gcc inlines each, a polynomial of about 30
+ * ops), and the numbers of every kernel against the reference evaluator.
+ *   - an MLP training step: two Linear(64, 64) + gelu, batch 32, loss
+ *     mean(h^2), backward, and Adam's first update of every parameter built
+ *     as lazy tensors (m, v and the parameter: three outputs that fuse with
+ *     the weight gradient). At a0984d0 its worst kernel (a weight
+ *     gradient with its update, r3_32_64_64) was 1,212 lines, and the tile
+ *     of dy @ W with gelu' fused held 96 tc_exp2f calls; now 99 lines.
+ *   - a wide transcendental epilogue: tanh, sin and log of a @ b over one
+ *     tile (96 outputs): 288 lines and 288 calls at a0984d0, now 83 and 3.
+ *   - a reduce body of five transcendentals, sum(log(exp(sin(x*y)) +
+ *     exp(cos(x*y)))): its 16 partial sums held 80 calls at a0984d0, now
+ *     2 partial sums hold 10.
+ *   - a softmax of six transcendentals deep: its three stages recompute
+ *     them, 20 calls, which go to out-of-line helpers (render/cstyle.c).
+ * The bounds sit far below the old figures and above today's (printed:
+ * AVX2 here; a wider machine's tiles are larger, their loops the same). */
+#include "tc_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "engine/engine.h"
+#include "render/render.h"
+#include "runtime/runtime.h"
+#include "tensor/tensor.h"
+
+enum { MAX_T = 256 }; /* tensors a test keeps */
+
+/* every tensor a test makes, released together */
+typedef struct {
+    tc_tensor *t[MAX_T];
+    int n;
+} keep;
+
+static tc_tensor *K(keep *k, tc_tensor *t) {
+    assert_non_null(t);
+    assert_true(k->n < MAX_T);
+    k->t[k->n++] = t;
+    return t;
+}
+
+static tc_tensor *S(keep *k, double v) { /* a float scalar */
+    return K(k, tc_full(0, NULL, v, TC_FLOAT32, NULL));
+}
+
+static void release_all(keep *k) {
+    for (int i = 0; i < k->n; i++) tc_release(k->t[i]);
+    k->n = 0;
+}
+
+/* the largest kernel of a schedule */
+typedef struct {
+    int kernels;   /* kernels in the schedule */
+    int lines;     /* the most lines of C of one kernel */
+    int calls;     /* the most transcendental calls in one kernel's body */
+    char name[96]; /* the kernel with the most lines */
+} sizes;
+
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* the text of kernel `name` from its signature on (the prelude before it
+ * defines the math functions) */
+static const char *kernel_body(const char *src, const char *name) {
+    char sig[128];
+    snprintf(sig, sizeof sig, "void %s(", name);
+    const char *body = strstr(src, sig);
+    assert_non_null(body);
+    return body;
+}
+
+/* inlined calls of the prelude's tc_exp2f, tc_log2f, tc_sinf and their
+ * vector forms in kernel `name` */
+static int transcendental_calls(const char *src, const char *name) {
+    const char *body = kernel_body(src, name);
+    return count(body, "tc_exp2f(") + count(body, "tc_log2f(") + count(body, "tc_sinf(") +
+           count(body, "tc_exp2_float");
+}
+
+/* renders every kernel of the schedule of roots for the CPU device */
+static sizes kernel_sizes(tc_tensor **roots, int n) {
+    tc_dev *d = tc_device_get(0);
+    assert_non_null(d);
+    tc_node *nodes[64];
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++) nodes[i] = tc_node_base(tc_tensor_node(roots[i]));
+    tc_schedule *s = tc_schedule_create(nodes, n);
+    assert_non_null(s);
+    sizes z = {0};
+    for (int i = 0; i < s->n_items; i++) {
+        const tc_sched_item *it = &s->items[i];
+        if (it->is_copy) continue;
+        tc_kernel_uops *k = tc_codegen(it, &d->target);
+        assert_non_null(k);
+        char *src = tc_render(d->dialect, k);
+        assert_non_null(src);
+        int lines = count(src, "\n"), calls = transcendental_calls(src, k->name);
+        z.kernels++;
+        if (lines > z.lines) z.lines = lines, snprintf(z.name, sizeof z.name, "%s", k->name);
+        if (calls > z.calls) z.calls = calls;
+        free(src);
+        tc_kernel_uops_free(k);
+    }
+    tc_schedule_free(s);
+    return z;
+}
+
+/* realizes roots together and compares each with the reference evaluator */
+static void check_values(tc_tensor **roots, int n, double rtol, double atol, const char *what) {
+    float *want[64];
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++) {
+        want[i] = malloc(sizeof(float) * (size_t)tc_numel(roots[i]));
+        assert_non_null(want[i]);
+        assert_int_equal(tc_ref_eval(tc_tensor_node(roots[i]), want[i]), TC_OK);
+    }
+    assert_int_equal(tc_realize(roots, n), TC_OK);
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        float *got = tc_test_read(roots[i]);
+        ok &= tc_allclose_f32(got, want[i], tc_numel(roots[i]), rtol, atol, what);
+        free(got);
+        free(want[i]);
+    }
+    assert_true(ok);
+}
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as python/tinyc writes it */
+static tc_tensor *gelu(keep *k, tc_tensor *x) {
+    tc_tensor *x3 = K(k, tc_mul(K(k, tc_mul(S(k, 0.044715), x)), K(k, tc_mul(x, x))));
+    tc_tensor *in = K(k, tc_mul(S(k, 0.7978845608), K(k, tc_add(x, x3))));
+    tc_tensor *t = K(k, tc_add(S(k, 1), K(k, tc_tanh(in))));
+    return K(k, tc_mul(K(k, tc_mul(S(k, 0.5), x)), t));
+}
+
+/* Adam's first step from zero moments: m, v and the new parameter */
+static int adam_update(keep *k, tc_tensor *p, tc_tensor **out) {
+    tc_tensor *g = K(k, tc_grad(p));
+    tc_tensor *m0 = K(k, tc_zeros(tc_ndim(p), tc_shape(p), TC_FLOAT32, NULL));
+    tc_tensor *v0 = K(k, tc_zeros(tc_ndim(p), tc_shape(p), TC_FLOAT32, NULL));
+    assert_int_equal(tc_realize((tc_tensor *[]){m0, v0}, 2), TC_OK);
+    tc_tensor *m = K(k, tc_add(K(k, tc_mul(S(k, 0.9), m0)), K(k, tc_mul(S(k, 0.1), g))));
+    tc_tensor *g2 = K(k, tc_mul(S(k, 0.001), K(k, tc_mul(g, g))));
+    tc_tensor *v = K(k, tc_add(K(k, tc_mul(S(k, 0.999), v0)), g2));
+    tc_tensor *mh = K(k, tc_div(m, S(k, 0.1))), *vh = K(k, tc_div(v, S(k, 0.001)));
+    tc_tensor *den = K(k, tc_add(K(k, tc_sqrt(vh)), S(k, 1e-4)));
+    out[0] = m, out[1] = v;
+    out[2] = K(k, tc_sub(p, K(k, tc_mul(S(k, 1e-3), K(k, tc_div(mh, den))))));
+    return 3;
+}
+
+static void test_mlp_step(void **state) {
+    (void)state;
+    keep k = {0};
+    tc_tensor *x = K(&k, tc_test_randn(2, (int64_t[]){32, 64}, 1, -1, 1)), *p[4], *roots[16];
+    for (int l = 0; l < 2; l++) {
+        p[2 * l] = K(&k, tc_test_randn(2, (int64_t[]){64, 64}, 2 + (uint64_t)l, -0.125f, 0.125f));
+        p[2 * l + 1] = K(&k, tc_test_randn(1, (int64_t[]){64}, 4 + (uint64_t)l, -0.125f, 0.125f));
+    }
+    assert_int_equal(tc_realize(p, 4), TC_OK);
+    for (int i = 0; i < 4; i++) assert_int_equal(tc_set_requires_grad(p[i], true), TC_OK);
+    tc_tensor *h = x;
+    for (int l = 0; l < 2; l++) h = gelu(&k, K(&k, tc_linear(h, p[2 * l], p[2 * l + 1])));
+    tc_tensor *loss = K(&k, tc_mean(K(&k, tc_square(h)), 0, NULL, false));
+    assert_int_equal(tc_backward(loss), TC_OK);
+    int n = 0;
+    roots[n++] = loss;
+    for (int i = 0; i < 4; i++) n += adam_update(&k, p[i], roots + n);
+    sizes z = kernel_sizes(roots, n);
+    fprintf(stderr, "MLP step: %d kernels, the largest %s: %d lines; at most %d transcendental "
+            "calls in one\n", z.kernels, z.name, z.lines, z.calls);
+    assert_true(z.lines <= 300);
+    assert_true(z.calls <= 8);
+    check_values(roots, n, 1e-4, 1e-5, "MLP step with Adam");
+    release_all(&k);
+}
+
+/* a @ b (96x128 @ 128x128: one 3x32 tile of 8-float vectors on AVX2, 6x64
+ * on AVX-512) finished by tanh, sin and log of the product */
+static void test_wide_epilogue(void **state) {
+    (void)state;
+    keep k = {0};
+    tc_tensor *a = K(&k, tc_test_randn(2, (int64_t[]){96, 128}, 7, -0.25f, 0.25f));
+    tc_tensor *b = K(&k, tc_test_randn(2, (int64_t[]){128, 128}, 8, -0.25f, 0.25f));
+    tc_tensor *c = K(&k, tc_matmul(a, b));
+    tc_tensor *e = K(&k, tc_add(K(&k, tc_tanh(c)), K(&k, tc_sin(K(&k, tc_mul(S(&k, 3), c))))));
+    tc_tensor *y = K(&k, tc_add(e, K(&k, tc_log(K(&k, tc_add(S(&k, 2), c))))));
+    sizes z = kernel_sizes(&y, 1);
+    fprintf(stderr, "wide epilogue: %s: %d lines, %d transcendental calls\n", z.name, z.lines,
+            z.calls);
+    assert_int_equal(z.kernels, 1);
+    assert_true(z.lines <= 150);
+    assert_true(z.calls <= 4);
+    tc_check_schedule(y, 1, 1e-4, 1e-5, "tanh(c) + sin(3c) + log(2 + c), c = a @ b");
+    release_all(&k);
+}
+
+/* a reduce whose body holds five transcendentals per element: the copies of
+ * the plan's split keep to BODY_BUDGET (16 polynomials) */
+static void test_heavy_reduce_body(void **state) {
+    (void)state;
+    keep k = {0};
+    tc_tensor *x = K(&k, tc_test_randn(3, (int64_t[]){64, 1, 256}, 9, -1, 1));
+    tc_tensor *w = K(&k, tc_test_randn(3, (int64_t[]){1, 64, 256}, 10, -1, 1));
+    tc_tensor *p = K(&k, tc_mul(x, w));
+    tc_tensor *e = K(&k, tc_add(K(&k, tc_exp(K(&k, tc_sin(p)))), K(&k, tc_exp(K(&k, tc_cos(p))))));
+    tc_tensor *y = K(&k, tc_sum(K(&k, tc_log(e)), 1, (int[]){2}, false));
+    sizes z = kernel_sizes(&y, 1);
+    fprintf(stderr, "heavy reduce body: %s: %d lines, %d transcendental calls\n", z.name, z.lines,
+            z.calls);
+    assert_int_equal(z.kernels, 1);
+    assert_true(z.calls <= 16);
+    tc_check_schedule(y, 1, 1e-4, 1e-4, "sum(log(exp(sin(x*w)) + exp(cos(x*w))))");
+    release_all(&k);
+}
+
+/* a softmax of f(x), f six transcendentals deep: each of its three stages
+ * recomputes f (the scheduler fuses it), 20 scalar calls in all, past
+ * TC_MATH_INLINE_MAX: they call the out-of-line helpers, one copy each */
+static void test_shared_math(void **state) {
+    (void)state;
+    keep k = {0};
+    tc_tensor *x = K(&k, tc_test_randn(2, (int64_t[]){4, 8}, 13, -2, 2));
+    tc_tensor *l = K(&k, tc_log(K(&k, tc_add(K(&k, tc_abs(K(&k, tc_sin(x)))), S(&k, 0.1)))));
+    tc_tensor *e = K(&k, tc_exp(K(&k, tc_sin(K(&k, tc_cos(x))))));
+    tc_tensor *f = K(&k, tc_add(K(&k, tc_exp2(l)), e)), *y = K(&k, tc_softmax(f, 1));
+    tc_node *node = tc_node_base(tc_tensor_node(y));
+    tc_schedule *s = tc_schedule_create(&node, 1);
+    assert_non_null(s);
+    assert_int_equal(s->n_items, 1);
+    tc_dev *d = tc_device_get(0);
+    tc_kernel_uops *ku = tc_codegen(&s->items[0], &d->target);
+    assert_non_null(ku);
+    char *src = tc_render(d->dialect, ku);
+    assert_non_null(src);
+    int inlined = transcendental_calls(src, ku->name);
+    int shared = count(kernel_body(src, ku->name), "_shared(");
+    fprintf(stderr, "shared math: %d inlined calls, %d of the out-of-line helpers\n", inlined,
+            shared);
+    assert_int_equal(inlined, 0);
+    assert_true(shared > TC_MATH_INLINE_MAX);
+    free(src);
+    tc_kernel_uops_free(ku);
+    tc_schedule_free(s);
+    tc_check_schedule(y, 1, 1e-4, 1e-6, "softmax(f(x)), f six transcendentals deep");
+    release_all(&k);
+}
+
+/* the plans: the gelu epilogue's tile runs its stores in loops (epi_loop,
+ * written "/e" as TC_BEAM stores plans), a plain matmul's tile stores its
+ * accumulators directly */
+static void test_epi_loop_plan(void **state) {
+    (void)state;
+    keep k = {0};
+    tc_tensor *a = K(&k, tc_test_randn(2, (int64_t[]){96, 128}, 11, -1, 1));
+    tc_tensor *b = K(&k, tc_test_randn(2, (int64_t[]){128, 128}, 12, -1, 1));
+    tc_tensor *c = K(&k, tc_matmul(a, b)), *g = gelu(&k, c);
+    tc_tensor *ts[2] = {c, g};
+    for (int i = 0; i < 2; i++) {
+        tc_node *node = tc_node_base(tc_tensor_node(ts[i]));
+        tc_schedule *s = tc_schedule_create(&node, 1);
+        assert_non_null(s);
+        assert_int_equal(s->n_items, 1);
+        tc_kopt plan, back;
+        tc_opt_choose(&s->items[0], &tc_device_get(0)->target, &plan);
+        assert_true(plan.n >= 1);
+        assert_int_equal(plan.epi_loop, i == 1);
+        char text[64];
+        assert_true(tc_opt_format(&plan, text, sizeof text) > 0);
+        assert_int_equal(strstr(text, "/e") != NULL, i == 1);
+        assert_true(tc_opt_parse(&s->items[0], text, &back));
+        assert_int_equal(back.epi_loop, plan.epi_loop);
+        tc_schedule_free(s);
+    }
+    tc_check_schedule(g, 1, 1e-4, 1e-5, "gelu(a @ b)");
+    release_all(&k);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mlp_step),
+        cmocka_unit_test(test_wide_epilogue),
+        cmocka_unit_test(test_heavy_reduce_body),
+        cmocka_unit_test(test_shared_math),
+        cmocka_unit_test(test_epi_loop_plan),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
