@@ -60,6 +60,29 @@ static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
     tc_fmt_shape(buf, n, ndim, shape);
 }
 
+/* each input's and output's dtype, shape and bytes */
+static void emit_header_io(emitter *e) {
+    const xplan *p = e->p;
+    const char *u = p->uname;
+    char sh[256];
+    for (int i = 0; i < p->n_ins; i++) {
+        const xin *in = &p->ins[i];
+        shape_text(sh, sizeof sh, in->ndim, in->shape);
+        P(e, "/* inputs[%d]: %s %s%s */\n#define %s_INPUT%d_BYTES %zu\n", i,
+          tc_dtypes[in->dtype].name, sh,
+          in->is_read ? "" : " (not read: the outputs do not depend on it)", u, i,
+          buf_bytes(&p->bufs[in->buf]));
+    }
+    for (int i = 0; i < p->n_outs; i++) {
+        const xout *o = &p->outs[i];
+        shape_text(sh, sizeof sh, o->ndim, o->shape);
+        P(e, "/* outputs[%d]: %s %s%s */\n#define %s_OUTPUT%d_BYTES %zu\n", i,
+          tc_dtypes[o->dtype].name, sh,
+          p->bufs[o->buf].kind == XB_STATE ? " (state after the run)" : "", u, i,
+          (size_t)o->numel * tc_dtypes[o->dtype].size);
+    }
+}
+
 static void emit_header(emitter *e) {
     const xplan *p = e->p;
     const char *n = p->name, *u = p->uname;
@@ -92,23 +115,7 @@ static void emit_header(emitter *e) {
     P(e, "#define %s_ARENA_BYTES %zu\n#define %s_ARENA_ALIGN %d\n", u, p->arena_bytes, u,
       TC_EXPORT_ALIGN);
     P(e, "#define %s_N_INPUTS %d\n#define %s_N_OUTPUTS %d\n\n", u, p->n_ins, u, p->n_outs);
-    char sh[256];
-    for (int i = 0; i < p->n_ins; i++) {
-        const xin *in = &p->ins[i];
-        shape_text(sh, sizeof sh, in->ndim, in->shape);
-        P(e, "/* inputs[%d]: %s %s%s */\n#define %s_INPUT%d_BYTES %zu\n", i,
-          tc_dtypes[in->dtype].name, sh,
-          in->is_read ? "" : " (not read: the outputs do not depend on it)", u, i,
-          buf_bytes(&p->bufs[in->buf]));
-    }
-    for (int i = 0; i < p->n_outs; i++) {
-        const xout *o = &p->outs[i];
-        shape_text(sh, sizeof sh, o->ndim, o->shape);
-        P(e, "/* outputs[%d]: %s %s%s */\n#define %s_OUTPUT%d_BYTES %zu\n", i,
-          tc_dtypes[o->dtype].name, sh,
-          p->bufs[o->buf].kind == XB_STATE ? " (state after the run)" : "", u, i,
-          (size_t)o->numel * tc_dtypes[o->dtype].size);
-    }
+    emit_header_io(e);
     P(e,
       "\n/* runs the graph once: reads inputs[0..%s_N_INPUTS-1], writes outputs[i] (each may be\n"
       " * NULL: not copied), updates the state. Returns 0, or without running: 1 the arena is\n"
