@@ -12,8 +12,9 @@
  * realized leaves become inputs, fed permuted data so the arguments are
  * known to be read at run time), the MNIST convnet's forward (two batches)
  * and its Adam training step run 10 times (standalone state vs 10 library
- * steps: the loss of each step, then every parameter and state tensor).
- * Also: the bad calls (messages), the header's contract, reset.
+ * steps: the loss of each step, then every parameter and state tensor), an
+ * embedding's SGD step run 5 times (gathers forward, scatter kernels in the
+ * backward). Also: the bad calls (messages), the header's contract, reset.
  */
 #include "../diff/diff_gen.h"
 #include "../diff/diff_case.h"
@@ -78,7 +79,7 @@ static void put_file(const char *dir, const char *name, const void *data, size_t
     assert_int_equal(fclose(f), 0);
 }
 
-/* the file's bytes (malloc'ed, *n its size), NULL when absent */
+/* the file's bytes (malloc'ed, *n its size, a NUL after them), NULL when absent */
 static unsigned char *get_file(const char *dir, const char *name, size_t *n) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -90,6 +91,7 @@ static unsigned char *get_file(const char *dir, const char *name, size_t *n) {
     unsigned char *p = malloc((size_t)len + 1);
     assert_non_null(p);
     *n = fread(p, 1, (size_t)len, f);
+    p[*n] = '\0'; /* text files are read as strings */
     fclose(f);
     return p;
 }
@@ -566,6 +568,70 @@ static void add_mnist_train(suite *s, convnet *m) {
     finish_case(s, c);
 }
 
+/* ---- gather and scatter: an embedding's training step ----------------------------- */
+
+/* step st's indices (rows of a 10-row table, repeats included so the
+ * gradient's adds collide; one out of range, which reads 0 and adds
+ * nowhere), columns and targets */
+static void gather_batch(int st, tc_tensor **ids, tc_tensor **cols, tc_tensor **tgt) {
+    int32_t id[6], col[12];
+    float t[12];
+    uint64_t r = 500u + (uint64_t)st;
+    for (int i = 0; i < 6; i++) id[i] = (int32_t)(mix(&r) % 7); /* rows 0..6: repeats */
+    id[5] = st % 2 ? 12 : id[5];                                /* out of range on odd steps */
+    for (int i = 0; i < 12; i++) col[i] = (int32_t)(mix(&r) % 4);
+    for (int i = 0; i < 12; i++) t[i] = (float)(mix(&r) % 1000) / 500.0f - 1.0f;
+    *ids = tc_from_data(id, TC_INT32, 1, (int64_t[]){6}, NULL);
+    *cols = tc_from_data(col, TC_INT32, 2, (int64_t[]){6, 2}, NULL);
+    *tgt = tc_from_data(t, TC_FLOAT32, 2, (int64_t[]){6, 2}, NULL);
+    assert_true(*ids && *cols && *tgt);
+}
+
+/* loss = mean((gather(W[ids], 1, cols) - tgt)^2) and an SGD step with
+ * momentum on W, GATHER_STEPS times: the forward gathers (tc_index, then
+ * tc_gather), the backward adds at the gathered places (SCATTER kernels,
+ * is_scatter items), the update keeps W and its momentum as state */
+enum { GATHER_STEPS = 5 };
+static void add_gather_step(suite *s) {
+    tc_manual_seed(7);
+    tc_tensor *w = tc_randn(2, (int64_t[]){10, 4}, TC_FLOAT32, NULL);
+    assert_non_null(w);
+    assert_int_equal(tc_realize(&w, 1), TC_OK);
+    tc_optimizer *opt = tc_sgd(&w, 1, 0.1, 0.9);
+    assert_non_null(opt);
+    xcase *c = NULL;
+    for (int st = 0; st < GATHER_STEPS; st++) {
+        tc_tensor *ids, *cols, *tgt, *outs[8];
+        gather_batch(st, &ids, &cols, &tgt);
+        assert_int_equal(tc_optimizer_zero_grad(opt), TC_OK);
+        tc_tensor *e = tc_index(w, 0, ids), *g = e ? tc_gather(e, 1, cols) : NULL;
+        tc_tensor *d = g ? tc_sub(g, tgt) : NULL, *sq = d ? tc_square(d) : NULL;
+        tc_tensor *loss = sq ? tc_mean(sq, 0, NULL, false) : NULL;
+        if (!loss) fail_msg("gather step: %s", tc_last_error());
+        assert_int_equal(tc_backward(loss), TC_OK);
+        outs[0] = loss;
+        int n = tc_optimizer_schedule_step(opt, outs + 1, 7);
+        assert_int_equal(n, 2); /* W and its momentum */
+        tc_tensor *ins[3] = {ids, cols, tgt};
+        if (!c) {
+            c = add_case(s, "gather_step", outs, 1 + n, ins, 3, GATHER_STEPS);
+            for (int k = 0; k <= n; k++) c->rtol[k] = 1e-4, c->atol[k] = 1e-5;
+        }
+        record_inputs(c, st, ins);
+        record_outputs(c, st, outs);
+        tc_release(ids), tc_release(cols), tc_release(tgt), tc_release(e), tc_release(g);
+        tc_release(d), tc_release(sq), tc_release(loss);
+    }
+    finish_case(s, c);
+    size_t n = 0; /* the step has kernels that add at indexed places, and they exported */
+    char *src = (char *)get_file(s->dir, "gather_step.c", &n);
+    assert_non_null(src);
+    assert_non_null(strstr(src, ": S_"));
+    free(src);
+    tc_optimizer_free(opt);
+    tc_release(w);
+}
+
 /* ---- the tests ------------------------------------------------------------------------ */
 
 static int teardown(void **state) {
@@ -574,7 +640,8 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* DIFF_PER_FAMILY cases of every family of the differential suite */
+/* DIFF_PER_FAMILY cases of every family of the differential suite, and
+ * the embedding's training step (gather and scatter kernels) */
 static void test_diff_graphs(void **state) {
     (void)state;
     static suite s;
@@ -583,6 +650,7 @@ static void test_diff_graphs(void **state) {
     for (int fam = 0; fam < FAM_COUNT; fam++)
         for (int i = 0; i < DIFF_PER_FAMILY; i++) add_diff_case(&s, (family)fam, i);
     fprintf(stderr, "  %d differential cases exported\n", s.n);
+    add_gather_step(&s); /* built with them: one set of builds */
     check_builds(&s, true);
     suite_free(&s);
 }
@@ -631,6 +699,16 @@ static void test_errors(void **state) {
     snprintf(missing, sizeof missing, "%s/no/such/dir", dir);
     assert_int_equal(tc_export_c(missing, "m", &y, 1, &x, 1), TC_ERR_IO);
     assert_tc_error(TC_ERR_IO, "tc_export_c: cannot create");
+    /* a graph on another device (NULL: scheduled and rendered as on the CPU,
+     * never run): exported code runs on the host */
+    tc_tensor *nx = tc_from_data(d, TC_FLOAT32, 2, (int64_t[]){2, 3}, "NULL");
+    tc_tensor *ny = nx ? tc_mul(nx, nx) : NULL;
+    assert_non_null(ny);
+    assert_int_equal(tc_export_c(dir, "m", &ny, 1, &nx, 1), TC_ERR_DEVICE);
+    assert_tc_error(TC_ERR_DEVICE, "tc_export_c: outs[0] is on NULL");
+    assert_int_equal(tc_export_c(dir, "m", &y, 1, &nx, 1), TC_ERR_DEVICE);
+    assert_tc_error(TC_ERR_DEVICE, "tc_export_c: ins[0] is on NULL");
+    tc_release(nx), tc_release(ny);
     /* an input the graph assigns to: the assigned tensor must be state instead */
     tc_tensor *old = tc_reshape(p, 1, (int64_t[]){6}), *p2 = tc_mul(p, p);
     assert_true(old && p2);
