@@ -26,8 +26,9 @@ forward, loss, backward, Adam, realized together):
     slowest single compile, as timed in the step by bench/cc_timed.sh (the
     compilers run in parallel there) and again alone afterwards at the
     runtime's flags (read from src/runtime/cpu.c), with that kernel's lines
-    of C (bench_train_step is one process, so its log also holds the small
-    initialisation kernels). tinygrad: the MLP's first step with CACHELEVEL=0.
+    of C, and the most lines of C any compiled source had (bench_train_step
+    is one process, so its log also holds the small initialisation
+    kernels). tinygrad: the MLP's first step with CACHELEVEL=0.
  3. CPU, warm cache: eager steps (no JIT; the median of steps 3..5, or the
     third step for GPT-2) with the scheduling and lowering ms of one, next
     to TinyJit replays (median of replays 1..4; GPT-2: replay 1), for the MLP at L=4
@@ -373,7 +374,8 @@ def slowest_compiles(keep, n=3):
         cand = (us, alone, text.count("\n"), m.group(1) if m else "?")
         if best is None or (alone or 0) > (best[1] or 0):
             best = cand
-    return max(logged)[0], best
+    biggest = max((open(src).read().count("\n"), src) for _, src in logged)
+    return max(logged)[0], best, biggest[0]
 
 
 def cold_env(keep, cache):
@@ -400,16 +402,16 @@ def cold_row(r, model):
             o = r.row("cold", model, **cold_env(keep, cache))
         slow = slowest_compiles(keep) if "error" not in o else None
     if "error" in o:
-        return [o["error"]] + [""] * 5
+        return [o["error"]] + [""] * 6
     cells = [fmt(o["kernels"]), fmt(o["built"]), fmt(o["first_s"], 2), fmt(o["compile_s"], 2)]
     if slow:
-        step_max, (us, alone, lines, name) = slow
+        step_max, (us, alone, lines, name), most_lines = slow
         cells += ["%s (%s)" % (fmt(step_max / 1e3, 0), name) if step_max == us
                   else fmt(step_max / 1e3, 0),
                   "%s (%s, %s lines)" % (fmt(alone / 1e3 if alone else None, 0), name,
-                                         fmt(lines))]
+                                         fmt(lines)), fmt(most_lines)]
     else:
-        cells += ["-", "-"]
+        cells += ["-", "-", "-"]
     return cells
 
 
@@ -429,7 +431,7 @@ def cold_table(r, args):
                 tg = fmt(t["first_s"], 2) if "first_s" in t else t["error"]
         rows.append([name] + cells + [tg])
     head = ["model", "kernels", "built", "first step s", "compile s", "slowest compile in step ms",
-            "slowest compile alone ms", "tinygrad first step s"]
+            "slowest compile alone ms", "largest kernel lines", "tinygrad first step s"]
     return ["### CPU, cold: the first training step from an empty TC_CACHEDIR", ""] + \
         table(head, rows)
 

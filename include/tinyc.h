@@ -42,6 +42,10 @@ extern "C" {
 #endif
 
 #define TC_MAX_DIMS 16 /* most dimensions a tensor may have */
+/* most elements a tensor may have (2^58): any buffer of them has a byte size
+ * and every index into it a value that int64 holds with room to spare; a
+ * larger shape is TC_ERR_SHAPE where it is made */
+#define TC_MAX_NUMEL ((int64_t)1 << 58)
 
 typedef struct tc_tensor tc_tensor; /* opaque, reference-counted tensor handle */
 typedef int tc_status;              /* 0 = ok, nonzero = one of tc_error */
@@ -392,7 +396,8 @@ typedef tc_status (*tc_jit_fn)(void *user, tc_tensor *const *inputs, int n_input
 TC_API tc_jit *tc_jit_new(tc_jit_fn fn, void *user);
 TC_API tc_status tc_jit_run(tc_jit *j, tc_tensor *const *inputs, int n_inputs,
                             tc_tensor **outputs, int n_outputs);
-TC_API int tc_jit_kernel_count(const tc_jit *j); /* kernels a replay launches (0 before capture) */
+/* kernels a replay launches (0 before capture); -1 with TC_ERR_INVALID for NULL */
+TC_API int tc_jit_kernel_count(const tc_jit *j);
 TC_API void tc_jit_free(tc_jit *j);
 
 /* ---- ahead-of-time export: a graph as standalone C ----------------------------

@@ -69,7 +69,7 @@ if ((${#failed[@]} == 0)); then
         step "release: python tests" env TINYC_LIB="$PWD/build/libtinyc.so" \
             /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests || true
     fi
-    export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
+    export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1
     # the GPU-target suites (OpenCL on pocl, NVRTC compile checks) and the
     # extra differential runs (TC_NOOPT, TC_BEAM: label slow) run in the
     # Release build only: under the sanitizers they take half an hour cold

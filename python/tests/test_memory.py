@@ -82,3 +82,33 @@ def test_training_steps_keep_rss_flat():
     gc.collect()
     grown = rss_bytes() - before
     assert grown < 2 * 1024 * 1024, "RSS grew by %.1f MiB over 3000 steps" % (grown / 2**20)
+
+
+def test_copy_and_deepcopy():
+    """copy.copy shares the values (a handle of its own: dropping the original
+    keeps it alive); copy.deepcopy owns a buffer later assigns do not reach"""
+    import copy
+    t = Tensor([1.0, -0.0, 3.0], requires_grad=True)
+    c, d = copy.copy(t), copy.deepcopy(t)
+    assert c.requires_grad and d.requires_grad
+    t.assign(Tensor([5.0, 5.0, 5.0])).realize()
+    np.testing.assert_array_equal(d.numpy(), [1.0, -0.0, 3.0])
+    assert np.signbit(d.numpy()[1])
+    del t
+    gc.collect()
+    np.testing.assert_array_equal(c.numpy(), [5.0, 5.0, 5.0])
+    (d * 2).sum().backward()
+    np.testing.assert_array_equal(d.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_deepcopy_model():
+    import copy
+    from tinyc import nn
+    m = nn.Linear(3, 2)
+    m2 = copy.deepcopy(m)
+    w = m.weight.numpy()
+    np.testing.assert_array_equal(m2.weight.numpy(), w)
+    m.weight.assign(m.weight * 0).realize()
+    np.testing.assert_array_equal(m2.weight.numpy(), w)
+    x = Tensor.ones(4, 3)
+    np.testing.assert_allclose(m2(x).numpy(), np.ones((4, 3)) @ w.T + m2.bias.numpy(), rtol=1e-6)

@@ -121,6 +121,22 @@ class Tensor(Movement, NNOps):
         t._h = check(h)
         return t
 
+    def __copy__(self):
+        """copy.copy: a Tensor of its own on the same values (and the same graph
+        node, so it sees later assigns, as tinygrad's copy does)"""
+        out = Tensor._wrap(lib.tc_retain(self._h))
+        out._requires_grad = self._requires_grad
+        return out
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy: a realized copy of the values in a buffer of its own
+        (later assigns to either do not reach the other), requires_grad kept"""
+        out = self.detach().clone().realize()
+        if self.requires_grad:
+            out.requires_grad = True
+        memo[id(self)] = out
+        return out
+
     def __del__(self, _release=_release_handle):
         h = getattr(self, "_h", None)
         if h:

@@ -70,15 +70,34 @@ static void swap4(void *data, int64_t n) {
     }
 }
 
+/* reads up to want bytes into d->data, growing it (doubling from 1 MiB) as
+ * bytes arrive, so a header that claims more than the file holds costs what
+ * the file holds, not what it claims; *got: the bytes read */
+static tc_status read_growing(tc_gzfile *f, idx_data *d, int64_t want, int64_t *got) {
+    int64_t cap = want < ((int64_t)1 << 20) ? want : (int64_t)1 << 20;
+    *got = 0;
+    d->data = tc_malloc(cap ? (size_t)cap : 1);
+    if (!d->data) return TC_ERR_MEMORY;
+    for (;;) {
+        int64_t n = tc_gz_read(f, (char *)d->data + *got, cap - *got);
+        if (n < 0) return TC_ERR_IO;
+        *got += n;
+        if (*got < cap || cap == want) return TC_OK;
+        int64_t grown = cap > want / 2 ? want : cap * 2;
+        void *p = tc_realloc(d->data, (size_t)grown);
+        if (!p) return TC_ERR_MEMORY;
+        d->data = p, cap = grown;
+    }
+}
+
 /* reads the elements after the header into d->data, checking the length */
 static tc_status read_body(tc_gzfile *f, const char *api, const char *path, idx_data *d) {
     char buf[256];
     size_t esize = tc_dtype_size(d->dtype);
     int64_t nbytes = d->numel * (int64_t)esize;
-    d->data = tc_malloc(nbytes ? (size_t)nbytes : 1);
-    if (!d->data) return TC_ERR_MEMORY;
-    int64_t got = tc_gz_read(f, d->data, nbytes);
-    if (got < 0) return TC_ERR_IO;
+    int64_t got = 0;
+    tc_status s = read_growing(f, d, nbytes, &got);
+    if (s != TC_OK) return s;
     if (got < nbytes)
         return tc_error_set(TC_ERR_IO,
                             "%s: %s is truncated: shape %s of %s needs %lld data "

@@ -5,7 +5,8 @@
  * shape is not its buffer's); the scheduler writes value into that buffer
  * when dst is realized, after every reader of the old contents.
  *
- * A lazy dst is realized first: an ASSIGN, CONTIGUOUS or COPY base in place
+ * A lazy dst, or a broadcast of a smaller buffer (a realized constant such as
+ * tc_zeros), is realized first: an ASSIGN, CONTIGUOUS or COPY base in place
  * (it is dst's own buffer: an earlier pending assign lands in the same
  * storage), anything else through a CONTIGUOUS node, so dst gets a buffer of
  * its own even when its graph is shared with other tensors (interned nodes,
@@ -31,8 +32,12 @@ static tc_status check_shapes(const tc_node *dst, const tc_node *value) {
 /* makes dst's node read a realized buffer (see the file comment) */
 static tc_status realize_dst(tc_tensor *dst) {
     tc_node *base = tc_node_base(dst->node);
-    if (base->op == TC_OP_BUFFER) return TC_OK;
-    bool is_own = base->op == TC_OP_ASSIGN || base->op == TC_OP_CONTIGUOUS || base->op == TC_OP_COPY;
+    /* a broadcast of a smaller buffer (a realized tc_zeros: one element seen
+     * everywhere) has no place to write each element: it gets its own */
+    bool is_broadcast = tc_node_numel(base) < tc_node_numel(dst->node);
+    if (base->op == TC_OP_BUFFER && !is_broadcast) return TC_OK;
+    bool is_own = !is_broadcast && (base->op == TC_OP_ASSIGN || base->op == TC_OP_CONTIGUOUS ||
+                                    base->op == TC_OP_COPY);
     tc_node *n = is_own ? tc_node_retain(dst->node)
                         : tc_node_meta(TC_OP_CONTIGUOUS, dst->node->device, 1, &dst->node);
     if (!n) return tc_error_code();

@@ -84,7 +84,11 @@ TC_API void tc_jit_free(tc_jit *j) {
 }
 
 TC_API int tc_jit_kernel_count(const tc_jit *j) {
-    return j && j->capture ? tc_capture_kernels(j->capture) : 0;
+    if (!j) {
+        tc_error_set(TC_ERR_INVALID, "tc_jit_kernel_count: jit is NULL");
+        return -1;
+    }
+    return j->capture ? tc_capture_kernels(j->capture) : 0;
 }
 
 /* the buffer holding n's elements in order, or NULL (lazy, or a strided view) */

@@ -34,11 +34,12 @@ tc_status tc_tensor_check_shape(const char *api, int ndim, const int64_t *shape)
             return tc_error_set(TC_ERR_SHAPE, "%s: negative size %lld in shape %s", api,
                                 (long long)shape[i], tc_fmt_shape(buf, sizeof buf, ndim, shape));
         if (shape[i] == 0) is_empty = true;
-        else if (numel > INT64_MAX / shape[i]) numel = -1;
+        else if (numel > TC_MAX_NUMEL / shape[i]) numel = -1;
         else if (numel > 0) numel *= shape[i];
     }
     if (numel < 0 && !is_empty)
-        return tc_error_set(TC_ERR_SHAPE, "%s: shape %s has too many elements", api,
+        return tc_error_set(TC_ERR_SHAPE,
+                            "%s: shape %s has too many elements (TC_MAX_NUMEL: 2^58)", api,
                             tc_fmt_shape(buf, sizeof buf, ndim, shape));
     return TC_OK;
 }

@@ -184,6 +184,21 @@ static void test_creation_shapes(void **state) {
     assert_tc_error(TC_ERR_SHAPE, "tc_rand: negative size -2");
     assert_null(tc_eye(-1, TC_FLOAT32, NULL));
     assert_tc_error(TC_ERR_SHAPE, "tc_eye: size -1 is out of range");
+    /* 2^62 floats: numel x 4 bytes would wrap; and 2^31 x 2^31 */
+    assert_null(tc_from_data(&x, TC_FLOAT32, 1, SHAPE((int64_t)1 << 62), NULL));
+    assert_tc_error(TC_ERR_SHAPE, "tc_from_data: shape (4611686018427387904,) has too many");
+    assert_null(tc_zeros(2, SHAPE((int64_t)1 << 31, (int64_t)1 << 31), TC_FLOAT32, NULL));
+    assert_tc_error(TC_ERR_SHAPE, "tc_zeros: shape (2147483648,2147483648) has too many");
+    tc_tensor *row = tc_zeros(2, SHAPE(1, (int64_t)1 << 40), TC_FLOAT32, NULL);
+    assert_non_null(row);
+    assert_null(tc_expand(row, 2, SHAPE((int64_t)1 << 19, (int64_t)1 << 40)));
+    assert_tc_error(TC_ERR_SHAPE, "tc_expand: shape (524288,1099511627776) has too many");
+    /* at the limit the shape is made; its buffer cannot be: out of memory */
+    tc_tensor *huge = tc_expand(row, 2, SHAPE((int64_t)1 << 18, (int64_t)1 << 40));
+    tc_tensor *copy = tc_contiguous(huge);
+    assert_non_null(copy);
+    assert_int_equal(tc_realize(&copy, 1), TC_ERR_MEMORY);
+    tc_release(row), tc_release(huge), tc_release(copy);
     /* a zero anywhere makes a huge shape fine: no elements */
     tc_tensor *e = tc_zeros(3, SHAPE(INT64_MAX, 0, INT64_MAX), TC_FLOAT32, NULL);
     assert_non_null(e);

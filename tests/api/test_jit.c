@@ -149,6 +149,9 @@ static void test_errors(void **state) {
     assert_int_equal(tc_jit_run(j, &a, 1, out, 1), TC_ERR_SHAPE);
     assert_null(out[0]);
     assert_int_equal(tc_jit_run(NULL, &a, 1, out, 1), TC_ERR_INVALID);
+    assert_int_equal(tc_jit_kernel_count(j), 0); /* nothing captured */
+    assert_int_equal(tc_jit_kernel_count(NULL), -1);
+    assert_tc_error(TC_ERR_INVALID, "tc_jit_kernel_count: jit is NULL");
     tc_release(a);
     tc_jit_free(j);
     tc_shutdown();

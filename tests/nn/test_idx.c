@@ -121,6 +121,14 @@ static void test_bad_files(void **state) {
     expect_bad(p, wrong, len + 1, 0, "has bytes after the 12 data bytes of shape (3,2,2)");
     free(wrong);
     free(b);
+    /* a header claiming 2^46 bytes over 12 bytes of data: the load reads what
+     * is there and says so (it allocated what the header claimed: out of
+     * memory, or 18.5 GB for a 44-byte file) */
+    b = idx_bytes(0x08, 3, (uint32_t[]){1u << 16, 1u << 16, 1u << 14}, body12, 12, &len);
+    expect_bad(p, b, len, 0,
+               "truncated: shape (65536,65536,16384) of uint8 needs 70368744177664 data bytes, "
+               "the file has 12");
+    free(b);
     /* a gzip stream with a bad checksum */
     b = idx_bytes(0x08, 1, (uint32_t[]){12}, body12, 12, &len);
     write_file(p, b, len, true, 0);

@@ -223,6 +223,18 @@ static void test_safe_roundtrip(void **state) {
     free(g0), free(g1), free(g2), free(g3), free(g4);
     /* a subset by name is fine for tc_safe_load */
     CHECK_OK(tc_safe_load(path, &names[2], &dst[2], 1));
+    /* into realized zeros (a realized constant is one element seen
+     * everywhere: the target gets a buffer of its own; a second realized
+     * zeros of the same shape stays zero) */
+    tc_tensor *rz[2] = {tc_zeros(2, SHAPE(2, 3), TC_FLOAT32, NULL),
+                        tc_zeros(2, SHAPE(2, 3), TC_FLOAT32, NULL)};
+    CHECK_OK(tc_realize(rz, 2));
+    CHECK_OK(tc_safe_load(path, names, rz, 1));
+    float *r0 = tc_test_read(rz[0]), *r1 = tc_test_read(rz[1]);
+    assert_memory_equal(r0, f, sizeof f);
+    for (int k = 0; k < 6; k++) assert_true(r1[k] == 0);
+    free(r0), free(r1);
+    tc_release(rz[0]), tc_release(rz[1]);
     for (int k = 0; k < 5; k++) tc_release(dst[k]);
     for (int k = 0; k < 4; k++) tc_release(ts[k]);
     tc_release(lazy);
