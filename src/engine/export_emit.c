@@ -275,9 +275,10 @@ static void emit_arrays(emitter *e, int i, int form) {
     const char *n = e->p->name;
     const char *t =
         b->dtype == TC_FLOAT16 ? (form == 0 ? "_Float16" : "uint16_t") : ctype(b->dtype);
-    if (b->kind == XB_STATE) P(e, "static %s %s_b%d[%lld];\n", t, n, i, (long long)b->numel);
-    P(e, "static const %s %s_b%d%s[%lld]", t, n, i, b->kind == XB_STATE ? "_init" : "",
-      (long long)b->numel);
+    if (b->kind == XB_STATE)
+        P(e, "static %s_ALIGNED %s %s_b%d[%lld];\n", e->p->uname, t, n, i, (long long)b->numel);
+    P(e, "static %s_ALIGNED const %s %s_b%d%s[%lld]", e->p->uname, t, n, i,
+      b->kind == XB_STATE ? "_init" : "", (long long)b->numel);
     emit_init(e, b, form);
     P(e, ";\n");
 }
@@ -286,6 +287,14 @@ static void emit_data(emitter *e) {
     const xplan *p = e->p;
     const char *n = p->name;
     P(e, "\n/* ---- data: constants, state and the state's exported values ---- */\n");
+    /* at the alignment of the library's buffers, so the kernels' vector
+     * loads split no cache line (16-byte aligned, the exported MNIST step
+     * of bench/export.sh measured slower than the library's kernels) */
+    P(e,
+      "#if defined(__GNUC__)\n#define %s_ALIGNED __attribute__((aligned(%d)))\n"
+      "#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L\n"
+      "#define %s_ALIGNED _Alignas(%d)\n#else\n#define %s_ALIGNED\n#endif\n",
+      p->uname, TC_EXPORT_ALIGN, p->uname, TC_EXPORT_ALIGN, p->uname);
     if (uses_empty(p)) P(e, "static long long %s_empty[1]; /* what empty buffers point at */\n", n);
     for (int i = 0; i < p->n_bufs; i++) {
         const xbuf *b = &p->bufs[i];
