@@ -44,7 +44,11 @@ int main(int argc, char **argv) {
     if (pool_start(threads) > 1) bench_step_parallel_for = bench_infer_parallel_for = pool_for;
     void *x = slurp(argv[1], "x.u8", BENCH_STEP_INPUT0_BYTES);
     void *y = slurp(argv[1], "y.i32", BENCH_STEP_INPUT1_BYTES);
-    void *arena = malloc(BENCH_STEP_ARENA_BYTES + 1), *arena1 = malloc(BENCH_INFER_ARENA_BYTES + 1);
+    /* aligned as the headers advise (sizes are multiples of it; + 1 block: never 0) */
+    void *arena =
+        aligned_alloc(BENCH_STEP_ARENA_ALIGN, BENCH_STEP_ARENA_BYTES + BENCH_STEP_ARENA_ALIGN);
+    void *arena1 =
+        aligned_alloc(BENCH_INFER_ARENA_ALIGN, BENCH_INFER_ARENA_BYTES + BENCH_INFER_ARENA_ALIGN);
     if (!arena || !arena1) return 1;
     const void *in[2] = {x, y};
     float loss = 0, logits[10];

@@ -48,7 +48,8 @@ int main(int argc, char **argv) {
     size_t nx = 0, ny = 0, np = 0;
     unsigned char *x = slurp(argv[1], "test_x.u8", &nx), *y = slurp(argv[1], "test_y.u8", &ny);
     unsigned char *lib = slurp(argv[1], "lib_pred.u8", &np);
-    void *arena = malloc(MNIST_INFER_ARENA_BYTES + 1);
+    void *arena =
+        aligned_alloc(MNIST_INFER_ARENA_ALIGN, MNIST_INFER_ARENA_BYTES + MNIST_INFER_ARENA_ALIGN);
     if (!x || !y || !lib || !arena || nx != ny * MNIST_INFER_INPUT0_BYTES || np != ny) return 1;
     size_t n = ny, right = 0, same = 0;
     double best = 1e9, t_all = now();

@@ -53,7 +53,8 @@ int main(int argc, char **argv) {
     unsigned char *x = slurp(argv[1], "train_x.u8", &nx), *y = slurp(argv[1], "train_y.i32", &ny);
     unsigned char *lib = slurp(argv[1], "lib_loss.f32", &nl);
     size_t steps = nl / 4;
-    void *arena = malloc(MNIST_TRAIN_ARENA_BYTES + 1);
+    void *arena =
+        aligned_alloc(MNIST_TRAIN_ARENA_ALIGN, MNIST_TRAIN_ARENA_BYTES + MNIST_TRAIN_ARENA_ALIGN);
     void *label = malloc(MNIST_TRAIN_INPUT1_BYTES + 1);
     if (!x || !y || !lib || !arena || !label || nx != steps * MNIST_TRAIN_INPUT0_BYTES ||
         ny != steps * MNIST_TRAIN_INPUT1_BYTES)
