@@ -311,6 +311,13 @@ TC_API tc_status tc_optimizer_step(tc_optimizer *o);      /* schedules the updat
 /* the step, realizing also[0..n_also-1] (the loss, BatchNorm's running
  * statistics) in the same tc_realize call, so they are scheduled together */
 TC_API tc_status tc_optimizer_step_with(tc_optimizer *o, tc_tensor **also, int n_also);
+/* the step without realizing it (tinygrad's schedule_step): assigns every
+ * update lazily and puts the updated tensors (parameters and state, owned by
+ * the optimizer: borrowed) in out[0..cap-1]; returns how many there are
+ * (which may exceed cap), -1 on error. Realizing them (with the loss) is one
+ * step; tc_export_c of them exports it. The optimizer's step count is not
+ * advanced (it matters only to SGD with dampening, whose first step differs). */
+TC_API int tc_optimizer_schedule_step(tc_optimizer *o, tc_tensor **out, int cap);
 TC_API tc_status tc_optimizer_set_lr(tc_optimizer *o, double lr); /* from the next step on */
 TC_API double tc_optimizer_get_lr(const tc_optimizer *o);         /* NaN for NULL */
 TC_API void tc_optimizer_free(tc_optimizer *o);                   /* NULL is fine */
@@ -406,6 +413,25 @@ TC_API tc_status tc_jit_run(tc_jit *j, tc_tensor *const *inputs, int n_inputs,
 /* kernels a replay launches (0 before capture); -1 with TC_ERR_INVALID for NULL */
 TC_API int tc_jit_kernel_count(const tc_jit *j);
 TC_API void tc_jit_free(tc_jit *j);
+
+/* ---- ahead-of-time export: a graph as standalone C ----------------------------
+ * tc_export_c writes <dir>/<name>.c and <dir>/<name>.h, which compute outs
+ * from ins with no libtinyc, libffi, dlopen or compiler at run time (only
+ * libc, and libm). The tensors in ins (realized, each reading its whole
+ * buffer) become run-time arguments, in that order; every other realized
+ * tensor the graph reads is embedded as constant data, and what the graph
+ * assigns to (parameters, optimizer state: see tc_optimizer_schedule_step)
+ * becomes state kept by the generated code and updated by each run, as the
+ * library would. The graph is scheduled, not run: outs stay lazy, nothing
+ * changes. The header declares at least
+ *   #define <NAME>_ARENA_BYTES <n>   (scratch the caller passes to run; may be 0)
+ *   int  <name>_run(void *arena, const void *const *inputs, void *const *outputs);
+ *   void <name>_reset(void);         (state back to its exported values)
+ *   extern void (*<name>_parallel_for)(...);   (optional thread split; NULL: serial)
+ * and each input's and output's dtype, shape and bytes (fixed at export).
+ * name must be a C identifier (<NAME> is it in upper case); CPU graphs only. */
+TC_API tc_status tc_export_c(const char *dir, const char *name, tc_tensor **outs, int n_outs,
+                             tc_tensor **ins, int n_ins);
 
 /* ---- reading by integer tensors ---------------------------------------------
  * A load whose place along one axis comes from an integer tensor (int32,

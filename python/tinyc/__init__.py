@@ -16,7 +16,7 @@ from .tensor import AxisError, Tensor
 __all__ = ["Tensor", "GlobalCounters", "TinycError", "TinycValueError", "TinycMemoryError",
            "TinycIOError", "AxisError", "dtypes", "DType",
            "nn", "version", "set_flag", "get_flag", "library_path", "where", "no_grad",
-           "set_grad_enabled", "is_grad_enabled", "TinyJit", "synchronize"]
+           "set_grad_enabled", "is_grad_enabled", "TinyJit", "synchronize", "export_c"]
 
 library_path = _lib.path
 
@@ -43,6 +43,24 @@ def synchronize(device=None):
     launches return once queued (torch.cuda.synchronize)."""
     from ._util import _dev
     _lib.check_status(_lib.lib.tc_synchronize(_dev(device)))
+
+
+def export_c(dir, name, outs, ins=()):
+    """tc_export_c: writes <dir>/<name>.c and <dir>/<name>.h, standalone C that
+    computes the tensors `outs` from the realized tensors `ins` (run-time
+    arguments, in that order); other realized tensors the graph reads are
+    embedded, and what it assigns to (an optimizer's schedule_step()) becomes
+    state the generated code updates on each run. Nothing runs here."""
+    outs, ins = list(outs), list(ins)
+    for t in outs + ins:
+        if not isinstance(t, Tensor):
+            raise TypeError("tinyc.export_c: outs and ins must be Tensors, got %r" % (t,))
+    if not outs:
+        raise ValueError("tinyc.export_c: nothing to export (outs is empty)")
+    fn = _lib.need("tc_export_c", "tinyc.export_c")
+    o = _lib.handle_array([t._h for t in outs])
+    i = _lib.handle_array([t._h for t in ins])
+    _lib.check_status(fn(str(dir).encode(), str(name).encode(), o, len(outs), i, len(ins)))
 
 
 def where(cond, x, y):

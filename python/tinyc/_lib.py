@@ -162,6 +162,9 @@ SIGNATURES = {
     "tc_optimizer_step_with": (i32, [O, TP, i32]),
     "tc_optimizer_set_lr": (i32, [O, f64]), "tc_optimizer_get_lr": (f64, [O]),
     "tc_optimizer_free": (None, [O]),
+    "tc_optimizer_schedule_step": (i32, [O, TP, i32]),
+    # ahead-of-time export
+    "tc_export_c": (i32, [s, s, TP, i32, TP, i32]),
     "tc_safe_save": (i32, [s, ctypes.POINTER(ctypes.c_char_p), TP, i32]),
     "tc_safe_load": (i32, [s, ctypes.POINTER(ctypes.c_char_p), TP, i32]),
     # JIT: capture a step once, replay its kernels

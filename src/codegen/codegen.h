@@ -183,8 +183,8 @@ typedef struct {
     tc_uop *barrier;                  /* the last BARRIER, NULL before the first */
     bool failed;                      /* an allocation failed; results are NULL */
     bool index_mode;                  /* new UOps are address math (is_index) */
-    bool drop_dead;                   /* linearize drops UOps nothing uses (GPU targets:
-                                         NVRTC warns about unused variables) */
+    bool drop_dead;                   /* linearize drops UOps nothing uses (unused
+                                         variables draw warnings from NVRTC and -Wall) */
 } tc_ub;
 void tc_ub_init(tc_ub *ub, tc_kernel_uops *k);
 tc_uop *tc_ub_const(tc_ub *ub, tc_dtype dt, double value, int64_t ivalue);

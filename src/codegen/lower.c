@@ -572,9 +572,9 @@ tc_kernel_uops *tc_codegen_plan(const tc_sched_item *it, const tc_target *target
     c->it = it;
     c->tg = target;
     c->plan = plan;
-    /* dead UOps go: GPU compilers warn about unused variables, and a CPU
-     * tile whose stores run in loops (epi_loop) leaves its copies' lanes
-     * and indices unused */
+    /* dead UOps go: GPU compilers warn about unused variables, and so do gcc
+     * and clang -Wall on exported C (tc_export_c); a CPU tile whose stores
+     * run in loops (epi_loop) leaves its copies' lanes and indices unused */
     c->ub.drop_dead = true;
     /* CPU: 64-bit indices always: with int32 (and -fwrapv) the C compiler
      * cannot prove that copies of an upcast read consecutive addresses, and

@@ -439,6 +439,11 @@ static tc_uop *simplify(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop **s) {
         if (dt == TC_BOOL && is_iconst(a, 1)) return b;
         if (dt == TC_BOOL && (is_iconst(a, 0) || is_iconst(b, 0))) return tc_ub_iconst(ub, dt, 0);
         if (a == b) return a;
+    } else if (op == TC_OP_OR) {
+        if (dt == TC_BOOL && (is_iconst(a, 1) || is_iconst(b, 1))) return tc_ub_iconst(ub, dt, 1);
+        if (dt == TC_BOOL && is_iconst(b, 0)) return a;
+        if (dt == TC_BOOL && is_iconst(a, 0)) return b;
+        if (a == b) return a;
     } else if (op == TC_OP_WHERE) {
         if (is_const(a)) return a->ivalue ? s[1] : s[2];
         if (s[1] == s[2]) return s[1];

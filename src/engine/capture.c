@@ -133,15 +133,8 @@ typedef struct {
     int64_t uses;          /* references the records hold */
     int first, last;       /* records of its first and last use */
     bool is_written_first; /* its first record writes it and does not read it */
-    int slot;              /* shared buffer it moves to; -1: stays */
+    int slot;              /* shared block it moves to; -1: stays */
 } use_info;
-
-typedef struct {
-    int device;     /* where it lives */
-    size_t nbytes;  /* the largest member */
-    int free_after; /* the last use of its latest member */
-    tc_buffer *buf; /* the shared buffer (owned until handed to the records) */
-} plan_slot;
 
 static int find_use(const use_info *u, int n, const tc_buffer *b) {
     for (int i = 0; i < n; i++)
@@ -173,63 +166,76 @@ static use_info *collect_uses(const tc_capture *c, int *n_out) {
     return u;
 }
 
-/* the free slot on device that fits nbytes best (or, failing that, the
+/* the free block on device that fits nbytes best (or, failing that, the
  * largest free one, which grows); -1 when none is free before `first` */
-static int pick_slot(const plan_slot *s, int n, int device, size_t nbytes, int first) {
+static int pick_block(const tc_mem_block *b, int n, int device, size_t nbytes, int first) {
     int best = -1;
     for (int i = 0; i < n; i++) {
-        if (s[i].device != device || s[i].free_after >= first) continue;
+        if (b[i].device != device || b[i].free_after >= first) continue;
         if (best < 0) {
             best = i;
             continue;
         }
-        bool fits = s[i].nbytes >= nbytes, best_fits = s[best].nbytes >= nbytes;
+        bool fits = b[i].nbytes >= nbytes, best_fits = b[best].nbytes >= nbytes;
         if (fits != best_fits ? fits
-            : fits            ? s[i].nbytes < s[best].nbytes
-                              : s[i].nbytes > s[best].nbytes)
+            : fits            ? b[i].nbytes < b[best].nbytes
+                              : b[i].nbytes > b[best].nbytes)
             best = i;
     }
     return best;
 }
 
+int tc_mem_plan(tc_mem_life *lives, int n, tc_mem_block *blocks) {
+    int n_blocks = 0;
+    for (int i = 0; i < n; i++) {
+        tc_mem_life *x = &lives[i];
+        int b = pick_block(blocks, n_blocks, x->device, x->nbytes, x->first);
+        if (b < 0) {
+            b = n_blocks++;
+            blocks[b] = (tc_mem_block){x->device, 0, -1};
+        }
+        if (blocks[b].nbytes < x->nbytes) blocks[b].nbytes = x->nbytes;
+        if (blocks[b].free_after < x->last) blocks[b].free_after = x->last;
+        x->block = b;
+    }
+    return n_blocks;
+}
+
 tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after) {
     *before = *after = 0;
-    int n = 0;
+    int n = 0, n_lives = 0;
     use_info *u = collect_uses(c, &n);
     if (!u) return TC_ERR_MEMORY;
-    plan_slot *slots = tc_calloc((size_t)n + 1, sizeof *slots);
-    if (!slots) {
-        tc_free(u);
+    tc_mem_life *lives = tc_calloc((size_t)n + 1, sizeof *lives);
+    tc_mem_block *blocks = lives ? tc_calloc((size_t)n + 1, sizeof *blocks) : NULL;
+    tc_buffer **bufs = blocks ? tc_calloc((size_t)n + 1, sizeof *bufs) : NULL;
+    if (!bufs) {
+        tc_free(u), tc_free(lives), tc_free(blocks);
         return TC_ERR_MEMORY;
     }
-    /* uses are in order of first use: assign greedily, reusing a slot whose
-     * members are all dead before this one is first written */
-    int n_slots = 0;
+    /* the intermediates, in order of first use (as collect_uses lists them) */
     for (int i = 0; i < n; i++) {
         use_info *x = &u[i];
         if (x->buf->refcount != x->uses || !x->is_written_first) continue; /* held elsewhere */
-        int sl = pick_slot(slots, n_slots, x->buf->device, x->buf->nbytes, x->first);
-        if (sl < 0) {
-            sl = n_slots++;
-            slots[sl] = (plan_slot){x->buf->device, 0, -1, NULL};
-        }
-        if (slots[sl].nbytes < x->buf->nbytes) slots[sl].nbytes = x->buf->nbytes;
-        slots[sl].free_after = x->last;
-        x->slot = sl;
+        lives[n_lives++] = (tc_mem_life){x->buf->device, x->buf->nbytes, x->first, x->last, -1};
+        x->slot = n_lives - 1; /* its life, until the blocks are known */
         *before += (int64_t)x->buf->nbytes;
     }
+    int n_blocks = tc_mem_plan(lives, n_lives, blocks);
+    for (int i = 0; i < n; i++)
+        if (u[i].slot >= 0) u[i].slot = lives[u[i].slot].block;
     tc_status st = TC_OK;
-    for (int i = 0; i < n_slots && st == TC_OK; i++) {
-        slots[i].buf = tc_buffer_new(slots[i].device, slots[i].nbytes);
-        if (!slots[i].buf) st = tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
-        else *after += (int64_t)slots[i].nbytes;
+    for (int i = 0; i < n_blocks && st == TC_OK; i++) {
+        bufs[i] = tc_buffer_new(blocks[i].device, blocks[i].nbytes);
+        if (!bufs[i]) st = tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+        else *after += (int64_t)blocks[i].nbytes;
     }
     if (st == TC_OK) { /* every record now uses the shared buffers */
         for (int i = 0; i < c->n; i++) {
             record *r = &c->recs[i];
             for (int k = 0; k < r->n_bufs; k++) {
                 int at = find_use(u, n, r->bufs[k]);
-                if (u[at].slot >= 0) r->bufs[k] = tc_buffer_retain(slots[u[at].slot].buf);
+                if (u[at].slot >= 0) r->bufs[k] = tc_buffer_retain(bufs[u[at].slot]);
             }
         }
         for (int i = 0; i < n; i++) /* the records' references to the old buffers */
@@ -237,8 +243,7 @@ tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after) {
     } else {
         *before = *after = 0;
     }
-    for (int i = 0; i < n_slots; i++) tc_buffer_release(slots[i].buf);
-    tc_free(slots);
-    tc_free(u);
+    for (int i = 0; i < n_blocks; i++) tc_buffer_release(bufs[i]);
+    tc_free(bufs), tc_free(blocks), tc_free(lives), tc_free(u);
     return st;
 }

@@ -15,12 +15,24 @@ tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api);
 int tc_engine_kernel_count(tc_node *const *nodes, int n);
 /* realizes n if needed and copies its elements (row-major, n's dtype) to dst */
 tc_status tc_engine_to_host(tc_node *n, void *dst, size_t nbytes, const char *api);
+/* n reads a contiguous run of its base's elements in order (n is a base, or
+ * a view of one view without a mask and with row-major strides); *offset:
+ * the run's first element */
+bool tc_engine_plain_run(const tc_node *n, int64_t *offset);
 /* a new realized BUFFER node holding a copy of data */
 tc_node *tc_engine_from_host(const void *data, tc_dtype dt, int ndim, const int64_t *shape,
                              int device);
 void tc_engine_get_counters(tc_counters *out);
 void tc_engine_reset_counters(void);
 void tc_engine_shutdown(void); /* frees the program cache */
+
+/* ahead-of-time export (export.c, export_emit.c): writes <dir>/<name>.c and
+ * <dir>/<name>.h computing outs[0..n_outs-1] from the realized buffers
+ * ins[0..n_ins-1] (run-time arguments); every other realized buffer the
+ * graph reads is embedded as data, and those it assigns to become state the
+ * generated code keeps. Schedules the graph but changes nothing in it. */
+tc_status tc_engine_export_c(const char *dir, const char *name, tc_node *const *outs, int n_outs,
+                             tc_node *const *ins, int n_ins, const char *api);
 
 /* ---- launching and capture (realize.c, capture.c) ------------------------
  * Every kernel launch and copy of a realize goes through these two calls; a
@@ -46,6 +58,27 @@ void tc_capture_free(tc_capture *c); /* releases every buffer it holds */
  * *after: the intermediates' bytes without and with sharing. On failure
  * (out of memory) the capture is unchanged and still replays right. */
 tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after);
+/* the planner of tc_capture_plan, also used by tc_export_c for its arena:
+ * buffers that live from step `first` (their first write) to step `last`
+ * (their last use) get blocks to share. In the order given (callers list
+ * them by first), each takes the free block of its device that fits best
+ * (or the largest free one, which grows); a block is free once the last
+ * use of its latest member lies before the buffer's first write. O(n *
+ * blocks). */
+typedef struct {
+    int device;    /* where it lives */
+    size_t nbytes; /* its size */
+    int first;     /* the step that first writes it */
+    int last;      /* the step that last uses it */
+    int block;     /* out: the block it shares */
+} tc_mem_life;
+typedef struct {
+    int device;     /* where it lives */
+    size_t nbytes;  /* its largest member's size */
+    int free_after; /* the last use of its latest member */
+} tc_mem_block;
+/* fills lives[i].block; blocks has room for n; returns the blocks used */
+int tc_mem_plan(tc_mem_life *lives, int n, tc_mem_block *blocks);
 /* called by tc_engine_launch/copy: record when a capture is active */
 tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs,
                                    int n_bufs, int n_outs, const tc_launch_dims *dims,

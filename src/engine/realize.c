@@ -318,8 +318,7 @@ int tc_engine_kernel_count(tc_node *const *nodes, int n) {
     return k;
 }
 
-/* a view that reads a contiguous run of its base (maybe at an offset) */
-static bool is_plain_run(const tc_node *n, int64_t *offset) {
+bool tc_engine_plain_run(const tc_node *n, int64_t *offset) {
     if (n->op != TC_OP_VIEW) {
         *offset = 0;
         return true;
@@ -340,7 +339,7 @@ tc_status tc_engine_to_host(tc_node *n, void *dst, size_t nbytes, const char *ap
     if (nbytes == 0) return TC_OK;
     int64_t off;
     tc_node *src = tc_node_retain(n);
-    if (!is_plain_run(n, &off)) {
+    if (!tc_engine_plain_run(n, &off)) {
         tc_node_release(src);
         src = tc_node_meta(TC_OP_CONTIGUOUS, n->device, 1, &n);
         if (!src) return tc_error_code();

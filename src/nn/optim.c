@@ -312,6 +312,23 @@ TC_API tc_status tc_optimizer_step_with(tc_optimizer *o, tc_tensor **also, int n
     return s;
 }
 
+TC_API int tc_optimizer_schedule_step(tc_optimizer *o, tc_tensor **out, int cap) {
+    if (!o || cap < 0 || (cap > 0 && !out)) {
+        tc_error_set(TC_ERR_INVALID, "tc_optimizer_schedule_step: %s",
+                     !o        ? "optimizer is NULL"
+                     : cap < 0 ? "cap is negative"
+                               : "out is NULL");
+        return -1;
+    }
+    tc_tensor **ts = tc_malloc(sizeof *ts * (size_t)(2 + 3 * o->n));
+    if (!ts) return -1;
+    int n = 0;
+    tc_status s = build_step(o, ts, &n);
+    for (int i = 0; s == TC_OK && i < n && i < cap; i++) out[i] = ts[i];
+    tc_free(ts);
+    return s == TC_OK ? n : -1;
+}
+
 TC_API tc_status tc_optimizer_step(tc_optimizer *o) {
     return tc_optimizer_step_with(o, NULL, 0);
 }

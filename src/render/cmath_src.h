@@ -3,7 +3,10 @@
  * dialect's prelude) and compiles directly (tests/render/test_cmath.c).
  * The includer defines TC_CMATH_FN(...): #__VA_ARGS__ for text, __VA_ARGS__
  * for code. No preprocessor lines and no string literals may appear inside
- * a TC_CMATH_FN(...); the includer provides <math.h> and <stdint.h>.
+ * a TC_CMATH_FN(...); the includer provides <math.h>, <stdint.h> and
+ * <string.h>. Only ISO C99 is used (memcpy, fabsf, isless and the other
+ * quiet comparison macros; GCC maps them to its builtins), so the same
+ * text also serves the plain-C kernels of exported code (tc_export_c).
  *
  * Why: libm's exp2f/log2f/sinf are calls, so a loop holding one never
  * vectorizes. These are straight-line code: range reduction by integer
@@ -15,7 +18,7 @@
  * path where the result is constant and one that computes it, and then
  * cannot if-convert the float arithmetic back (it may trap), so the loop
  * stays scalar. Special values therefore come from integer masks
- * (tc_cm_mask/tc_cm_sel) and quiet comparisons (__builtin_isless...), and
+ * (tc_cm_mask/tc_cm_sel) and quiet comparisons (C99's isless...), and
  * reach the result through arithmetic (+ NaN, + -inf, * 0) on a value that
  * is finite for every input. Checked with gcc 12 at -march=x86-64, haswell
  * and native (AVX-512) and clang 14: the elementwise loops vectorize.
@@ -41,12 +44,12 @@
 TC_CMATH_FN(
 static inline uint32_t tc_cm_bits(float x) {
     uint32_t u;
-    __builtin_memcpy(&u, &x, sizeof u);
+    memcpy(&u, &x, sizeof u);
     return u;
 }
 static inline float tc_cm_float(uint32_t u) {
     float x;
-    __builtin_memcpy(&x, &u, sizeof x);
+    memcpy(&x, &u, sizeof x);
     return x;
 }
 static inline uint32_t tc_cm_mask(int c) {
@@ -68,8 +71,8 @@ static inline float tc_fmaxf(float a, float b) {
  * adding NaN (the clamps turned it into -150). */
 TC_CMATH_FN(
 static inline float tc_exp2f(float x) {
-    float xc = tc_cm_sel(tc_cm_mask(__builtin_isgreater(x, -150.0f)), x, -150.0f);
-    xc = tc_cm_sel(tc_cm_mask(__builtin_isless(xc, 128.0f)), xc, 128.0f);
+    float xc = tc_cm_sel(tc_cm_mask(isgreater(x, -150.0f)), x, -150.0f);
+    xc = tc_cm_sel(tc_cm_mask(isless(xc, 128.0f)), xc, 128.0f);
     float t = xc + 12582912.0f;
     float f = xc - (t - 12582912.0f);
     uint32_t b = tc_cm_bits(t) - 0x4b400000u + 1000u;
@@ -94,7 +97,7 @@ static inline float tc_exp2f(float x) {
  * NaN to it. */
 TC_CMATH_FN(
 static inline float tc_log2f(float x) {
-    uint32_t sub = 0u - (uint32_t)__builtin_isless(x, 1.17549435e-38f);
+    uint32_t sub = 0u - (uint32_t)isless(x, 1.17549435e-38f);
     uint32_t u = tc_cm_bits(x * tc_cm_float(0x3f800000u + (sub & 0x0b800000u)));
     uint32_t k = (u - 0x3f3504f3u + 0x40000000u) >> 23;
     float f = tc_cm_float(u - ((k - 128u) << 23)) - 1.0f;
@@ -109,7 +112,7 @@ static inline float tc_log2f(float x) {
     q = q * f + 4.808982313e-01f;
     q = q * f - 7.213473320e-01f;
     q = q * f + 1.442695022e+00f;
-    uint32_t special = tc_cm_mask(__builtin_isless(x, 0.0f) || x != x) & 0x7fc00000u;
+    uint32_t special = tc_cm_mask(isless(x, 0.0f) || x != x) & 0x7fc00000u;
     special |= tc_cm_mask(x == 0.0f) & 0xff800000u;
     special |= tc_cm_mask(x == INFINITY) & 0x7f800000u;
     return (e + f * q) + tc_cm_float(special);
@@ -124,10 +127,10 @@ static inline float tc_log2f(float x) {
  * 0 (NaN for inf and NaN); -0 is scaled by -1 (r + r^3 S gives +0). */
 TC_CMATH_FN(
 static inline float tc_sinf(float x) {
-    uint32_t in_range = tc_cm_mask(__builtin_islessequal(__builtin_fabsf(x), 6.5e6f));
+    uint32_t in_range = tc_cm_mask(islessequal(fabsf(x), 6.5e6f));
     float xr = tc_cm_float(tc_cm_bits(x) & in_range);
     uint32_t scale = in_range & 0x3f800000u;
-    scale |= tc_cm_mask(!__builtin_isless(__builtin_fabsf(x), INFINITY)) & 0x7fc00000u;
+    scale |= tc_cm_mask(!isless(fabsf(x), INFINITY)) & 0x7fc00000u;
     scale |= tc_cm_mask(tc_cm_bits(x) == 0x80000000u) & 0xbf800000u;
     float t = xr * 6.366197467e-01f + 12582912.0f;
     float q = t - 12582912.0f;

@@ -48,6 +48,58 @@ const tc_dialect tc_dialect_c = {
     .target = {.has_local = false, .has_vec = true},
 };
 
+/* float16 in plain C: uint16_t in buffers, float in variables, rounded
+ * after every op (render.h); the conversions round to nearest even and keep
+ * infinities, NaNs (quieted) and subnormals */
+static const char plain_half[] =
+    "#ifndef TC_PLAIN_HALF\n#define TC_PLAIN_HALF\n"
+    "static inline float tc_h2f(uint16_t h) {\n"
+    "  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u, bits;\n"
+    "  float f;\n"
+    "  if (e == 0u && m != 0u) { /* subnormal: m * 2^-24, exact */\n"
+    "    f = (float)m * 5.9604644775390625e-8f;\n    return sign ? -f : f;\n  }\n"
+    "  if (e == 31u) bits = sign | 0x7f800000u | (m << 13);\n"
+    "  else if (e != 0u) bits = sign | ((e + 112u) << 23) | (m << 13);\n"
+    "  else bits = sign;\n"
+    "  memcpy(&f, &bits, sizeof f);\n  return f;\n}\n"
+    "static inline uint16_t tc_f2h(float f) {\n"
+    "  uint32_t x, ax, sign, h, rem;\n  memcpy(&x, &f, sizeof x);\n"
+    "  sign = (x >> 16) & 0x8000u;\n  ax = x & 0x7fffffffu;\n"
+    "  if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));\n"
+    "  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* 65520 and up: inf */\n"
+    "  if (ax < 0x38800000u) { /* below 2^-14: a subnormal half, or 0 */\n"
+    "    uint32_t m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - (ax >> 23), half;\n"
+    "    if (ax < 0x33000000u) return (uint16_t)sign;\n"
+    "    h = m >> shift;\n    rem = m & ((1u << shift) - 1u);\n    half = 1u << (shift - 1u);\n"
+    "    if (rem > half || (rem == half && (h & 1u))) h++;\n"
+    "    return (uint16_t)(sign | h);\n  }\n"
+    "  h = (ax - 0x38000000u) >> 13;\n  rem = ax & 0x1fffu;\n"
+    "  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry is right too */\n"
+    "  return (uint16_t)(sign | h);\n}\n"
+    "#endif\n";
+
+const tc_dialect tc_dialect_c_plain = {
+    .name = "C99",
+    .preamble = tc_cmath_prelude,
+    .half_preamble = plain_half,
+    .kernel_prefix = "",
+    .buf_prefix = "",
+    .restrict_kw = "restrict ",
+    .half_type = "uint16_t",
+    .is_half_in_float = true,
+    .half_load = "tc_h2f(%1$s[%2$s])",
+    .half_store = "%1$s[%2$s] = tc_f2h(%3$s);",
+    .half_round = "tc_h2f(tc_f2h(%1$s))",
+    .int64_suffix = "LL",
+    .math_fn = {[TC_OP_EXP2] = "tc_exp2f", [TC_OP_LOG2] = "tc_log2f", [TC_OP_SIN] = "tc_sinf",
+                [TC_OP_SQRT] = "sqrtf"},
+    .float_max = "tc_fmaxf(%1$s, %2$s)",
+    .bool_float = "tc_cm_float(tc_cm_mask(%1$s) & 0x3f800000u)",
+    .float_where = "tc_cm_sel(tc_cm_mask(%1$s), %2$s, %3$s)",
+    .bitcast_any = "(((union { %1$s s_; %2$s d_; }){%3$s}).d_)",
+    .target = {.has_local = false, .has_vec = false},
+};
+
 typedef struct {
     const tc_dialect *d;      /* language */
     const tc_kernel_uops *k;  /* program */
@@ -109,13 +161,51 @@ static bool is_u8_cast16(const tc_uop *u) {
 }
 
 static const char u8_cast16_fn[] =
+    "#ifndef TC_VEC_U8_FLOAT16\n#define TC_VEC_U8_FLOAT16\n"
     "#if defined(__AVX512F__)\n#include <immintrin.h>\n#endif\n"
     "static inline tc_float16 tc_u8_float16(tc_uchar16 x) {\n"
     "#if defined(__AVX512F__)\n"
     "  return (tc_float16)_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32((__m128i)x));\n"
-    "#else\n  return __builtin_convertvector(x, tc_float16);\n#endif\n}\n";
+    "#else\n  return __builtin_convertvector(x, tc_float16);\n#endif\n}\n#endif\n";
 
-/* typedefs of the vector types the kernel uses (and max for float vectors) */
+/* float vectors of n lanes (bytes wide): a lane-wise select by a compare's
+ * mask, and max with NaN winning (the scalar tc_fmaxf) through it */
+static void float_helpers(rctx *r, int n, int bytes) {
+    tc_sb_printf(&r->out,
+                 "typedef int tc_mask%d __attribute__((vector_size(%d)));\n"
+                 "static inline tc_float%d tc_sel_float%d(tc_mask%d m, tc_float%d a, tc_float%d b) {\n"
+                 "  return (tc_float%d)((m & (tc_mask%d)a) | (~m & (tc_mask%d)b));\n}\n"
+                 "static inline tc_float%d tc_max_float%d(tc_float%d a, tc_float%d b) {\n"
+                 "  return tc_sel_float%d((a > b) | (a != a), a, b);\n}\n",
+                 n, bytes, n, n, n, n, n, n, n, n, n, n, n, n, n);
+}
+
+/* tc_exp2f of the prelude (cmath_src.h) lane-wise over n floats: the same
+ * steps; in a guard of its own (a kernel may use the type without it) */
+static void exp2_helper(rctx *r, int n, int bytes) {
+    tc_sb_printf(&r->out, "#ifndef TC_VEC_EXP2_float%d\n#define TC_VEC_EXP2_float%d\n", n, n);
+    tc_sb_printf(&r->out, "typedef unsigned int tc_uint%d __attribute__((vector_size(%d)));\n", n,
+                 bytes);
+    tc_sb_printf(&r->out,
+                 "static inline tc_float%d tc_exp2_float%d(tc_float%d x) {\n"
+                 "  tc_float%d z = {0};\n"
+                 "  tc_float%d xc = tc_sel_float%d(x > -150.0f, x, z - 150.0f);\n"
+                 "  xc = tc_sel_float%d(xc < 128.0f, xc, z + 128.0f);\n"
+                 "  tc_float%d t = xc + 12582912.0f, f = xc - (t - 12582912.0f);\n"
+                 "  tc_uint%d b = (tc_uint%d)t - 0x4b400000u + 1000u, h = b >> 1;\n"
+                 "  tc_float%d s1 = (tc_float%d)((h - 373u) << 23), s2 = (tc_float%d)((b - h - 373u) << 23);\n"
+                 "  tc_float%d p = z + 1.559467782e-04f;\n"
+                 "  p = p * f + 1.340664341e-03f;\n  p = p * f + 9.617692791e-03f;\n"
+                 "  p = p * f + 5.550310388e-02f;\n  p = p * f + 2.402265221e-01f;\n"
+                 "  p = p * f + 6.931472421e-01f;\n  p = p * f + 1.0f;\n"
+                 "  return (p * s1) * s2 + (tc_float%d)((tc_uint%d)(x != x) & 0x7fc00000u);\n}\n"
+                 "#endif\n",
+                 n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+}
+
+/* typedefs of the vector types the kernel uses (and max for float vectors),
+ * each group in an include guard: kernels concatenated into one file
+ * (tc_export_c) define each once */
 static void vector_typedefs(rctx *r) {
     bool used[TC_DTYPE_COUNT][VEC_MAX + 1] = {{false}}, exp2[VEC_MAX + 1] = {false}, u8_cast = false;
     for (int i = 0; i < r->k->n_uops; i++) {
@@ -130,38 +220,14 @@ static void vector_typedefs(rctx *r) {
             if (!used[t][n]) continue;
             const char *e = vec_elem[t], *c = vec_ctype[t];
             int bytes = n * (int)tc_dtypes[t].size;
+            tc_sb_printf(&r->out, "#ifndef TC_VEC_%s%d\n#define TC_VEC_%s%d\n", e, n, e, n);
             tc_sb_printf(&r->out,
                          "typedef %s tc_%s%d __attribute__((vector_size(%d)));\n"
                          "typedef %s tc_%s%d_u __attribute__((vector_size(%d), aligned(%d)));\n",
                          c, e, n, bytes, c, e, n, bytes, (int)tc_dtypes[t].size);
-            if (t != TC_FLOAT32) continue;
-            /* a lane-wise select by a compare's mask, and max with NaN
-             * winning (the scalar tc_fmaxf) through it */
-            tc_sb_printf(&r->out,
-                         "typedef int tc_mask%d __attribute__((vector_size(%d)));\n"
-                         "static inline tc_float%d tc_sel_float%d(tc_mask%d m, tc_float%d a, tc_float%d b) {\n"
-                         "  return (tc_float%d)((m & (tc_mask%d)a) | (~m & (tc_mask%d)b));\n}\n"
-                         "static inline tc_float%d tc_max_float%d(tc_float%d a, tc_float%d b) {\n"
-                         "  return tc_sel_float%d((a > b) | (a != a), a, b);\n}\n",
-                         n, bytes, n, n, n, n, n, n, n, n, n, n, n, n, n);
-            if (!exp2[n]) continue;
-            /* tc_exp2f of the prelude (cmath_src.h) lane-wise: the same steps */
-            tc_sb_printf(&r->out, "typedef unsigned int tc_uint%d __attribute__((vector_size(%d)));\n", n,
-                         bytes);
-            tc_sb_printf(&r->out,
-                         "static inline tc_float%d tc_exp2_float%d(tc_float%d x) {\n"
-                         "  tc_float%d z = {0};\n"
-                         "  tc_float%d xc = tc_sel_float%d(x > -150.0f, x, z - 150.0f);\n"
-                         "  xc = tc_sel_float%d(xc < 128.0f, xc, z + 128.0f);\n"
-                         "  tc_float%d t = xc + 12582912.0f, f = xc - (t - 12582912.0f);\n"
-                         "  tc_uint%d b = (tc_uint%d)t - 0x4b400000u + 1000u, h = b >> 1;\n"
-                         "  tc_float%d s1 = (tc_float%d)((h - 373u) << 23), s2 = (tc_float%d)((b - h - 373u) << 23);\n"
-                         "  tc_float%d p = z + 1.559467782e-04f;\n"
-                         "  p = p * f + 1.340664341e-03f;\n  p = p * f + 9.617692791e-03f;\n"
-                         "  p = p * f + 5.550310388e-02f;\n  p = p * f + 2.402265221e-01f;\n"
-                         "  p = p * f + 6.931472421e-01f;\n  p = p * f + 1.0f;\n"
-                         "  return (p * s1) * s2 + (tc_float%d)((tc_uint%d)(x != x) & 0x7fc00000u);\n}\n",
-                         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+            if (t == TC_FLOAT32) float_helpers(r, n, bytes);
+            tc_sb_printf(&r->out, "#endif\n");
+            if (t == TC_FLOAT32 && exp2[n]) exp2_helper(r, n, bytes);
         }
     }
     if (u8_cast) tc_sb_printf(&r->out, "%s", u8_cast16_fn);
@@ -179,14 +245,19 @@ static int shared_math_calls(const rctx *r, bool *used) {
     return n;
 }
 
-/* the out-of-line helpers the kernel calls: one copy of each polynomial */
+/* the out-of-line helpers the kernel calls: one copy of each polynomial,
+ * each in an include guard (kernels concatenated into one file by
+ * tc_export_c define each once) */
 static void shared_math_fns(rctx *r) {
     bool used[TC_OP_COUNT] = {false};
     shared_math_calls(r, used);
     for (int op = 0; op < TC_OP_COUNT; op++)
         if (used[op])
             tc_sb_printf(&r->out,
-                         "static __attribute__((noinline)) float %s(float x) { return %s(x); }\n",
+                         "#ifndef TC_FN_%s\n#define TC_FN_%s\n"
+                         "static __attribute__((noinline)) float %s(float x) { return %s(x); }\n"
+                         "#endif\n",
+                         r->d->math_fn_shared[op], r->d->math_fn_shared[op],
                          r->d->math_fn_shared[op], r->d->math_fn[op]);
 }
 
@@ -337,7 +408,10 @@ static char *render_alu(const rctx *r, const tc_uop *u) {
                    : fmt("%s(%s)", fn, a);
     if (u->alu == TC_OP_RECIP) return fmt("((%s)1.0f/%s)", ctype(r, u->dtype), a);
     const char *f = alu_fmt[u->alu];
-    if (u->alu == TC_OP_MAX && u->dtype == TC_FLOAT32 && r->d->float_max) f = r->d->float_max;
+    /* NaN does not occur in integers: no self-comparison (which -Wall flags) */
+    if (u->alu == TC_OP_MAX && !tc_dtypes[u->dtype].is_float) f = "((%1$s>%2$s)?%1$s:%2$s)";
+    if (u->alu == TC_OP_MAX && (u->dtype == TC_FLOAT32 || is_half_float(r, u->dtype)) && r->d->float_max)
+        f = r->d->float_max;
     if (u->alu == TC_OP_WHERE && u->dtype == TC_FLOAT32 && r->d->float_where) f = r->d->float_where;
     if (u->dtype == TC_BOOL && bool_fmt[u->alu]) f = bool_fmt[u->alu];
     if (safe_div_fmt[u->alu] && !(u->srcs[1]->vmin > 0 || u->srcs[1]->vmax < -1))
@@ -454,10 +528,14 @@ static char *render_cast(rctx *r, const tc_uop *u) {
     if (u->op == TC_UOP_CAST && u->vcount > 1)
         return bind(r, u, "cast", fmt("__builtin_convertvector(%s, %s)", x, utype(r, u)));
     if (is_mask && r->d->bool_float) return bind(r, u, "cast", fmt(r->d->bool_float, x));
+    if (u->op == TC_UOP_CAST && u->dtype == TC_BOOL && u->srcs[0]->dtype != TC_BOOL)
+        return bind(r, u, "cast", fmt("(%s!=0)", x)); /* what a cast to bool is; (_Bool)(a*b)
+                                                         draws -Wint-in-bool-context */
     if (u->op == TC_UOP_CAST) {
         char *c = fmt("((%s)%s)", to, x);
         return bind(r, u, "cast", is_half_float(r, u->dtype) ? half_rounded(r, c) : c);
     }
+    if (r->d->bitcast_any) return bind(r, u, "cast", fmt(r->d->bitcast_any, from, to, x));
     if (!r->d->bitcast)
         return bind(r, u, "cast",
                     fmt("__extension__({%s s_ = %s; %s d_; "
@@ -649,6 +727,10 @@ char *tc_render(const tc_dialect *d, const tc_kernel_uops *k) {
         for (int j = 0; j < k->uops[i]->n_srcs; j++) r.user_depth[k->uops[i]->srcs[j]->id] = k->uops[i]->depth;
     r.is_math_shared = ok && has_reduce(k) && shared_math_calls(&r, NULL) > TC_MATH_INLINE_MAX;
     if (ok) signature(&r);
+    for (int i = 0; ok && i < k->n_uops; i++) /* a buffer the kernel does not read (a folded
+                                                 value's): no unused-parameter warning */
+        if (k->uops[i]->op == TC_UOP_DEFINE_GLOBAL && k->uops[i]->uses == 0)
+            line(&r, "(void)data%lld;", (long long)k->uops[i]->arg);
     /* vector CONSTs first: each once, before any block that uses it */
     for (int i = 0; ok && i < k->n_uops; i++)
         if (is_vec_const(k->uops[i])) ok = (r.expr[i] = render_uop(&r, k->uops[i])) != NULL;

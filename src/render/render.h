@@ -50,6 +50,9 @@ typedef struct {
     const char *local_prefix;  /* before a local array: "__local ", "__shared__ " */
     const char *barrier;       /* the work-group barrier statement */
     const char *bitcast;       /* printf: %1$s type, %2$s value; between 4-byte types */
+    const char *bitcast_any;   /* printf: %1$s from type, %2$s to type, %3$s value: between
+                                  any two types of one size (NULL: `bitcast`, or in C a GCC
+                                  statement expression) */
     /* vectors of GPU dialects (NULL in C, which prints GCC vector types) */
     const char *vec_type;      /* printf: %1$s element type, %2$d lanes -> "float4" */
     const char *vec_elem[TC_DTYPE_COUNT]; /* element types of vectors (NULL: type_names',
@@ -76,9 +79,14 @@ typedef struct {
 #define TC_MATH_INLINE_MAX 16
 
 extern const tc_dialect tc_dialect_c;
+/* the C dialect in ISO C99 alone, for the plain fallback of exported code
+ * (tc_export_c): no vector types (its target has no has_vec), no attributes,
+ * bitcasts through a union, the same prelude; float16 as uint16_t in
+ * buffers and float in variables, rounded after every op (as on the GPUs) */
+extern const tc_dialect tc_dialect_c_plain;
 extern const tc_dialect tc_dialect_opencl;
 extern const tc_dialect tc_dialect_cuda;
-/* the C dialect's preamble: <math.h>, <stdint.h> and static inline tc_exp2f,
+/* the C dialect's preamble: <math.h>, <stdint.h>, <string.h> and static inline tc_exp2f,
  * tc_log2f and tc_sinf (cmath_src.h: branch-free polynomials the compiler
  * can vectorize; accuracy stated there) */
 extern const char tc_cmath_prelude[];

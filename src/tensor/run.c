@@ -1,7 +1,8 @@
 /* run.c - running the graph: tc_realize (all handles in one engine call, so
  * their kernels are scheduled together), tc_to_host, tc_schedule_kernel_count,
- * tc_to_device (a COPY node), tc_synchronize and the counters. The engine does the work;
- * this file checks the user's arguments and names the public call. */
+ * tc_to_device (a COPY node), tc_synchronize, the counters and tc_export_c.
+ * The engine does the work; this file checks the user's arguments and names
+ * the public call. */
 #include "tensor.h"
 
 /* the nodes of ts[0..n-1] in a new array (NULL with an error otherwise) */
@@ -91,4 +92,30 @@ TC_API void tc_reset_counters(void) {
     tc_lock();
     tc_engine_reset_counters();
     tc_unlock();
+}
+
+TC_API tc_status tc_export_c(const char *dir, const char *name, tc_tensor **outs, int n_outs,
+                             tc_tensor **ins, int n_ins) {
+    const char *api = "tc_export_c";
+    if (n_outs <= 0 || !outs)
+        return tc_error_set(TC_ERR_INVALID, "%s: %s", api,
+                            n_outs <= 0 ? "nothing to export (n_outs <= 0)" : "outs is NULL");
+    if (n_ins < 0 || (n_ins > 0 && !ins))
+        return tc_error_set(TC_ERR_INVALID, "%s: %s", api,
+                            n_ins < 0 ? "n_ins is negative" : "ins is NULL");
+    for (int i = 0; i < n_outs; i++)
+        if (!outs[i]) return tc_error_set(TC_ERR_INVALID, "%s: outs[%d] is NULL", api, i);
+    for (int i = 0; i < n_ins; i++)
+        if (!ins[i]) return tc_error_set(TC_ERR_INVALID, "%s: ins[%d] is NULL", api, i);
+    tc_lock();
+    tc_node **o = tc_malloc(sizeof *o * (size_t)n_outs);
+    tc_node **in = o ? tc_malloc(sizeof *in * (size_t)(n_ins ? n_ins : 1)) : NULL;
+    tc_status s = in ? TC_OK : TC_ERR_MEMORY;
+    for (int i = 0; s == TC_OK && i < n_outs; i++) o[i] = outs[i]->node;
+    for (int i = 0; s == TC_OK && i < n_ins; i++) in[i] = ins[i]->node;
+    if (s == TC_OK) s = tc_engine_export_c(dir, name, o, n_outs, in, n_ins, api);
+    tc_free(o);
+    tc_free(in);
+    tc_unlock();
+    return s;
 }

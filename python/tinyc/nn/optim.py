@@ -15,6 +15,8 @@ the Python ones); otherwise the update is written here with Tensor.assign
 one-element tensors, so every step reuses the same compiled kernels.
 """
 
+import ctypes
+
 import numpy as np
 
 from .. import _lib
@@ -99,7 +101,17 @@ class Optimizer:
         Tensor.realize(*ts)
 
     def schedule_step(self):
-        """assigns the update lazily; returns the tensors to realize"""
+        """assigns the update lazily; returns the tensors to realize (the
+        parameters and the optimizer's state, then the buffers): realizing
+        them is the step, tinyc.export_c of them exports it"""
+        if self._c is not None:
+            fn = _lib.need("tc_optimizer_schedule_step", "%s.schedule_step" % type(self).__name__)
+            cap = 3 * len(self.params) + 2
+            arr = (ctypes.c_void_p * cap)()
+            n = fn(self._c, arr, cap)
+            if n < 0:
+                raise _lib.error()
+            return [Tensor._wrap(_lib.lib.tc_retain(arr[i])) for i in range(n)] + self.buffers
         _lib.need("tc_assign", "%s.step" % type(self).__name__)
         return self._update() + self.buffers
 
