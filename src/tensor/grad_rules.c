@@ -24,7 +24,7 @@
  *   back, inverse permutation, sum over expanded dims, shrink a pad, pad a
  *   shrink, flip again)   contiguous: g   copy: g copied back
  *   cumsum: the running sums of g from the end (scan.c). */
-#include "tensor.h"
+#include "ew_short.h"
 
 #include <math.h>
 #include <string.h>
@@ -32,24 +32,6 @@
 #define LN_2    0.69314718055994530942
 #define HALF_PI 1.57079632679489661923
 
-static tc_node *K(tc_node *n) {
-    return tc_ew_keep(n);
-}
-static tc_node *cnst(const tc_node *like, double v) {
-    return tc_ew_const(like, v);
-}
-static tc_node *mul(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_MUL, a, b);
-}
-static tc_node *add(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_ADD, a, b);
-}
-static tc_node *neg(tc_node *a) {
-    return tc_ew_unary(TC_OP_NEG, a);
-}
-static tc_node *recip(tc_node *a) {
-    return tc_ew_unary(TC_OP_RECIP, a);
-}
 /* x * v for a float node x (consumed) */
 static tc_node *scale(tc_node *x, double v) {
     tc_node *c = cnst(x, v);

@@ -27,29 +27,14 @@
  *
  * Node rule as in elementwise.c: a combinator consumes its arguments, so
  * every further use of a node takes a reference first (K). */
-#include "tensor.h"
+#include "ew_short.h"
 
 #include <math.h>
 
 #define LN_2 0.69314718055994530942
 
-static tc_node *K(tc_node *n) {
-    return tc_ew_keep(n);
-}
-static tc_node *cnst(const tc_node *like, double v) {
-    return tc_ew_const(like, v);
-}
-static tc_node *mul(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_MUL, a, b);
-}
-static tc_node *add(tc_node *a, tc_node *b) {
-    return tc_ew_binary(TC_OP_ADD, a, b);
-}
 static tc_node *lt(tc_node *a, tc_node *b) {
     return tc_ew_binary(TC_OP_CMPLT, a, b);
-}
-static tc_node *recip(tc_node *a) {
-    return tc_ew_unary(TC_OP_RECIP, a);
 }
 /* x + v (x consumed) */
 static tc_node *add_c(tc_node *x, double v) {
