@@ -5,6 +5,9 @@
  * compiler writes a temp .so with its messages in a log file, and rename()
  * publishes the .so atomically: processes that race each write a complete
  * file and the last rename wins. Every temp file is removed on every path.
+ * A run past TC_CC_TIMEOUT is killed with its process group; while a limit
+ * is set the wait for it polls (0.2 ms doubling to 10 ms: at most 10 ms
+ * after the compiler exits).
  *
  * Batches: most of a small kernel's compile is the compiler starting and
  * reading the prelude (about 45 ms a run on a 2-core Zen 2; the same
@@ -26,6 +29,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,8 +211,18 @@ typedef struct {
     char *what;        /* "'fn'" or "a batch of N kernels", for messages (owned) */
     char *cc;          /* TC_CC's words (owned) */
     const char *argv0; /* the compiler's name (in cc) */
-    pid_t pid;         /* the compiler's process; 0 when not running */
+    pid_t pid;         /* the compiler's process (and process group); 0 when not running */
+    double deadline;   /* tc_time_now() past which it is killed; 0: no limit */
 } cc_job;
+
+/* seconds one compiler run may take: TC_CC_TIMEOUT, default 600 (0 or
+ * less: no limit) */
+static double cc_timeout(void) {
+    const char *e = getenv("TC_CC_TIMEOUT");
+    char *end = NULL;
+    double t = e && *e ? strtod(e, &end) : 600;
+    return e && *e && (!end || *end) ? 600 : t;
+}
 
 /* removes the temp files and frees the job's strings */
 static void job_clear(cc_job *j) {
@@ -220,17 +234,50 @@ static void job_clear(cc_job *j) {
     memset(j, 0, sizeof *j);
 }
 
-/* posix_spawn of argv with stdin from /dev/null and stdout+stderr into log */
+/* posix_spawn of argv with stdin from /dev/null and stdout+stderr into
+ * log, in a process group of its own (so that a compiler past its time
+ * limit is killed with cc1, as and ld) */
 static int spawn_logged(pid_t *pid, const char *const *argv, const char *log) {
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
     int rc = posix_spawn_file_actions_init(&fa);
     if (rc != 0) return rc;
-    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    rc = posix_spawnattr_init(&attr);
+    if (rc != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return rc;
+    }
+    rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    if (!rc) rc = posix_spawnattr_setpgroup(&attr, 0);
+    if (!rc) rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (!rc) rc = posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, 2, 1);
-    if (!rc) rc = posix_spawnp(pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    if (!rc) rc = posix_spawnp(pid, argv[0], &fa, &attr, (char *const *)argv, environ);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     return rc;
+}
+
+/* waits for j's compiler to exit, into *status; past j->deadline kills its
+ * process group and sets *killed. Polls (0.2 ms, doubling to 10 ms) while a
+ * deadline is set. -1 with errno when waitpid fails */
+static int wait_job(cc_job *j, int *status, bool *killed) {
+    long nap_us = 200;
+    for (;;) {
+        pid_t r = waitpid(j->pid, status, j->deadline > 0 ? WNOHANG : 0);
+        if (r == j->pid) return 0;
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (tc_time_now() > j->deadline) {
+            kill(-j->pid, SIGKILL);
+            *killed = true;
+            while (waitpid(j->pid, status, 0) < 0)
+                if (errno != EINTR) return -1;
+            return 0;
+        }
+        usleep((useconds_t)nap_us);
+        if (nap_us < 10000) nap_us *= 2;
+    }
 }
 
 /* writes text to a temp file in dir and starts the compiler on it, its
@@ -266,6 +313,8 @@ static tc_status job_start(cc_job *j, const char *dir, const char *key, const ch
         job_clear(j);
         return TC_ERR_COMPILE;
     }
+    double limit = cc_timeout();
+    j->deadline = limit > 0 ? tc_time_now() + limit : 0;
     compile_count++;
     return TC_OK;
 }
@@ -274,16 +323,18 @@ static tc_status job_start(cc_job *j, const char *dir, const char *key, const ch
  * A failure is TC_ERR_COMPILE quoting the log. Clears the job. */
 static tc_status job_finish(cc_job *j) {
     int status = 0;
+    bool killed = false;
     tc_status st = TC_OK;
-    while (waitpid(j->pid, &status, 0) < 0) {
-        if (errno == EINTR) continue;
+    if (wait_job(j, &status, &killed) < 0) {
         if (errno != ECHILD) /* ECHILD: the host reaps children: the output decides */
             st = tc_error_set(TC_ERR_COMPILE, "CPU compile of %s: waitpid: %s", j->what,
                               strerror(errno));
         status = 0;
-        break;
     }
     char log[LOG_MAX + 16];
+    if (st == TC_OK && killed)
+        st = tc_error_set(TC_ERR_COMPILE, "CPU compile of %s: %s ran past TC_CC_TIMEOUT (%g s) and "
+                          "was killed", j->what, j->argv0, cc_timeout());
     if (st == TC_OK && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         read_log(j->log_path, log);
         st = tc_error_set(TC_ERR_COMPILE, "CPU compile of %s failed (%s %s %d):\n%s", j->what,

@@ -446,6 +446,29 @@ static void test_missing_compiler(void **state) {
     assert_int_equal(count_files(""), files);
 }
 
+/* a compiler that never exits is killed at TC_CC_TIMEOUT (its children
+ * too: the script's sleep) and the compile fails, leaving no files */
+static void test_compiler_timeout(void **state) {
+    (void)state;
+    tc_dev *d = tc_device_get(cpu());
+    int files = count_files("");
+    char script[] = "/tmp/tc_hung_cc_XXXXXX";
+    int fd = mkstemp(script);
+    assert_true(fd >= 0);
+    const char *body = "#!/bin/sh\nsleep 60\n";
+    assert_int_equal(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+    close(fd);
+    assert_int_equal(chmod(script, 0700), 0);
+    setenv("TC_CC", script, 1);
+    setenv("TC_CC_TIMEOUT", "0.3", 1);
+    assert_null(d->compile(d, mul_src, "k"));
+    unsetenv("TC_CC");
+    unsetenv("TC_CC_TIMEOUT");
+    unlink(script);
+    assert_tc_error(TC_ERR_COMPILE, "ran past TC_CC_TIMEOUT (0.3 s) and was killed");
+    assert_int_equal(count_files(""), files);
+}
+
 static void test_compiler_words(void **state) {
     (void)state;
     tc_dev *d = tc_device_get(cpu());
@@ -749,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_compile_and_run),
         cmocka_unit_test(test_disk_cache_after_shutdown),
         cmocka_unit_test(test_compile_error),
+        cmocka_unit_test(test_compiler_timeout),
         cmocka_unit_test(test_missing_function),
         cmocka_unit_test(test_missing_compiler),
         cmocka_unit_test(test_compiler_words),
