@@ -12,33 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "files.h"
 #include "mnist_infer.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* DIR/name's bytes (malloc'ed), *n its size; NULL when unreadable */
-static unsigned char *slurp(const char *dir, const char *name, size_t *n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    unsigned char *p = NULL;
-    if (f && fseek(f, 0, SEEK_END) == 0) {
-        long len = ftell(f);
-        p = len >= 0 ? malloc((size_t)len + 1) : NULL;
-        if (p && (fseek(f, 0, SEEK_SET) != 0 || fread(p, 1, (size_t)len, f) != (size_t)len)) {
-            free(p);
-            p = NULL;
-        }
-        *n = (size_t)len;
-    }
-    if (f) fclose(f);
-    if (!p) fprintf(stderr, "infer: cannot read %s\n", path);
-    return p;
-}
 
 int main(int argc, char **argv) {
     if (argc != 2) {
@@ -46,8 +21,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t nx = 0, ny = 0, np = 0;
-    unsigned char *x = slurp(argv[1], "test_x.u8", &nx), *y = slurp(argv[1], "test_y.u8", &ny);
-    unsigned char *lib = slurp(argv[1], "lib_pred.u8", &np);
+    unsigned char *x = slurp("infer", argv[1], "test_x.u8", &nx);
+    unsigned char *y = slurp("infer", argv[1], "test_y.u8", &ny);
+    unsigned char *lib = slurp("infer", argv[1], "lib_pred.u8", &np);
     void *arena =
         aligned_alloc(MNIST_INFER_ARENA_ALIGN, MNIST_INFER_ARENA_BYTES + MNIST_INFER_ARENA_ALIGN);
     if (!x || !y || !lib || !arena || nx != ny * MNIST_INFER_INPUT0_BYTES || np != ny) return 1;

@@ -16,33 +16,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "files.h"
 #include "mnist_train.h"
 #include "pool.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static unsigned char *slurp(const char *dir, const char *name, size_t *n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    unsigned char *p = NULL;
-    if (f && fseek(f, 0, SEEK_END) == 0) {
-        long len = ftell(f);
-        p = len >= 0 ? malloc((size_t)len + 1) : NULL;
-        if (p && (fseek(f, 0, SEEK_SET) != 0 || fread(p, 1, (size_t)len, f) != (size_t)len)) {
-            free(p);
-            p = NULL;
-        }
-        *n = (size_t)len;
-    }
-    if (f) fclose(f);
-    if (!p) fprintf(stderr, "train: cannot read %s\n", path);
-    return p;
-}
 
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3) {
@@ -50,8 +26,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t nx = 0, ny = 0, nl = 0;
-    unsigned char *x = slurp(argv[1], "train_x.u8", &nx), *y = slurp(argv[1], "train_y.i32", &ny);
-    unsigned char *lib = slurp(argv[1], "lib_loss.f32", &nl);
+    unsigned char *x = slurp("train", argv[1], "train_x.u8", &nx);
+    unsigned char *y = slurp("train", argv[1], "train_y.i32", &ny);
+    unsigned char *lib = slurp("train", argv[1], "lib_loss.f32", &nl);
     size_t steps = nl / 4;
     void *arena =
         aligned_alloc(MNIST_TRAIN_ARENA_ALIGN, MNIST_TRAIN_ARENA_BYTES + MNIST_TRAIN_ARENA_ALIGN);
