@@ -485,9 +485,8 @@ static tc_status read_header(FILE *f, st_parser *j, int64_t *data_start, int64_t
     return s == TC_OK ? check_layout(j, *data_len) : s;
 }
 
-/* the entry named name, checked against t and the data length */
-static tc_status check_entry(st_parser *j, const char *name, tc_tensor *t, int64_t data_len,
-                             st_entry **out) {
+/* the entry named name, checked against t (its offsets: check_layout) */
+static tc_status check_entry(st_parser *j, const char *name, tc_tensor *t, st_entry **out) {
     char a[256], b[256];
     st_entry *e = NULL;
     for (int i = 0; i < j->n_entries && !e; i++)
@@ -503,14 +502,7 @@ static tc_status check_entry(st_parser *j, const char *name, tc_tensor *t, int64
         return tc_error_set(TC_ERR_SHAPE, "%s: %s has shape %s in %s but the tensor %s", j->api,
                             name, tc_fmt_shape(a, sizeof a, e->ndim, e->shape), j->path,
                             tc_fmt_shape(b, sizeof b, tc_ndim(t), tc_shape(t)));
-    int64_t nbytes = tc_numel(t) * (int64_t)tc_dtype_size(dt);
-    if (e->end < e->begin || e->end > data_len || e->end - e->begin != nbytes)
-        return tc_error_set(TC_ERR_IO,
-                            "%s: %s's data_offsets [%lld,%lld] in %s do not hold "
-                            "%lld bytes within the %lld data bytes",
-                            j->api, name, (long long)e->begin, (long long)e->end, j->path,
-                            (long long)nbytes, (long long)data_len);
-    *out = e;
+    *out = e; /* its offsets hold its bytes within the data: check_layout */
     return TC_OK;
 }
 
@@ -528,7 +520,7 @@ static tc_status read_data(FILE *f, st_parser *j, const char *const *names, tc_t
     }
     st_entry **found = tc_calloc((size_t)n + 1, sizeof *found);
     if (!found) return TC_ERR_MEMORY;
-    for (int i = 0; s == TC_OK && i < n; i++) s = check_entry(j, names[i], ts[i], len, &found[i]);
+    for (int i = 0; s == TC_OK && i < n; i++) s = check_entry(j, names[i], ts[i], &found[i]);
     for (int i = 0; s == TC_OK && i < n; i++) {
         size_t nbytes = (size_t)(found[i]->end - found[i]->begin);
         if (!(bufs[i] = tc_malloc(nbytes ? nbytes : 1))) s = TC_ERR_MEMORY;
