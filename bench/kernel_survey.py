@@ -28,15 +28,11 @@ import subprocess
 import sys
 import tempfile
 
+from scale import parse_flags  # the runtime's compiler flags, read from cpu_cc.c
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PY = sys.executable
-
-
-def flags():
-    src = open(os.path.join(REPO, "src", "runtime", "cpu_cc.c")).read()
-    decl = re.search(r"cc_flags\[\]\s*=\s*{([^}]*)}", src)
-    return re.findall(r'"(-[^"]*)"', decl.group(1))
 
 
 def child_cpu():
@@ -47,8 +43,8 @@ def child_cpu():
 def compile_alone(src, out):
     """CPU seconds of one compile of src at the runtime's flags"""
     t0 = child_cpu()
-    rc = subprocess.run([os.environ.get("TC_CC", "cc")] + flags() + ["-x", "c", src, "-o", out,
-                        "-lm"], capture_output=True).returncode
+    cmd = [os.environ.get("TC_CC", "cc")] + parse_flags() + ["-x", "c", src, "-o", out, "-lm"]
+    rc = subprocess.run(cmd, capture_output=True).returncode
     return child_cpu() - t0 if rc == 0 else None
 
 
