@@ -12,6 +12,17 @@
  * prelude function (its state would be shared), #define, #undef, #pragma
  * and _Pragma (they would reach the later kernels), and any preprocessor
  * line but #include and #if groups. Such a source is compiled alone.
+ *
+ * Include guards are the one #define allowed: the renderers put every
+ * prelude helper in "#ifndef TC_X\n#define TC_X\n ... #endif" so that
+ * kernels can share it. A guard is a bare "#define TC_X" on the line right
+ * after "#ifndef TC_X", its name starts with TC_, and no code of a batched
+ * source names a TC_ identifier, so a guard left defined for the later
+ * kernels of a batch can only switch off an #ifndef TC_X group. A batch
+ * holds each distinct item once; two items with one guard and different
+ * text would have the second silently dropped, so the batch puts an
+ * "#ifdef TC_X / #error" check before each guarded item: such a batch fails
+ * to compile and its kernels are built one a run.
  * Cost: one pass over the source; a batch compares each item with the
  * distinct items kept so far (hash first, then the text).
  */
@@ -60,6 +71,8 @@ typedef struct {
     size_t body;    /* where the kernel starts */
     bool ok;        /* nothing forbids a batch so far */
     cut *c;         /* where items go */
+    const char *guard; /* the name of the #ifndef on the line before, else NULL */
+    size_t guard_len;  /* its length */
 } lexer;
 
 static bool is_ident_start(char ch) {
@@ -74,8 +87,28 @@ static bool word_is(const char *w, size_t n, const char *lit) {
     return strlen(lit) == n && memcmp(w, lit, n) == 0;
 }
 
+/* a name that only include guards may have */
+static bool is_guard_name(const char *w, size_t n) {
+    return n > 3 && memcmp(w, "TC_", 3) == 0;
+}
+
+/* the identifier at s + *i (blanks skipped first); its length, 0 if none */
+static size_t next_word(const char *s, size_t *i) {
+    while (s[*i] == ' ' || s[*i] == '\t') (*i)++;
+    size_t n = 0;
+    while (is_ident_char(s[*i + n])) n++;
+    return n;
+}
+
+/* whether s + i holds nothing but blanks up to the line's end */
+static bool is_rest_blank(const char *s, size_t i) {
+    while (s[i] == ' ' || s[i] == '\t' || s[i] == '\r') i++;
+    return s[i] == '\n' || s[i] == '\0';
+}
+
 /* code was read: the item and (at depth 0) a declaration are open */
 static void mark_code(lexer *L) {
+    L->guard = NULL; /* a guard's #define must follow its #ifndef */
     if (!L->has_code) L->item = L->line;
     L->has_code = true;
     if (L->braces == 0) L->d.is_open = true;
@@ -109,15 +142,24 @@ static void directive(lexer *L) {
     if (!L->has_code) L->item = L->line;
     L->has_code = true;
     size_t i = L->i + 1;
-    while (s[i] == ' ' || s[i] == '\t') i++;
-    size_t w = i;
-    while (is_ident_char(s[i])) i++;
-    const char *name = s + w;
-    size_t n = i - w;
+    size_t n = next_word(s, &i);
+    const char *name = s + i;
+    i += n;
+    const char *guard = L->guard;
+    size_t guard_len = L->guard_len;
+    L->guard = NULL;
+    if (word_is(name, n, "ifndef")) {
+        size_t w = next_word(s, &i);
+        if (is_guard_name(s + i, w) && is_rest_blank(s, i + w)) L->guard = s + i, L->guard_len = w;
+        i += w;
+    }
     if (word_is(name, n, "if") || word_is(name, n, "ifdef") || word_is(name, n, "ifndef")) L->pp++;
     else if (word_is(name, n, "endif")) L->ok &= L->pp-- > 0;
     else if (word_is(name, n, "else") || word_is(name, n, "elif")) L->ok &= L->pp > 0;
-    else if (!word_is(name, n, "include")) L->ok = false; /* define, undef, pragma, line, ... */
+    else if (word_is(name, n, "define") && guard) { /* the guard of the #ifndef just read */
+        size_t w = next_word(s, &i);
+        L->ok &= w == guard_len && memcmp(s + i, guard, w) == 0 && is_rest_blank(s, i + w);
+    } else if (!word_is(name, n, "include")) L->ok = false; /* define, undef, pragma, line, ... */
     for (; s[i] && s[i] != '\n'; i++) {
         if (s[i] == '\\' && s[i + 1] == '\n') i++;
         else if (s[i] == '/' && s[i + 1] == '*') L->ok = false; /* a comment inside: not ours */
@@ -142,7 +184,8 @@ static void ident(lexer *L) {
         L->in_body = true;
         L->body = L->item;
     }
-    if (word_is(w, n, "_Pragma") || (word_is(w, n, "static") && L->braces > 0 && !L->in_body))
+    if (word_is(w, n, "_Pragma") || (word_is(w, n, "static") && L->braces > 0 && !L->in_body) ||
+        is_guard_name(w, n)) /* code that names a TC_ identifier could see a guard */
         L->ok = false;
 }
 
@@ -263,6 +306,15 @@ static bool item_seen(kept **ks, int *n, int *cap, const char *text, size_t len,
     return false;
 }
 
+/* the length of the guard name of an item that starts "#ifndef TC_X\n"
+ * (the name at t + 8), else 0 */
+static size_t guard_of(const char *t, size_t len) {
+    if (len < 9 || memcmp(t, "#ifndef ", 8) != 0) return 0;
+    size_t n = 0;
+    while (8 + n < len && is_ident_char(t[8 + n])) n++;
+    return is_guard_name(t + 8, n) && 8 + n < len && t[8 + n] == '\n' ? n : 0;
+}
+
 char *tc_cpu_batch_text(const tc_cpu_kernel *ks, const int *members, int n) {
     tc_strbuf b = {0};
     kept *items = NULL;
@@ -277,8 +329,13 @@ char *tc_cpu_batch_text(const tc_cpu_kernel *ks, const int *members, int n) {
         for (int i = 0; i < c->n_items && !oom; i++) {
             const char *t = k->src + c->items[i].start;
             size_t len = c->items[i].end - c->items[i].start;
-            if (!item_seen(&items, &n_kept, &cap, t, len, &oom))
+            if (!item_seen(&items, &n_kept, &cap, t, len, &oom)) {
+                size_t g = guard_of(t, len);
+                if (g)
+                    tc_sb_printf(&b, "#ifdef %.*s\n#error \"two guarded items named %.*s differ\"\n#endif\n",
+                                 (int)g, t + 8, (int)g, t + 8);
                 tc_sb_printf(&b, "%.*s", (int)len, t);
+            }
         }
         tc_sb_printf(&b, "#define %s %s__%s\n%s\n#undef %s\n", k->fn_name, k->fn_name, k->key,
                      k->src + c->body, k->fn_name);

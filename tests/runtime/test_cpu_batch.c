@@ -16,7 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/engine.h"
 #include "runtime/cpu.h"
+#include "tensor/tensor.h"
 
 static char root[256]; /* the mkdtemp directory: TC_CACHEDIR */
 
@@ -140,6 +142,13 @@ static void test_can_join(void **state) {
         {"static const float t[2] = {1, 2};\n", false},
         {"static inline int f(void) { static int n; return n++; }\n", false},
         {"#define N 4\n", false},                        /* reaches later kernels */
+        {"#ifndef TC_G\n#define TC_G\nint f(int x);\n#endif\n", true}, /* an include guard */
+        {"#ifndef TC_G\n#define TC_G 1\n#endif\n", false},   /* a guard has no value */
+        {"#ifndef TC_G\n#define TC_H\n#endif\n", false},     /* nor another name */
+        {"#ifndef G\n#define G\n#endif\n", false},           /* guards are TC_ names */
+        {"#ifndef TC_G\nint f(int x);\n#define TC_G\n#endif\n", false}, /* right after */
+        {"#define TC_G\n", false},                             /* not after its #ifndef */
+        {"static inline int f(void) { return TC_G; }\n", false}, /* code naming a TC_ name */
         {"#pragma GCC optimize(\"O3\")\n", false},
         {"_Pragma(\"GCC optimize(3)\") int f(void);\n", false},
         {"struct s { int a; };\n", false},
@@ -188,6 +197,80 @@ static void test_batch_text(void **state) {
     assert_non_null(sym);
     assert_int_equal(strlen(sym), 1 + 2 + 32);
     tc_free(sym);
+}
+
+/* two items with one guard and different text: the batch fails to compile
+ * (its #error), so prebuild builds them one a run and each keeps its own */
+static void test_guard_conflict(void **state) {
+    (void)state;
+    tc_dev *d = cpu();
+    setenv("TC_CC_JOBS", "1", 1);
+    const char *fmt = "#ifndef TC_TEST_G\n#define TC_TEST_G\n"
+                      "static inline float g(void) { return %d.0f; }\n#endif\n"
+                      "void %s(float *out) { out[0] = g(); }\n";
+    char a[300], b[300], keys[2][33];
+    snprintf(a, sizeof a, fmt, 1, "ga");
+    snprintf(b, sizeof b, fmt, 2, "gb");
+    assert_true(tc_cpu_batch_can_join(a, "ga") && tc_cpu_batch_can_join(b, "gb"));
+    assert_int_equal(tc_cpu_cc_key(a, keys[0]), TC_OK);
+    assert_int_equal(tc_cpu_cc_key(b, keys[1]), TC_OK);
+    tc_cpu_kernel ks[2] = {{keys[0], a, "ga"}, {keys[1], b, "gb"}};
+    char *text = tc_cpu_batch_text(ks, (int[]){0, 1}, 2);
+    assert_non_null(text);
+    assert_int_equal(count_in(text, "#error"), 2); /* a check before each guarded item */
+    tc_free(text);
+    const char *p2[2] = {a, b}, *n2[2] = {"ga", "gb"};
+    int64_t runs = tc_cpu_compile_count();
+    assert_int_equal(d->prebuild(d, p2, n2, 2), TC_OK);
+    setenv("TC_CC_JOBS", "2", 1);
+    assert_int_equal(tc_cpu_compile_count(), runs + 3); /* the batch, then each alone */
+    float out = 0;
+    void *args[1] = {&out};
+    tc_program *pa = d->compile(d, a, "ga"), *pb = d->compile(d, b, "gb");
+    assert_non_null(pa);
+    assert_non_null(pb);
+    assert_int_equal(d->launch(d, pa, args, 1, NULL), TC_OK);
+    assert_true(out == 1.0f);
+    assert_int_equal(d->launch(d, pb, args, 1, NULL), TC_OK);
+    assert_true(out == 2.0f);
+    assert_int_equal(tc_cpu_compile_count(), runs + 3);
+}
+
+/* the renderer's own sources join (their preludes are include guards): a
+ * schedule of many different kernels, vectorized and with transcendentals,
+ * is built from an empty cache in one compiler run per job, and its results
+ * match the reference evaluator */
+static void test_rendered_kernels_batch(void **state) {
+    (void)state;
+    tc_tensor *x = tc_test_randn(2, (int64_t[]){64, 32}, 7, 0.1f, 2.0f);
+    assert_non_null(x);
+    assert_int_equal(tc_realize(&x, 1), TC_OK);
+    tc_tensor *outs[6] = {
+        tc_exp(x), tc_sum(tc_log(tc_add(tc_mul(x, x), x)), 1, (int[]){1}, false),
+        tc_sin(x), tc_max(tc_sqrt(x), 1, (int[]){0}, false),
+        tc_matmul(x, tc_transpose(x, 0, 1)), tc_relu(tc_neg(x)),
+    };
+    void *want[6];
+    for (int i = 0; i < 6; i++) {
+        assert_non_null(outs[i]);
+        want[i] = malloc((size_t)tc_numel(outs[i]) * sizeof(float));
+        assert_int_equal(tc_ref_eval(tc_tensor_node(outs[i]), want[i]), TC_OK);
+    }
+    int64_t runs = tc_cpu_compile_count(), built = tc_cpu_build_count();
+    tc_counters c0, c1;
+    tc_get_counters(&c0);
+    assert_int_equal(tc_realize(outs, 6), TC_OK);
+    tc_get_counters(&c1);
+    assert_true(c1.kernel_count - c0.kernel_count >= 3);
+    assert_int_equal(tc_cpu_build_count() - built, c1.kernel_count - c0.kernel_count); /* all new */
+    assert_int_equal(tc_cpu_compile_count() - runs, 2); /* TC_CC_JOBS=2, nothing alone */
+    for (int i = 0; i < 6; i++) {
+        float *got = tc_test_read(outs[i]);
+        assert_true(tc_allclose_f32(got, want[i], tc_numel(outs[i]), 1e-5, 1e-5, "batched"));
+        free(got), free(want[i]);
+        tc_release(outs[i]);
+    }
+    tc_release(x);
 }
 
 /* ---- prebuild ------------------------------------------------------------------- */
@@ -405,6 +488,8 @@ int main(void) {
     /* clang-format off: one test a line */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_can_join),
+        cmocka_unit_test_teardown(test_guard_conflict, fresh_cache),
+        cmocka_unit_test_teardown(test_rendered_kernels_batch, fresh_cache),
         cmocka_unit_test(test_batch_text),
         cmocka_unit_test_setup_teardown(test_prebuild_batches, NULL, fresh_cache),
         cmocka_unit_test_setup_teardown(test_batch_failure, NULL, fresh_cache),
