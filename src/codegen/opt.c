@@ -636,8 +636,18 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
 }
 
-static void add_plan(const tc_sched_item *it, tc_kopt *out, int *n, int max, const tc_kopt *p) {
-    if (*n >= max || !plan_valid(it, p)) return;
+/* whether plan p keeps the cost rule for costs c as bound_plan would leave
+ * it: its body copies within BODY_BUDGET, its stores looped where their
+ * unrolled copies would pass EPI_BUDGET */
+static bool plan_bounded(const tc_sched_item *it, const tc_kopt *p, const kcost *c) {
+    if (p->n > 0 && body_copies(p) * c->body > BODY_BUDGET) return false;
+    int64_t kept = kept_copies(it, p), epi = c->epi + (p->kblock ? COST_LOAD + 1 : 0);
+    return p->epi_loop || kept <= 1 || kept * epi <= EPI_BUDGET;
+}
+
+static void add_plan(const tc_sched_item *it, const kcost *c, tc_kopt *out, int *n, int max,
+                     const tc_kopt *p) {
+    if (*n >= max || !plan_valid(it, p) || !plan_bounded(it, p, c)) return;
     for (int i = 0; i < *n; i++)
         if (!memcmp(&out[i], p, sizeof *p)) return;
     out[(*n)++] = *p;
@@ -646,33 +656,36 @@ static void add_plan(const tc_sched_item *it, tc_kopt *out, int *n, int max, con
 int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out, int max) {
     static const int64_t amounts[] = {2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 64};
     int n = 0;
+    kcost c, set; /* a search tries only plans the cost rule allows */
+    memset(&c, 0, sizeof c);
+    cost_walk(&c, &set, it->ast, false);
     for (int i = 0; i < base->n; i++) { /* another amount for an entry, or none */
         for (size_t m = 0; m < sizeof amounts / sizeof amounts[0]; m++) {
             tc_kopt p = *base;
             p.amt[i] = amounts[m];
-            add_plan(it, out, &n, max, &p);
+            add_plan(it, &c, out, &n, max, &p);
         }
         tc_kopt p = *base;
         memmove(&p.axis[i], &p.axis[i + 1], sizeof(int) * (size_t)(p.n - i - 1));
         memmove(&p.amt[i], &p.amt[i + 1], sizeof(int64_t) * (size_t)(p.n - i - 1));
         p.n--;
-        add_plan(it, out, &n, max, &p);
+        add_plan(it, &c, out, &n, max, &p);
     }
     if (base->n > 0) { /* a split with vectors of other widths, or scalars */
         for (int lanes = 0; lanes <= 16; lanes = lanes ? lanes * 2 : 4) {
             tc_kopt p = *base;
             p.lanes = lanes;
-            add_plan(it, out, &n, max, &p);
+            add_plan(it, &c, out, &n, max, &p);
         }
     }
     tc_kopt e = *base; /* the stores once per copy, or in loops over them */
     e.epi_loop = !e.epi_loop;
-    add_plan(it, out, &n, max, &e);
+    add_plan(it, &c, out, &n, max, &e);
     int k = tc_opt_kblock_axis(it);
     for (int64_t b = 0; k >= 0 && b <= it->full_shape[k] / 2; b = b ? b * 2 : 16) { /* other blocks */
         tc_kopt p = *base;
         p.kblock = b;
-        add_plan(it, out, &n, max, &p);
+        add_plan(it, &c, out, &n, max, &p);
     }
     if (base->n < 3) { /* one more axis: kept ones before a split */
         for (int a = 0; a < it->ndim; a++) {
@@ -687,7 +700,7 @@ int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out,
                 p.axis[at] = a;
                 p.amt[at] = amounts[m];
                 p.n++;
-                add_plan(it, out, &n, max, &p);
+                add_plan(it, &c, out, &n, max, &p);
             }
         }
     }

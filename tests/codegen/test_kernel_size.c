@@ -285,6 +285,60 @@ static void test_epi_loop_plan(void **state) {
     release_all(&k);
 }
 
+/* the rendered source of item it under plan p: its lines, its inlined
+ * transcendental calls */
+static void plan_size(const tc_sched_item *it, const tc_kopt *p, int *lines, int *calls) {
+    tc_dev *d = tc_device_get(0);
+    tc_kernel_uops *k = tc_codegen_plan(it, &d->target, p);
+    assert_non_null(k);
+    char *src = tc_render(d->dialect, k);
+    assert_non_null(src);
+    *lines = count(src, "\n"), *calls = transcendental_calls(src, k->name);
+    free(src);
+    tc_kernel_uops_free(k);
+}
+
+/* TC_BEAM's candidates keep the cost rule too: every plan one or two
+ * neighbour steps (tc_opt_neighbors) from the heuristic plan of the heavy
+ * reduce body above stays small (before the rule, 1,302 candidates, the
+ * largest 2,598 lines; now 38, 52 lines). The search's own bound on a
+ * candidate's source (beam.c) is tested in test_opt.c. */
+enum { MAX_NB = 256 };
+static void test_beam_candidates(void **state) {
+    (void)state;
+    keep k = {0};
+    tc_tensor *x = K(&k, tc_test_randn(3, (int64_t[]){64, 1, 256}, 9, -1, 1));
+    tc_tensor *w = K(&k, tc_test_randn(3, (int64_t[]){1, 64, 256}, 10, -1, 1));
+    tc_tensor *p = K(&k, tc_mul(x, w));
+    tc_tensor *e = K(&k, tc_add(K(&k, tc_exp(K(&k, tc_sin(p)))), K(&k, tc_exp(K(&k, tc_cos(p))))));
+    tc_tensor *y = K(&k, tc_sum(K(&k, tc_log(e)), 1, (int[]){2}, false));
+    static tc_kopt nb[MAX_NB], nb2[MAX_NB];
+    tc_node *node = tc_node_base(tc_tensor_node(y));
+    tc_schedule *s = tc_schedule_create(&node, 1);
+    assert_non_null(s);
+    assert_int_equal(s->n_items, 1);
+    const tc_sched_item *it = &s->items[0];
+    tc_kopt plan;
+    tc_opt_choose(it, &tc_device_get(0)->target, &plan);
+    int n = tc_opt_neighbors(it, &plan, nb, MAX_NB), most = 0, tried = 0, calls = 0;
+    assert_true(n > 4);
+    for (int j = 0; j < n; j++) {
+        int n2 = tc_opt_neighbors(it, &nb[j], nb2, MAX_NB);
+        for (int m = -1; m < n2; m++) {
+            int lines, c;
+            plan_size(it, m < 0 ? &nb[j] : &nb2[m], &lines, &c);
+            tried++;
+            most = lines > most ? lines : most, calls = c > calls ? c : calls;
+        }
+    }
+    printf("heavy body: %d candidates, the largest %d lines, at most %d inlined calls\n", tried,
+           most, calls);
+    assert_true(most <= 200);
+    assert_true(calls <= 16);
+    tc_schedule_free(s);
+    release_all(&k);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_step),
@@ -292,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_heavy_reduce_body),
         cmocka_unit_test(test_shared_math),
         cmocka_unit_test(test_epi_loop_plan),
+        cmocka_unit_test(test_beam_candidates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
