@@ -10,6 +10,13 @@
  * the hash of the heuristic plan's source and the device's description,
  * and later processes load it without searching. Kernels with little work
  * are not searched (the heuristic plan is used).
+ *
+ * What a search compiles stays bounded: tc_opt_neighbors offers only plans
+ * that keep opt.c's cost rule, and a candidate whose C source passes
+ * MAX_SRC_LINES lines is not compiled (a plain matmul's 20x24 scalar tile
+ * is 2,531 lines; 1,346 lines took gcc 0.5 s, as long as the heuristic's
+ * largest kernels together). The heuristic's own kernels stay far below it
+ * (the MNIST and GPT-2 steps' largest are about 420 lines).
  */
 #include "engine.h"
 
@@ -22,6 +29,7 @@
 #define MIN_WORK 1000000      /* loop iterations worth a search */
 #define MAX_BEAM 8            /* widest beam */
 #define MAX_NEIGHBORS 256     /* plans per round */
+#define MAX_SRC_LINES 1024    /* lines of C of a candidate worth compiling */
 
 typedef struct {
     tc_kopt plan;
@@ -34,14 +42,27 @@ typedef struct {
     void **ptrs;   /* scratch buffers, one per slot */
     double t_end;  /* the budget ends */
     int timed;     /* candidates timed */
+    int skipped;   /* candidates not compiled: their source passed MAX_SRC_LINES */
 } search;
 
-/* best of three runs of it with plan on the scratch buffers; < 0: failed */
+/* whether src has more than max lines */
+static bool too_long(const char *src, int max) {
+    for (int n = 0; (src = strchr(src, '\n')); src++)
+        if (++n > max) return true;
+    return false;
+}
+
+/* best of three runs of it with plan on the scratch buffers; < 0: failed
+ * or not compiled (too long) */
 static double time_plan(search *s, const tc_kopt *plan) {
     tc_lowered l;
-    tc_program *prog = tc_lcache_lower(s->dev, s->it, plan, &l) == TC_OK
-                           ? s->dev->compile(s->dev, l.src, l.name)
-                           : NULL;
+    bool lowered = tc_lcache_lower(s->dev, s->it, plan, &l) == TC_OK;
+    if (lowered && too_long(l.src, MAX_SRC_LINES)) {
+        tc_free(l.src);
+        s->skipped++;
+        return -1;
+    }
+    tc_program *prog = lowered ? s->dev->compile(s->dev, l.src, l.name) : NULL;
     tc_free(l.src);
     if (!prog) return -1;
     double best = -1;
@@ -169,7 +190,8 @@ tc_status tc_beam_plan(tc_dev *dev, const tc_sched_item *it, tc_kopt *plan) {
     char text[128];
     if (tc_opt_format(&best, text, sizeof text) >= 0) {
         if (tc_flag_get(TC_FLAG_DEBUG) >= 2)
-            fprintf(stderr, "  beam %-28s plan [%s] (%d tried)\n", it->name, text, s.timed);
+            fprintf(stderr, "  beam %-28s plan [%s] (%d tried, %d too long)\n", it->name, text, s.timed,
+                    s.skipped);
         if (tc_cache_store(key, ".beam", text, strlen(text)) != TC_OK) tc_error_clear();
     }
     return TC_OK;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const tc_target avx512 = {.simd_floats = 16, .simd_regs = 32};
 static const tc_target avx2 = {.simd_floats = 8, .simd_regs = 16};
@@ -545,14 +546,39 @@ static void test_plan_epi_loop(void **state) {
     tc_release(sm), tc_release(ln), tc_release(x);
 }
 
+/* the most lines of C one compiler run of the beam's search was given,
+ * from the log of the recording TC_CC that test_beam installs */
+static int most_lines_compiled(const char *log, int *runs) {
+    FILE *f = fopen(log, "r");
+    int most = 0, n;
+    *runs = 0;
+    while (f && fscanf(f, "%d", &n) == 1) most = n > most ? n : most, (*runs)++;
+    if (f) fclose(f);
+    return most;
+}
+
 /* TC_BEAM=2 searches plans by timing, keeps the winner on disk, and the
- * searched kernel still gives the reference's numbers */
+ * searched kernel still gives the reference's numbers. The search compiles
+ * no candidate over beam.c's MAX_SRC_LINES (1,024): a TC_CC that logs each
+ * source's lines watches it (before the bound, candidates of this matmul
+ * reached 2,531 lines) */
 static void test_beam(void **state) {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -f %s/*.beam", tc_cachedir());
+    char cmd[1024], dir[] = "/tmp/tc_test_beam_XXXXXX", script[128], log[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(script, sizeof script, "%s/cc.sh", dir);
+    snprintf(log, sizeof log, "%s/lines", dir);
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\nfor a in \"$@\"; do case $a in *.c) wc -l < \"$a\" >> %s ;; esac; done\n"
+               "exec cc \"$@\"\n", log);
+    fclose(f);
+    assert_int_equal(chmod(script, 0755), 0);
+    snprintf(cmd, sizeof cmd, "rm -f %s/*.beam %s/*.so %s/*.ref", tc_cachedir(), tc_cachedir(),
+             tc_cachedir());
     assert_int_equal(system(cmd), 0);
     assert_int_equal(tc_set_flag("TC_BEAM", 2), TC_OK);
+    setenv("TC_CC", script, 1);
     for (int run = 0; run < 2; run++) { /* a search, then the cached plan */
         tc_tensor *c = matmul(64, 256, 128);
         tc_check_schedule(c, 1, 1e-5, 1e-4, run ? "matmul, cached beam plan" : "matmul, beam search");
@@ -560,6 +586,13 @@ static void test_beam(void **state) {
         snprintf(cmd, sizeof cmd, "ls %s/*.beam > /dev/null 2>&1", tc_cachedir());
         assert_int_equal(system(cmd), 0);
     }
+    unsetenv("TC_CC");
+    int runs, most = most_lines_compiled(log, &runs);
+    printf("beam search of a 64x256x128 matmul: %d compiles, the largest %d lines\n", runs, most);
+    assert_true(runs >= 8); /* it searched */
+    assert_true(most <= 1024);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
     int64_t sh[2] = {16, 65536};
     tc_tensor *x = tc_rand(2, sh, TC_FLOAT32, NULL);
     int ax = 1;
