@@ -204,16 +204,23 @@ static void test_wide_epilogue(void **state) {
     release_all(&k);
 }
 
+/* sum(log(exp(sin(x*w)) + exp(cos(x*w)))) over 256: five transcendentals
+ * per element of a reduce body */
+static tc_tensor *heavy_body(keep *kp) {
+    tc_tensor *x = K(kp, tc_test_randn(3, (int64_t[]){64, 1, 256}, 9, -1, 1));
+    tc_tensor *w = K(kp, tc_test_randn(3, (int64_t[]){1, 64, 256}, 10, -1, 1));
+    tc_tensor *p = K(kp, tc_mul(x, w));
+    tc_tensor *e = K(kp, tc_add(K(kp, tc_exp(K(kp, tc_sin(p)))), K(kp, tc_exp(K(kp, tc_cos(p))))));
+    tc_tensor *y = K(kp, tc_sum(K(kp, tc_log(e)), 1, (int[]){2}, false));
+    return y;
+}
+
 /* a reduce whose body holds five transcendentals per element: the copies of
  * the plan's split keep to BODY_BUDGET (16 polynomials) */
 static void test_heavy_reduce_body(void **state) {
     (void)state;
     keep k = {0};
-    tc_tensor *x = K(&k, tc_test_randn(3, (int64_t[]){64, 1, 256}, 9, -1, 1));
-    tc_tensor *w = K(&k, tc_test_randn(3, (int64_t[]){1, 64, 256}, 10, -1, 1));
-    tc_tensor *p = K(&k, tc_mul(x, w));
-    tc_tensor *e = K(&k, tc_add(K(&k, tc_exp(K(&k, tc_sin(p)))), K(&k, tc_exp(K(&k, tc_cos(p))))));
-    tc_tensor *y = K(&k, tc_sum(K(&k, tc_log(e)), 1, (int[]){2}, false));
+    tc_tensor *y = heavy_body(&k);
     sizes z = kernel_sizes(&y, 1);
     fprintf(stderr, "heavy reduce body: %s: %d lines, %d transcendental calls\n", z.name, z.lines,
             z.calls);
@@ -307,11 +314,7 @@ enum { MAX_NB = 256 };
 static void test_beam_candidates(void **state) {
     (void)state;
     keep k = {0};
-    tc_tensor *x = K(&k, tc_test_randn(3, (int64_t[]){64, 1, 256}, 9, -1, 1));
-    tc_tensor *w = K(&k, tc_test_randn(3, (int64_t[]){1, 64, 256}, 10, -1, 1));
-    tc_tensor *p = K(&k, tc_mul(x, w));
-    tc_tensor *e = K(&k, tc_add(K(&k, tc_exp(K(&k, tc_sin(p)))), K(&k, tc_exp(K(&k, tc_cos(p))))));
-    tc_tensor *y = K(&k, tc_sum(K(&k, tc_log(e)), 1, (int[]){2}, false));
+    tc_tensor *y = heavy_body(&k);
     static tc_kopt nb[MAX_NB], nb2[MAX_NB];
     tc_node *node = tc_node_base(tc_tensor_node(y));
     tc_schedule *s = tc_schedule_create(&node, 1);
