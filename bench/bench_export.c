@@ -15,13 +15,10 @@
 
 #include <tinyc.h>
 
+#include "../examples/convnet.h"
+
 enum { MAX_OUTS = 64 };
 
-typedef struct {
-    tc_layer *L[7];     /* beautiful_mnist's convnet, as in examples/mnist.c */
-    tc_optimizer *opt;  /* Adam */
-    tc_tensor *bufs[4]; /* BatchNorm running statistics (borrowed) */
-} convnet;
 
 static double now(void) {
     struct timespec ts;
@@ -35,38 +32,11 @@ static int fail(const char *what) {
 }
 
 static int build(convnet *m) {
-    tc_manual_seed(1);
-    m->L[0] = tc_nn_conv2d(1, 32, 5, 1, 0, true, NULL);
-    m->L[1] = tc_nn_conv2d(32, 32, 5, 1, 0, true, NULL);
-    m->L[2] = tc_nn_batchnorm2d(32, 1e-5, 0.1, NULL);
-    m->L[3] = tc_nn_conv2d(32, 64, 3, 1, 0, true, NULL);
-    m->L[4] = tc_nn_conv2d(64, 64, 3, 1, 0, true, NULL);
-    m->L[5] = tc_nn_batchnorm2d(64, 1e-5, 0.1, NULL);
-    m->L[6] = tc_nn_linear(576, 10, true, NULL);
-    for (int i = 0; i < 7; i++)
-        if (!m->L[i]) return fail("creating the layers");
-    tc_tensor *ps[16];
-    int n = tc_nn_parameters(m->L, 7, ps, 16);
-    tc_nn_buffers(m->L, 7, m->bufs, 4);
-    m->opt = tc_adam(ps, n, 1e-3, 0.9, 0.999, 1e-8);
-    return m->opt ? 0 : fail("tc_adam");
-}
-
-static bool then(tc_tensor **h, tc_tensor *next) {
-    tc_release(*h);
-    *h = next;
-    return next != NULL;
+    return convnet_init(m, 1, NULL, 1e-3) ? 0 : fail("building the convnet");
 }
 
 static tc_tensor *forward(convnet *m, tc_tensor *x) {
-    tc_tensor *h = tc_cast(x, TC_FLOAT32);
-    bool ok = h != NULL;
-    for (int i = 0; ok && i < 6; i++)
-        ok = then(&h, tc_layer_forward(m->L[i], h)) &&
-             then(&h, i == 2 || i == 5 ? tc_max_pool2d(h, 2, 2) : tc_relu(h));
-    ok = ok && then(&h, tc_reshape(h, 2, (int64_t[]){tc_shape(x)[0], 576})) &&
-         then(&h, tc_layer_forward(m->L[6], h));
-    return ok ? h : NULL;
+    return convnet_forward(m->L, x);
 }
 
 /* the step, lazily: outs[0] the loss, then the updates and running
@@ -178,8 +148,7 @@ static int run(const char *dir, int batch, int steps) {
         printf("library_jit_step %d %.2f\nlibrary_jit_infer 1 %.3f\n", batch, step_ms, infer_ms);
     tc_jit_free(js), tc_jit_free(ji);
     tc_release(x), tc_release(y), tc_release(x1);
-    tc_optimizer_free(m.opt);
-    for (int i = 0; i < 7; i++) tc_layer_free(m.L[i]);
+    convnet_free(&m);
     return rc;
 }
 

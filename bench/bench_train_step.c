@@ -35,6 +35,8 @@
 
 #include <tinyc.h>
 
+#include "../examples/convnet.h"
+
 typedef struct {
     bool is_conv;
     tc_layer *layers[7];
@@ -63,14 +65,8 @@ static int build(model *m, bool is_conv) {
     tc_manual_seed(1);
     tc_layer **L = m->layers;
     if (is_conv) {
-        L[0] = tc_nn_conv2d(1, 32, 5, 1, 0, true, device);
-        L[1] = tc_nn_conv2d(32, 32, 5, 1, 0, true, device);
-        L[2] = tc_nn_batchnorm2d(32, 1e-5, 0.1, device);
-        L[3] = tc_nn_conv2d(32, 64, 3, 1, 0, true, device);
-        L[4] = tc_nn_conv2d(64, 64, 3, 1, 0, true, device);
-        L[5] = tc_nn_batchnorm2d(64, 1e-5, 0.1, device);
-        L[6] = tc_nn_linear(576, 10, true, device);
-        m->n_layers = 7;
+        if (!convnet_layers(L, device)) return fail("creating the layers");
+        m->n_layers = CONVNET_LAYERS;
     } else {
         L[0] = tc_nn_linear(784, 128, true, device);
         L[1] = tc_nn_linear(128, 10, true, device);
@@ -90,30 +86,13 @@ static void free_model(model *m) {
     for (int i = 0; i < m->n_layers; i++) tc_layer_free(m->layers[i]);
 }
 
-static bool then(tc_tensor **h, tc_tensor *next) {
-    tc_release(*h);
-    *h = next;
-    return next != NULL;
-}
-
 static tc_tensor *forward(model *m, tc_tensor *x) {
     tc_layer **L = m->layers;
-    int64_t n = tc_shape(x)[0];
+    if (m->is_conv) return convnet_forward(L, x);
     tc_tensor *h = tc_cast(x, TC_FLOAT32);
-    bool ok = h != NULL;
-    if (m->is_conv)
-        ok = ok && then(&h, tc_layer_forward(L[0], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[1], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[2], h)) && then(&h, tc_max_pool2d(h, 2, 2)) &&
-             then(&h, tc_layer_forward(L[3], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[4], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[5], h)) && then(&h, tc_max_pool2d(h, 2, 2)) &&
-             then(&h, tc_reshape(h, 2, (int64_t[]){n, 576})) && then(&h, tc_layer_forward(L[6], h));
-    else
-        ok = ok && then(&h, tc_reshape(h, 2, (int64_t[]){n, 784})) &&
-             then(&h, tc_layer_forward(L[0], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[1], h));
-    if (!ok) tc_release(h);
+    bool ok = h && convnet_then(&h, tc_reshape(h, 2, (int64_t[]){tc_shape(x)[0], 784})) &&
+              convnet_then(&h, tc_layer_forward(L[0], h)) && convnet_then(&h, tc_relu(h)) &&
+              convnet_then(&h, tc_layer_forward(L[1], h));
     return ok ? h : NULL;
 }
 

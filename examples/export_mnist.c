@@ -28,6 +28,8 @@
 
 #include <tinyc.h>
 
+#include "convnet.h"
+
 enum { PIXELS = 28 * 28, MAX_OUTS = 64 };
 
 typedef struct {
@@ -37,11 +39,6 @@ typedef struct {
     double lr;
 } options;
 
-typedef struct {
-    tc_layer *L[7];     /* conv conv bn conv conv bn linear (examples/mnist.c) */
-    tc_optimizer *opt;  /* Adam over the parameters */
-    tc_tensor *bufs[4]; /* BatchNorm running statistics (borrowed) */
-} convnet;
 
 static int fail(const char *what) {
     fprintf(stderr, "export_mnist: %s failed: %s\n", what, tc_last_error());
@@ -65,48 +62,15 @@ static int put(const options *o, const char *name, const void *data, size_t n) {
     return ok ? 0 : 1;
 }
 
+/* the convnet (examples/convnet.h), its weights from --weights if given */
 static int build(convnet *m, const options *o) {
-    memset(m, 0, sizeof *m);
-    tc_manual_seed(o->seed);
-    m->L[0] = tc_nn_conv2d(1, 32, 5, 1, 0, true, NULL);
-    m->L[1] = tc_nn_conv2d(32, 32, 5, 1, 0, true, NULL);
-    m->L[2] = tc_nn_batchnorm2d(32, 1e-5, 0.1, NULL);
-    m->L[3] = tc_nn_conv2d(32, 64, 3, 1, 0, true, NULL);
-    m->L[4] = tc_nn_conv2d(64, 64, 3, 1, 0, true, NULL);
-    m->L[5] = tc_nn_batchnorm2d(64, 1e-5, 0.1, NULL);
-    m->L[6] = tc_nn_linear(576, 10, true, NULL);
-    for (int i = 0; i < 7; i++)
-        if (!m->L[i]) return fail("creating the layers");
-    if (o->weights && tc_nn_load(o->weights, m->L, 7) != TC_OK) return fail("tc_nn_load");
-    tc_tensor *ps[16];
-    int n = tc_nn_parameters(m->L, 7, ps, 16);
-    tc_nn_buffers(m->L, 7, m->bufs, 4);
-    m->opt = tc_adam(ps, n, o->lr, 0.9, 0.999, 1e-8);
-    return m->opt ? 0 : fail("tc_adam");
+    if (!convnet_init(m, o->seed, NULL, o->lr)) return fail("building the convnet");
+    if (o->weights && tc_nn_load(o->weights, m->L, CONVNET_LAYERS) != TC_OK) return fail("tc_nn_load");
+    return 0;
 }
 
-static void free_net(convnet *m) {
-    tc_optimizer_free(m->opt);
-    for (int i = 0; i < 7; i++) tc_layer_free(m->L[i]);
-}
-
-/* replaces *h by next; false when next is NULL */
-static bool then(tc_tensor **h, tc_tensor *next) {
-    tc_release(*h);
-    *h = next;
-    return next != NULL;
-}
-
-/* logits (n,10) of x (n,1,28,28) uint8, as examples/mnist.c computes them */
 static tc_tensor *forward(convnet *m, tc_tensor *x) {
-    tc_tensor *h = tc_cast(x, TC_FLOAT32);
-    bool ok = h != NULL;
-    for (int i = 0; ok && i < 6; i++)
-        ok = then(&h, tc_layer_forward(m->L[i], h)) &&
-             then(&h, i == 2 || i == 5 ? tc_max_pool2d(h, 2, 2) : tc_relu(h));
-    ok = ok && then(&h, tc_reshape(h, 2, (int64_t[]){tc_shape(x)[0], 576})) &&
-         then(&h, tc_layer_forward(m->L[6], h));
-    return ok ? h : NULL;
+    return convnet_forward(m->L, x);
 }
 
 /* the test set's images and labels as host arrays (malloc'ed) */
@@ -253,7 +217,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = export_infer(&m, &o, tx, ty, n_test);
     if (rc == 0) rc = export_train(&m, &o, x, y, n_train);
     if (rc == 0) printf("wrote %s/mnist_infer.c, %s/mnist_train.c and their data\n", o.out, o.out);
-    free_net(&m);
+    convnet_free(&m);
     free(tx), free(ty), free(x), free(y);
     tc_shutdown();
     return rc;

@@ -28,6 +28,8 @@
 
 #include <tinyc.h>
 
+#include "convnet.h"
+
 enum { MAX_LAYERS = 7, PIXELS = 28 * 28 };
 
 typedef struct {
@@ -146,14 +148,8 @@ static int build_model(model *m, const options *o) {
     tc_layer **L = m->layers;
     const char *dev = o->device;
     if (m->is_conv) {
-        L[0] = tc_nn_conv2d(1, 32, 5, 1, 0, true, dev);
-        L[1] = tc_nn_conv2d(32, 32, 5, 1, 0, true, dev);
-        L[2] = tc_nn_batchnorm2d(32, 1e-5, 0.1, dev);
-        L[3] = tc_nn_conv2d(32, 64, 3, 1, 0, true, dev);
-        L[4] = tc_nn_conv2d(64, 64, 3, 1, 0, true, dev);
-        L[5] = tc_nn_batchnorm2d(64, 1e-5, 0.1, dev);
-        L[6] = tc_nn_linear(576, 10, true, dev);
-        m->n_layers = 7;
+        if (!convnet_layers(L, dev)) return fail("creating the layers");
+        m->n_layers = CONVNET_LAYERS;
     } else {
         L[0] = tc_nn_linear(PIXELS, 128, true, dev);
         L[1] = tc_nn_linear(128, 10, true, dev);
@@ -168,33 +164,14 @@ static int build_model(model *m, const options *o) {
     return 0;
 }
 
-/* replaces *h by next (releasing the old one); false when next is NULL */
-static bool then(tc_tensor **h, tc_tensor *next) {
-    tc_release(*h);
-    *h = next;
-    return next != NULL;
-}
-
 /* logits (n,10) of x (n,1,28,28) uint8; NULL with the error set */
 static tc_tensor *forward(model *m, tc_tensor *x) {
     tc_layer **L = m->layers;
+    if (m->is_conv) return convnet_forward(L, x);
     tc_tensor *h = tc_cast(x, TC_FLOAT32);
-    int64_t n = tc_shape(x)[0];
-    bool ok = h != NULL;
-    if (m->is_conv) {
-        ok = ok && then(&h, tc_layer_forward(L[0], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[1], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[2], h)) && then(&h, tc_max_pool2d(h, 2, 2)) &&
-             then(&h, tc_layer_forward(L[3], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[4], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[5], h)) && then(&h, tc_max_pool2d(h, 2, 2)) &&
-             then(&h, tc_reshape(h, 2, (int64_t[]){n, 576})) && then(&h, tc_layer_forward(L[6], h));
-    } else {
-        ok = ok && then(&h, tc_reshape(h, 2, (int64_t[]){n, PIXELS})) &&
-             then(&h, tc_layer_forward(L[0], h)) && then(&h, tc_relu(h)) &&
-             then(&h, tc_layer_forward(L[1], h));
-    }
-    if (!ok) tc_release(h);
+    bool ok = h && convnet_then(&h, tc_reshape(h, 2, (int64_t[]){tc_shape(x)[0], PIXELS})) &&
+              convnet_then(&h, tc_layer_forward(L[0], h)) && convnet_then(&h, tc_relu(h)) &&
+              convnet_then(&h, tc_layer_forward(L[1], h));
     return ok ? h : NULL;
 }
 

@@ -18,6 +18,7 @@
  */
 #include "../diff/diff_gen.h"
 #include "../diff/diff_case.h"
+#include "../../examples/convnet.h"
 
 #include <ctype.h>
 #include <sys/stat.h>
@@ -461,52 +462,16 @@ static void add_diff_case(suite *s, family fam, int i) {
 
 /* ---- the MNIST convnet (examples/mnist.c, tinygrad's beautiful_mnist) ---------- */
 
-typedef struct {
-    tc_layer *L[7];     /* conv conv bn conv conv bn linear */
-    tc_optimizer *opt;  /* Adam over the parameters */
-    tc_tensor *bufs[4]; /* BatchNorm running statistics (borrowed) */
-} convnet;
-
-static void convnet_init(convnet *m) {
-    tc_manual_seed(42);
-    m->L[0] = tc_nn_conv2d(1, 32, 5, 1, 0, true, NULL);
-    m->L[1] = tc_nn_conv2d(32, 32, 5, 1, 0, true, NULL);
-    m->L[2] = tc_nn_batchnorm2d(32, 1e-5, 0.1, NULL);
-    m->L[3] = tc_nn_conv2d(32, 64, 3, 1, 0, true, NULL);
-    m->L[4] = tc_nn_conv2d(64, 64, 3, 1, 0, true, NULL);
-    m->L[5] = tc_nn_batchnorm2d(64, 1e-5, 0.1, NULL);
-    m->L[6] = tc_nn_linear(576, 10, true, NULL);
-    for (int i = 0; i < 7; i++) assert_non_null(m->L[i]);
-    tc_tensor *ps[16];
-    int np = tc_nn_parameters(m->L, 7, ps, 16);
-    assert_int_equal(tc_nn_buffers(m->L, 7, m->bufs, 4), 4);
-    m->opt = tc_adam(ps, np, 0.001, 0.9, 0.999, 1e-8);
-    assert_non_null(m->opt);
-}
-
-static void convnet_free(convnet *m) {
-    tc_optimizer_free(m->opt);
-    for (int i = 0; i < 7; i++) tc_layer_free(m->L[i]);
-}
-
-static void then(tc_tensor **h, tc_tensor *next) {
-    if (!next) fail_msg("convnet: %s", tc_last_error());
-    tc_release(*h);
-    *h = next;
+/* the convnet of examples/convnet.h, seed 42, Adam lr 1e-3 */
+static void mnist_init(convnet *m) {
+    if (!convnet_init(m, 42, NULL, 0.001)) fail_msg("convnet: %s", tc_last_error());
+    for (int k = 0; k < CONVNET_BUFFERS; k++) assert_non_null(m->bufs[k]);
 }
 
 /* logits (B,10) of x (B,1,28,28) uint8 */
-static tc_tensor *convnet_forward(convnet *m, tc_tensor *x) {
-    tc_layer **L = m->L;
-    tc_tensor *h = tc_cast(x, TC_FLOAT32);
-    assert_non_null(h);
-    for (int i = 0; i < 6; i++) {
-        then(&h, tc_layer_forward(L[i], h));
-        if (i != 2 && i != 5) then(&h, tc_relu(h));
-        else then(&h, tc_max_pool2d(h, 2, 2));
-    }
-    then(&h, tc_reshape(h, 2, (int64_t[]){tc_shape(x)[0], 576}));
-    then(&h, tc_layer_forward(L[6], h));
+static tc_tensor *mnist_forward(convnet *m, tc_tensor *x) {
+    tc_tensor *h = convnet_forward(m->L, x);
+    if (!h) fail_msg("convnet: %s", tc_last_error());
     return h;
 }
 
@@ -530,7 +495,7 @@ static void add_mnist_forward(suite *s, convnet *m) {
     for (int st = 0; st < 2; st++) {
         tc_tensor *x, *y;
         mnist_batch(st, &x, &y);
-        tc_tensor *logits = convnet_forward(m, x);
+        tc_tensor *logits = mnist_forward(m, x);
         if (!c) c = add_case(s, "mnist_fwd", &logits, 1, &x, 1, 2);
         c->rtol[0] = 1e-4, c->atol[0] = 1e-3;
         record_inputs(c, st, &x);
@@ -571,7 +536,7 @@ static void add_mnist_train(suite *s, convnet *m) {
         tc_tensor *x, *y, *outs[MAX_IO];
         mnist_batch(10 + st, &x, &y);
         assert_int_equal(tc_optimizer_zero_grad(m->opt), TC_OK);
-        tc_tensor *logits = convnet_forward(m, x), *loss = tc_cross_entropy(logits, y);
+        tc_tensor *logits = mnist_forward(m, x), *loss = tc_cross_entropy(logits, y);
         assert_non_null(loss);
         assert_int_equal(tc_backward(loss), TC_OK);
         outs[0] = loss;
@@ -682,7 +647,7 @@ static void test_mnist(void **state) {
     memset(&s, 0, sizeof s);
     make_dir(s.dir, sizeof s.dir);
     convnet m;
-    convnet_init(&m);
+    mnist_init(&m);
     add_mnist_forward(&s, &m);
     add_mnist_train(&s, &m);
     convnet_free(&m);
