@@ -15,6 +15,11 @@
  * work-items in work-groups of local (global counts work-groups).
  * Built only with TC_HAVE_OPENCL; otherwise every entry says why not.
  * Callers hold the API lock.
+ * Every OpenCL object this file creates (context, queue, buffer, program,
+ * kernel) is counted while it lives (tc_opencl_live_objects), so tests can
+ * check that tc_shutdown releases all of ours: the leak checker cannot, as
+ * pocl keeps its compiler's state for the life of the process and the
+ * sanitizer run suppresses what is allocated inside pocl (tools/lsan.supp).
  */
 #include "runtime/runtime.h"
 
@@ -32,7 +37,12 @@
  * unfolded) say nothing to a user; errors still come with the log */
 #define BUILD_OPTIONS "-w"
 
-static int64_t build_count; /* programs built from source in this process */
+static int64_t build_count;  /* programs built from source in this process */
+static int64_t live_objects; /* OpenCL objects created here and not yet released */
+
+int64_t tc_opencl_live_objects(void) {
+    return live_objects;
+}
 
 struct tc_program {
     char key[33];       /* hash of device, driver and source */
@@ -146,6 +156,7 @@ static void *ocl_alloc(tc_dev *d, size_t nbytes) {
     ocl_ctx *c = d->ctx;
     cl_int err = CL_SUCCESS;
     cl_mem m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, nbytes ? nbytes : 16, NULL, &err);
+    live_objects += m != NULL;
     if (!m || err != CL_SUCCESS) {
         tc_status code = err == CL_INVALID_BUFFER_SIZE || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
                                  err == CL_OUT_OF_RESOURCES || err == CL_OUT_OF_HOST_MEMORY
@@ -160,7 +171,7 @@ static void *ocl_alloc(tc_dev *d, size_t nbytes) {
 
 static void ocl_free(tc_dev *d, void *ptr) {
     (void)d;
-    if (ptr) clReleaseMemObject((cl_mem)ptr);
+    if (ptr) clReleaseMemObject((cl_mem)ptr), live_objects--;
 }
 
 static tc_status ocl_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
@@ -188,8 +199,8 @@ static tc_status ocl_copyout(tc_dev *d, void *dst, const void *src, size_t offse
 /* ---- programs ----------------------------------------------------------------- */
 
 static void program_free(tc_program *p) {
-    if (p->kernel) clReleaseKernel(p->kernel);
-    if (p->program) clReleaseProgram(p->program);
+    if (p->kernel) clReleaseKernel(p->kernel), live_objects--;
+    if (p->program) clReleaseProgram(p->program), live_objects--;
     tc_free(p->fn_name);
     tc_free(p);
 }
@@ -204,9 +215,10 @@ static cl_program load_binary(const ocl_ctx *c, const char *key) {
     cl_program p = clCreateProgramWithBinary(c->context, 1, &c->device, &n, &b, &status, &err);
     tc_free(bin);
     if (!p) return NULL;
+    live_objects++;
     if (err != CL_SUCCESS || status != CL_SUCCESS ||
         clBuildProgram(p, 1, &c->device, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS) {
-        clReleaseProgram(p);
+        clReleaseProgram(p), live_objects--;
         return NULL;
     }
     return p;
@@ -229,10 +241,12 @@ static cl_program build_source(const tc_dev *d, const char *src, const char *fn_
     cl_int err = CL_SUCCESS;
     size_t len = strlen(src);
     cl_program p = clCreateProgramWithSource(c->context, 1, &src, &len, &err);
+    live_objects += p != NULL;
     if (!p || err != CL_SUCCESS) {
         tc_error_set(TC_ERR_COMPILE,
                      "%s compile of '%s': clCreateProgramWithSource failed: %s (%d)", d->name,
                      fn_name, cl_name(err), (int)err);
+        if (p) clReleaseProgram(p), live_objects--;
         return NULL;
     }
     build_count++;
@@ -252,7 +266,7 @@ static cl_program build_source(const tc_dev *d, const char *src, const char *fn_
     }
     tc_error_set(TC_ERR_COMPILE, "%s compile of '%s' failed (clBuildProgram: %s, %d):\n%s", d->name,
                  fn_name, cl_name(err), (int)err, log[0] ? log : "(no build log)");
-    clReleaseProgram(p);
+    clReleaseProgram(p), live_objects--;
     return NULL;
 }
 
@@ -273,6 +287,7 @@ static tc_program *program_new(const tc_dev *d, const char *key, const char *src
     }
     cl_int err = CL_SUCCESS;
     if (p->program) p->kernel = clCreateKernel(p->program, fn_name, &err);
+    live_objects += p->kernel != NULL;
     if (p->program && (!p->kernel || err != CL_SUCCESS))
         tc_error_set(TC_ERR_COMPILE, "%s compile: clCreateKernel('%s') failed: %s (%d)", d->name,
                      fn_name, cl_name(err), (int)err);
@@ -354,8 +369,8 @@ static void ocl_close(tc_dev *d) {
     if (c->queue) clFinish(c->queue);
     for (int i = 0; i < c->programs.n; i++) program_free(c->programs.items[i]);
     tc_ptrvec_free(&c->programs);
-    if (c->queue) clReleaseCommandQueue(c->queue);
-    if (c->context) clReleaseContext(c->context);
+    if (c->queue) clReleaseCommandQueue(c->queue), live_objects--;
+    if (c->context) clReleaseContext(c->context), live_objects--;
     tc_free(c);
     tc_free(d);
 }
@@ -373,10 +388,12 @@ static bool open_device(ocl_ctx *c, int index) {
     c->device = devs[index];
     cl_int err = CL_SUCCESS;
     c->context = clCreateContext(NULL, 1, &c->device, NULL, NULL, &err);
+    live_objects += c->context != NULL;
     const char *call = "clCreateContext";
     if (c->context && err == CL_SUCCESS) {
         call = "clCreateCommandQueue";
         c->queue = clCreateCommandQueue(c->context, c->device, 0, &err);
+        live_objects += c->queue != NULL;
     }
     if (!c->context || !c->queue || err != CL_SUCCESS) {
         tc_error_set(TC_ERR_DEVICE, "OpenCL device %d: %s failed: %s (%d)", index, call,
@@ -397,7 +414,8 @@ tc_dev *tc_opencl_device_create(int id, int index) {
     }
     d->ctx = c;
     if (!open_device(c, index)) {
-        if (c->context) clReleaseContext(c->context);
+        if (c->queue) clReleaseCommandQueue(c->queue), live_objects--;
+        if (c->context) clReleaseContext(c->context), live_objects--;
         tc_free(c);
         tc_free(d);
         return NULL;
@@ -432,6 +450,10 @@ tc_dev *tc_opencl_device_create(int id, int index) {
 }
 
 int64_t tc_opencl_build_count(void) {
+    return 0;
+}
+
+int64_t tc_opencl_live_objects(void) {
     return 0;
 }
 

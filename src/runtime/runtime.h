@@ -128,6 +128,9 @@ void tc_cache_put(const char *key, const char *ext, const void *data, size_t n);
 int tc_opencl_count(char *why, size_t why_size);
 tc_dev *tc_opencl_device_create(int id, int index); /* NULL + TC_ERR_DEVICE */
 int64_t tc_opencl_build_count(void); /* programs built from source in this process */
+/* OpenCL objects (contexts, queues, buffers, programs, kernels) the device
+ * created and has not released: 0 after tc_runtime_shutdown */
+int64_t tc_opencl_live_objects(void);
 
 /* ---- CUDA devices (cuda.c) ------------------------------------------------
  * libcuda (driver API) and libnvrtc are loaded with dlopen at run time, so

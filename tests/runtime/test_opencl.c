@@ -260,6 +260,30 @@ static void test_tensors(void **state) {
     tc_shutdown();
 }
 
+/* every OpenCL object the device made is released: a failed build or a
+ * missing kernel leaves none behind, tc_shutdown releases the rest (the
+ * count is ours: the leak checker suppresses allocations inside pocl) */
+static void test_releases_everything(void **state) {
+    (void)state;
+    tc_dev *d = ocl();
+    int64_t open = tc_opencl_live_objects();
+    assert_true(open >= 2); /* a context and its queue */
+    const char *bad = "__kernel void broken(__global float *o) { o[0] = undeclared_thing; }\n";
+    assert_null(d->compile(d, bad, "broken"));
+    assert_null(d->compile(d, twice_src, "thrice"));
+    assert_int_equal(tc_opencl_live_objects(), open);
+    assert_non_null(d->compile(d, twice_src, "twice"));
+    assert_int_equal(tc_opencl_live_objects(), open + 2); /* a program and its kernel */
+    float x[4] = {1, 2, 3, 4};
+    tc_tensor *a = tc_from_data(x, TC_FLOAT32, 1, (int64_t[]){4}, "OPENCL");
+    tc_tensor *e = tc_exp(a);
+    assert_int_equal(tc_realize(&e, 1), TC_OK);
+    assert_true(tc_opencl_live_objects() > open + 2);
+    tc_release(a), tc_release(e);
+    tc_shutdown();
+    assert_int_equal(tc_opencl_live_objects(), 0);
+}
+
 /* ---- no platform at all ------------------------------------------------------------- */
 
 /* what the child checks (run with OCL_ICD_VENDORS pointing at an empty directory) */
@@ -308,6 +332,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_binary_cache),
         cmocka_unit_test(test_compile_errors),
         cmocka_unit_test(test_tensors),
+        cmocka_unit_test(test_releases_everything),
         cmocka_unit_test(test_no_platform),
     };
     /* clang-format on */
