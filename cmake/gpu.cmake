@@ -49,6 +49,12 @@ if(TC_BUILD_TESTS)
       SKIP_REGULAR_EXPRESSION "CUDA compile checks skipped"
       ENVIRONMENT "TC_CUDA_CHECK=1;TC_CACHEDIR=${CMAKE_BINARY_DIR}/kcache/${t}_cuda;${TC_TEST_ENV}")
   endforeach()
+  # the one on-device suite the sanitizer run of tools/test.sh includes
+  # (with codegen_test_gpu and codegen_test_gpuvec): the others take
+  # half an hour there
+  if(TEST schedule_test_fusion_opencl)
+    set_property(TEST schedule_test_fusion_opencl APPEND PROPERTY LABELS gpu-asan)
+  endif()
 endif()
 
 # Every test may open an OpenCL device (the api tests try one): pocl's kernel

@@ -70,10 +70,16 @@ if ((${#failed[@]} == 0)); then
             /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests || true
     fi
     export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1
-    # the GPU-target suites (OpenCL on pocl, NVRTC compile checks) and the
+    export LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp" # pocl's process-lifetime state
+    # most GPU-target suites (OpenCL on pocl, NVRTC compile checks) and the
     # extra differential runs (TC_NOOPT, TC_BEAM: label slow) run in the
-    # Release build only: under the sanitizers they take half an hour cold
+    # Release build only: under the sanitizers they take half an hour cold;
+    # the on-device suites labelled gpu-asan run under them too
     CTEST_EXTRA="-LE gpu|slow" one_build asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=ON
+    if [ -f build-asan/libtinyc.so ]; then
+        step "asan: ctest, OpenCL suites (label gpu-asan)" ctest --test-dir build-asan \
+            --output-on-failure --no-tests=error -j"$JOBS" -L gpu-asan || true
+    fi
 fi
 
 echo
