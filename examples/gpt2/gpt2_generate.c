@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     const gpt2_model *m; /* the weights (borrowed) */
@@ -195,6 +196,12 @@ int32_t gpt2_sample(const float *logits, int64_t V, const gpt2_sampling *s, uint
 
 /* ---- the loop ------------------------------------------------------------------ */
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 typedef struct {
     const gpt2_model *m; /* the weights */
     const char *dev;     /* their device */
@@ -261,9 +268,11 @@ static int run(gen *g, int n_prompt, const gpt2_sampling *s, int32_t *out, float
     uint64_t rng = s->seed;
     int rc = 0;
     for (int64_t p = s->use_cache ? 0 : n_prompt - 1; p < g->S - 1 && rc == 0; p++) {
+        double t0 = now();
         rc = s->use_cache ? step_cached(g, p, row) : step_full(g, p, row);
         if (rc || p < n_prompt - 1) continue; /* a prompt position: only its K and V matter */
         int64_t i = p + 1 - n_prompt;
+        if (s->seconds) s->seconds[i] = now() - t0;
         int32_t next = gpt2_sample(row, V, s, &rng);
         if (next < 0) rc = -1;
         g->seq[p + 1] = out[i] = next;

@@ -90,6 +90,7 @@ typedef struct {
     bool use_cache;     /* true: one position a step against a KV cache (a tc_jit replays
                            the step after its second call); false: the whole sequence again
                            each step, as gpt2_forward computes it (the reference) */
+    double *seconds;    /* optional output: max_new_tokens wall times, each new token's step */
 } gpt2_sampling;
 
 /* appends s->max_new_tokens tokens to prompt[0..n_prompt-1] (n_prompt >= 1,
