@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "gpt2/gpt2_model.h"
 
@@ -67,19 +66,6 @@ typedef struct {
     tc_optimizer *decay;   /* AdamW over the matrices (weight decay 0.1) */
     tc_optimizer *nodecay; /* AdamW over biases and LayerNorm weights (none) */
 } trainer;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 
 static int fail(const char *what, const char *why) {
     fprintf(stderr, "gpt2: %s failed: %s\n", what, why);
@@ -277,19 +263,19 @@ static int train(trainer *t, const corpus *c, const options *o) {
     int64_t *offs = malloc(sizeof *offs * (size_t)B);
     if ((o->use_jit && !jit) || !offs) rc = fail("setting up training", tc_last_error());
     uint64_t rng = o->seed;
-    double t_all = now(), tokens = 0, busy = 0;
+    double t_all = gpt2_now(), tokens = 0, busy = 0;
     for (int step = 1; step <= o->steps && rc == 0; step++) {
         for (int b = 0; b < B; b++)
-            offs[b] = (int64_t)(splitmix64(&rng) % (uint64_t)(c->n_train - T - 1));
+            offs[b] = (int64_t)(gpt2_splitmix64(&rng) % (uint64_t)(c->n_train - T - 1));
         tc_tensor *x = NULL, *y = NULL, *out[2] = {NULL, NULL};
         if ((rc = make_batch(c->train, offs, B, T, o->device, &x, &y))) break;
-        double t0 = now();
+        double t0 = gpt2_now();
         tc_tensor *in[2] = {x, y};
         tc_status s = jit ? tc_jit_run(jit, in, 2, out, 2) : train_step(t, in, 2, out, 2);
         float lv = 0, norm = 0;
         if (s == TC_OK) s = tc_to_host(out[0], &lv, sizeof lv);
         if (s == TC_OK) s = tc_to_host(out[1], &norm, sizeof norm);
-        double dt = now() - t0;
+        double dt = gpt2_now() - t0;
         if (s != TC_OK) rc = fail("the training step", tc_last_error());
         if (step > 2) tokens += (double)B * T, busy += dt; /* 1 and 2 compile and capture */
         if (rc == 0)
@@ -304,7 +290,7 @@ static int train(trainer *t, const corpus *c, const options *o) {
     }
     if (rc == 0 && busy > 0)
         printf("trained %d steps in %.1f s; %.0f tok/s after the first two steps\n", o->steps,
-               now() - t_all, tokens / busy);
+               gpt2_now() - t_all, tokens / busy);
     free(offs);
     tc_jit_free(jit);
     return rc;
@@ -317,11 +303,11 @@ static int sample(trainer *t, const options *o) {
     int32_t *ids = malloc(sizeof *ids * (size_t)(n_prompt + n_new + 1));
     if (!ids) return fail("sampling", "out of memory");
     for (int i = 0; i < n_prompt; i++) ids[i] = (unsigned char)o->prompt[i];
-    double *secs = malloc(sizeof *secs * (size_t)(n_new + 1)), t0 = now(), busy = 0;
+    double *secs = malloc(sizeof *secs * (size_t)(n_new + 1)), t0 = gpt2_now(), busy = 0;
     gpt2_sampling how = o->sampling;
     how.seconds = secs;
     int rc = secs ? gpt2_generate(&t->m, ids, n_prompt, &how, ids + n_prompt, NULL) : -1;
-    double dt = now() - t0;
+    double dt = gpt2_now() - t0;
     for (int i = 0; rc == 0 && i < n_new; i++) busy += secs[i];
     free(secs);
     if (rc) {

@@ -96,17 +96,9 @@ static bool write_row(tc_tensor *cache, tc_tensor *is_row, tc_tensor *fresh) {
 static tc_tensor *decode_block(kv_cache *kv, int l, tc_tensor *x, tc_tensor *is_row,
                                tc_tensor *upto) {
     const gpt2_model *m = kv->m;
-    tc_tensor *a =
-        gpt2_ln(x, gpt2_block_tensor(m, l, GPT2_LN1_W), gpt2_block_tensor(m, l, GPT2_LN1_B));
-    tc_tensor *qkv = a ? gpt2_conv1d(a, gpt2_block_tensor(m, l, GPT2_ATTN_W),
-                                     gpt2_block_tensor(m, l, GPT2_ATTN_B))
-                       : NULL;
-    tc_release(a);
-    tc_tensor *q = qkv ? gpt2_heads(&m->cfg, qkv, 0) : NULL;
-    tc_tensor *k = q ? gpt2_heads(&m->cfg, qkv, 1) : NULL;
-    tc_tensor *v = k ? gpt2_heads(&m->cfg, qkv, 2) : NULL;
-    tc_release(qkv);
-    bool ok = v && write_row(kv->k[l], is_row, k) && write_row(kv->v[l], is_row, v);
+    tc_tensor *q = NULL, *k = NULL, *v = NULL;
+    bool ok = gpt2_qkv(m, l, x, &q, &k, &v) == 0 && write_row(kv->k[l], is_row, k) &&
+              write_row(kv->v[l], is_row, v);
     /* the caches now read as written: q against rows 0..p of K and V */
     tc_tensor *y = ok ? tc_scaled_dot_product_attention(q, kv->k[l], kv->v[l], upto, false) : NULL;
     tc_release(q), tc_release(k), tc_release(v);
@@ -155,7 +147,13 @@ static tc_status decode_step(void *user, tc_tensor *const *in, int n_in, tc_tens
 
 /* ---- sampling ------------------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *x) {
+double gpt2_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint64_t gpt2_splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
@@ -184,7 +182,7 @@ int32_t gpt2_sample(const float *logits, int64_t V, const gpt2_sampling *s, uint
     double sum = 0, top = logits[best];
     for (int64_t i = 0; i < V; i++)
         if (logits[i] >= cut) sum += exp((logits[i] - top) / s->temperature);
-    double u = (double)(splitmix64(rng) >> 11) * 0x1.0p-53 * sum;
+    double u = (double)(gpt2_splitmix64(rng) >> 11) * 0x1.0p-53 * sum;
     int64_t last = best;
     for (int64_t i = 0; i < V; i++) {
         if (logits[i] < cut) continue;
@@ -195,12 +193,6 @@ int32_t gpt2_sample(const float *logits, int64_t V, const gpt2_sampling *s, uint
 }
 
 /* ---- the loop ------------------------------------------------------------------ */
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct {
     const gpt2_model *m; /* the weights */
@@ -268,11 +260,11 @@ static int run(gen *g, int n_prompt, const gpt2_sampling *s, int32_t *out, float
     uint64_t rng = s->seed;
     int rc = 0;
     for (int64_t p = s->use_cache ? 0 : n_prompt - 1; p < g->S - 1 && rc == 0; p++) {
-        double t0 = now();
+        double t0 = gpt2_now();
         rc = s->use_cache ? step_cached(g, p, row) : step_full(g, p, row);
         if (rc || p < n_prompt - 1) continue; /* a prompt position: only its K and V matter */
         int64_t i = p + 1 - n_prompt;
-        if (s->seconds) s->seconds[i] = now() - t0;
+        if (s->seconds) s->seconds[i] = gpt2_now() - t0;
         int32_t next = gpt2_sample(row, V, s, &rng);
         if (next < 0) rc = -1;
         g->seq[p + 1] = out[i] = next;

@@ -200,35 +200,48 @@ tc_tensor *gpt2_merge_heads(tc_tensor *y) {
     return reshaped(c, 3, (int64_t[]){B, T, C});
 }
 
-/* x + c_proj(gelu(c_fc(ln_2(x)))); x released */
-tc_tensor *gpt2_mlp(const gpt2_model *m, int l, tc_tensor *x) {
-    tc_tensor *a =
-        x ? gpt2_ln(x, gpt2_block_tensor(m, l, GPT2_LN2_W), gpt2_block_tensor(m, l, GPT2_LN2_B))
-          : NULL;
+/* block l's ln(x) @ W + b, with the LayerNorm tensors at ln, ln + 1 and the
+ * projection's at w, w + 1; x borrowed */
+static tc_tensor *ln_proj(const gpt2_model *m, int l, tc_tensor *x, int ln, int w) {
+    tc_tensor *a = gpt2_ln(x, gpt2_block_tensor(m, l, ln), gpt2_block_tensor(m, l, ln + 1));
     tc_tensor *h =
-        a ? gpt2_conv1d(a, gpt2_block_tensor(m, l, GPT2_FC_W), gpt2_block_tensor(m, l, GPT2_FC_B))
-          : NULL;
+        a ? gpt2_conv1d(a, gpt2_block_tensor(m, l, w), gpt2_block_tensor(m, l, w + 1)) : NULL;
     tc_release(a);
-    tc_tensor *g = h ? tc_gelu(h, true) : NULL;
-    tc_release(h);
-    tc_tensor *o = g ? gpt2_conv1d(g, gpt2_block_tensor(m, l, GPT2_MPROJ_W),
-                                   gpt2_block_tensor(m, l, GPT2_MPROJ_B))
-                     : NULL;
-    tc_release(g);
+    return h;
+}
+
+/* x + in @ W + b with block l's projection at w, w + 1; x and in released */
+static tc_tensor *add_proj(const gpt2_model *m, int l, tc_tensor *x, tc_tensor *in, int w) {
+    tc_tensor *o =
+        in ? gpt2_conv1d(in, gpt2_block_tensor(m, l, w), gpt2_block_tensor(m, l, w + 1)) : NULL;
+    tc_release(in);
     tc_tensor *r = bin(tc_add, x, o);
     tc_release(o);
     return r;
 }
 
+int gpt2_qkv(const gpt2_model *m, int l, tc_tensor *x, tc_tensor **q, tc_tensor **k,
+             tc_tensor **v) {
+    tc_tensor *qkv = ln_proj(m, l, x, GPT2_LN1_W, GPT2_ATTN_W); /* (B, T, 3C) */
+    *q = qkv ? gpt2_heads(&m->cfg, qkv, 0) : NULL;
+    *k = *q ? gpt2_heads(&m->cfg, qkv, 1) : NULL;
+    *v = *k ? gpt2_heads(&m->cfg, qkv, 2) : NULL;
+    tc_release(qkv);
+    if (*v) return 0;
+    tc_release(*q), tc_release(*k);
+    *q = *k = NULL;
+    return -1;
+}
+
+tc_tensor *gpt2_mlp(const gpt2_model *m, int l, tc_tensor *x) {
+    tc_tensor *h = x ? ln_proj(m, l, x, GPT2_LN2_W, GPT2_FC_W) : NULL;
+    tc_tensor *g = h ? tc_gelu(h, true) : NULL;
+    tc_release(h);
+    return add_proj(m, l, x, g, GPT2_MPROJ_W);
+}
+
 tc_tensor *gpt2_attn_out(const gpt2_model *m, int l, tc_tensor *x, tc_tensor *y) {
-    tc_tensor *merged = gpt2_merge_heads(y);
-    tc_tensor *o = merged ? gpt2_conv1d(merged, gpt2_block_tensor(m, l, GPT2_APROJ_W),
-                                        gpt2_block_tensor(m, l, GPT2_APROJ_B))
-                          : NULL;
-    tc_release(merged);
-    tc_tensor *r = bin(tc_add, x, o);
-    tc_release(o);
-    return r;
+    return add_proj(m, l, x, gpt2_merge_heads(y), GPT2_APROJ_W);
 }
 
 tc_tensor *gpt2_head(const gpt2_model *m, tc_tensor *x) {
@@ -242,18 +255,10 @@ tc_tensor *gpt2_head(const gpt2_model *m, tc_tensor *x) {
 
 /* block l over the whole sequence x (B, T, C), causal attention; x released */
 static tc_tensor *block(const gpt2_model *m, int l, tc_tensor *x) {
-    tc_tensor *a =
-        x ? gpt2_ln(x, gpt2_block_tensor(m, l, GPT2_LN1_W), gpt2_block_tensor(m, l, GPT2_LN1_B))
-          : NULL;
-    tc_tensor *qkv = a ? gpt2_conv1d(a, gpt2_block_tensor(m, l, GPT2_ATTN_W),
-                                     gpt2_block_tensor(m, l, GPT2_ATTN_B))
+    tc_tensor *q = NULL, *k = NULL, *v = NULL;
+    tc_tensor *y = x && gpt2_qkv(m, l, x, &q, &k, &v) == 0
+                       ? tc_scaled_dot_product_attention(q, k, v, NULL, true)
                        : NULL;
-    tc_release(a);
-    tc_tensor *q = qkv ? gpt2_heads(&m->cfg, qkv, 0) : NULL;
-    tc_tensor *k = q ? gpt2_heads(&m->cfg, qkv, 1) : NULL;
-    tc_tensor *v = k ? gpt2_heads(&m->cfg, qkv, 2) : NULL;
-    tc_release(qkv);
-    tc_tensor *y = v ? tc_scaled_dot_product_attention(q, k, v, NULL, true) : NULL;
     tc_release(q), tc_release(k), tc_release(v);
     if (!y) {
         tc_release(x);

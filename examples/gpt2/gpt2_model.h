@@ -102,6 +102,9 @@ int gpt2_generate(const gpt2_model *m, const int32_t *prompt, int n_prompt, cons
 /* the next token from logits[0..vocab-1] by s's rule; *rng advances */
 int32_t gpt2_sample(const float *logits, int64_t vocab, const gpt2_sampling *s, uint64_t *rng);
 
+uint64_t gpt2_splitmix64(uint64_t *state); /* the sampler's (and the example's) stream */
+double gpt2_now(void);                     /* a monotonic clock, seconds */
+
 /* internal to the two files: records a failure of api (with libtinyc's last
  * error when lib_error is true); returns -1 */
 int gpt2_fail(const char *api, bool lib_error, const char *fmt, ...)
@@ -114,6 +117,9 @@ tc_tensor *gpt2_conv1d(tc_tensor *x, tc_tensor *w, tc_tensor *b); /* x @ w + b, 
 /* part 0 (q), 1 (k), 2 (v) of qkv (B, T, 3C) as (B, H, T, hd) */
 tc_tensor *gpt2_heads(const gpt2_config *c, tc_tensor *qkv, int part);
 tc_tensor *gpt2_merge_heads(tc_tensor *y); /* (B, H, T, hd) -> (B, T, C); releases y */
+/* q, k, v (B, H, T, hd) of block l's attention for its input x (B, T, C):
+ * ln_1, c_attn, split into heads; -1 (all three NULL) on failure */
+int gpt2_qkv(const gpt2_model *m, int l, tc_tensor *x, tc_tensor **q, tc_tensor **k, tc_tensor **v);
 /* x + c_proj(gelu(c_fc(ln_2(x)))) of block l; releases x */
 tc_tensor *gpt2_mlp(const gpt2_model *m, int l, tc_tensor *x);
 /* x + c_proj(y) of block l for the attention's output y (B, H, T, hd);

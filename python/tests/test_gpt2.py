@@ -33,17 +33,19 @@ TINY = dict(n_layer=2, n_head=2, n_embd=32, n_ctx=24, vocab=61)
 FORTUNES = "/usr/share/games/fortunes"
 
 
-def roughened(seed=7):
-    """a tiny model whose matrices are redrawn from N(0, 1/sqrt(rows)): GPT-2's
-    small init makes a random model repeat one token, these make greedy
-    choices vary"""
-    m = gpt2.GPT2(**TINY, seed=seed)
+def roughen(m, seed):
+    """m with its matrices redrawn from N(0, 1/sqrt(rows)): GPT-2's small init
+    makes a random model repeat one token, these make greedy choices vary"""
     rng = np.random.default_rng(seed)
     for t in m.parameters():
         if t.ndim == 2:
             t.assign(Tensor(rng.standard_normal(t.shape).astype(np.float32)
                             / np.sqrt(t.shape[0]))).realize()
     return m
+
+
+def roughened(seed=7):
+    return roughen(gpt2.GPT2(**TINY, seed=seed), seed)
 
 
 def state(m):
@@ -166,11 +168,7 @@ def test_c_example_same_init_and_greedy(tmp_path):
     for (k, a), b in zip(get_state_dict(m).items(), get_state_dict(c).values()):
         assert np.array_equal(a.numpy(), b.numpy()), k  # the same draws, bit for bit
     # greedy generation in C from weights written here
-    rng = np.random.default_rng(2)
-    for t in m.parameters():
-        if t.ndim == 2:
-            t.assign(Tensor(rng.standard_normal(t.shape).astype(np.float32)
-                            / np.sqrt(t.shape[0]))).realize()
+    roughen(m, 2)
     m.save(str(tmp_path / "rough.safetensors"))
     r = subprocess.run([c_example()] + shape + ["--steps", "0", "--load",
                                                 str(tmp_path / "rough.safetensors"),
