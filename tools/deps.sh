@@ -18,6 +18,7 @@ TC_PACKAGES=(
     python3-pip
     python3-venv
     dataset-fashion-mnist # IDX files for the MNIST-format examples and tests
+    fortunes              # /usr/share/games/fortunes: the GPT-2 example's text
     ocl-icd-opencl-dev    # the OpenCL device (ICD loader) ...
     opencl-headers
     pocl-opencl-icd       # ... and a real OpenCL CPU device for its tests
