@@ -306,16 +306,18 @@ static void test_own_entry(void **state) {
 
 /* ---- batches ------------------------------------------------------------------------- */
 
-/* prebuilds the kernels in one batch (one compiler run) and returns its .so's path */
-static void prebuild_batch(tc_dev *d, char *bso, size_t size) {
+/* prebuilds src_p in one batch (one compiler run); the path of its .so
+ * (from the ref of kernel member, one of its kernels) into bso, its key
+ * into bkey */
+static void prebuild_batch(tc_dev *d, int member, char *bso, size_t size, char bkey[33]) {
     int64_t runs = tc_cpu_compile_count();
     assert_int_equal(d->prebuild(d, src_p, names, N_KERNELS), TC_OK);
     assert_int_equal(tc_cpu_compile_count(), runs + 1);
     char ref[600];
-    entry_path(ref, sizeof ref, keys[0], ".ref");
+    entry_path(ref, sizeof ref, keys[member], ".ref");
     size_t n;
     char *text = read_file(ref, &n);
-    char bkey[33] = {0};
+    memset(bkey, 0, 33);
     assert_int_equal(sscanf(text, "tinyc-batch %32s ", bkey), 1);
     free(text);
     entry_path(bso, size, bkey, ".so");
@@ -331,8 +333,8 @@ static void test_ref_entry(void **state) {
         fresh_cache(NULL);
         make_kernels(100 + 10 * kind);
         tc_dev *d = cpu();
-        char bso[600], ref[600], other[600];
-        prebuild_batch(d, bso, sizeof bso);
+        char bso[600], ref[600], other[600], bkey[33];
+        prebuild_batch(d, 0, bso, sizeof bso, bkey);
         tc_runtime_shutdown();
         entry_path(ref, sizeof ref, keys[0], ".ref");
         entry_path(other, sizeof other, keys[1], ".ref");
@@ -364,10 +366,9 @@ static void test_batch_entry(void **state) {
         tc_dev *d = cpu();
         char bso[600], other[600], bkey[33];
         make_kernels(200 + 10 * kind); /* another batch, whose whole .so OTHER copies */
-        prebuild_batch(d, other, sizeof other);
+        prebuild_batch(d, 0, other, sizeof other, bkey);
         make_kernels(300 + 10 * kind); /* the batch under test */
-        prebuild_batch(d, bso, sizeof bso);
-        snprintf(bkey, sizeof bkey, "%.32s", strrchr(bso, '/') + 1);
+        prebuild_batch(d, 0, bso, sizeof bso, bkey);
         tc_runtime_shutdown();
         char *sym = tc_cpu_batch_symbol("k", keys[0]);
         do_damage(bso, (damage)kind, other, sym);
@@ -441,16 +442,7 @@ static void test_processes_repair(void **state) {
         src_p[i] = srcs[(i + 1) % N_KERNELS];
     tc_runtime_shutdown();
     d = cpu();
-    int64_t runs = tc_cpu_compile_count();
-    assert_int_equal(d->prebuild(d, src_p, names, N_KERNELS), TC_OK);
-    assert_int_equal(tc_cpu_compile_count(), runs + 1);
-    char ref[600];
-    entry_path(ref, sizeof ref, keys[1], ".ref");
-    size_t n;
-    char *text = read_file(ref, &n);
-    assert_int_equal(sscanf(text, "tinyc-batch %32s ", bkey), 1);
-    free(text);
-    entry_path(bso, sizeof bso, bkey, ".so");
+    prebuild_batch(d, 1, bso, sizeof bso, bkey);
     entry_path(own, sizeof own, keys[0], ".so");
     for (int i = 0; i < N_KERNELS; i++) src_p[i] = srcs[i];
     tc_runtime_shutdown();
@@ -462,7 +454,7 @@ static void test_processes_repair(void **state) {
     assert_true(is_whole(own, keys[0]));
     assert_true(is_whole(bso, bkey));
     assert_no_temp_files();
-    runs = tc_cpu_compile_count();
+    int64_t runs = tc_cpu_compile_count();
     for (int i = 0; i < N_KERNELS; i++) check_kernel(d, srcs[i], race_base + i);
     assert_int_equal(tc_cpu_compile_count(), runs);
 }
