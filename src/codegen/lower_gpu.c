@@ -289,6 +289,7 @@ static bool gv_walk(lower_ctx *c, const tc_ast *a, bool *ok) {
         for (int i = 0; i < a->n_srcs && *ok; i++) vec |= v[i] = gv_walk(c, a->srcs[i], ok);
         *ok &= !vec || (gv_ops[a->op] && a->dtype == TC_FLOAT32) || gv_mask_ok(a, v);
     }
+    if (c->n_gv == GV_MAX_NODES) return *ok = false; /* the sources filled the table */
     c->gv_node[c->n_gv] = a;
     c->gv_is_vec[c->n_gv++] = vec;
     return vec;

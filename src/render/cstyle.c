@@ -2,7 +2,14 @@
  *
  * Each UOp becomes an expression; ALUs, casts and loads used once at their
  * own loop depth are inlined into their user, others get a variable
- * (ridxN, accN, valN, aluN, castN). Constants print exactly (%.9g for
+ * (ridxN, accN, valN, aluN, castN). An expression is inlined only while it
+ * nests at most TC_RENDER_NEST_MAX brackets deep (render.h), so a chain of
+ * any length becomes statements of bounded depth; an operand that a format
+ * names several times (OpenCL's max, the guarded division) gets a variable
+ * when its copies would pass TC_RENDER_REPEAT_MAX characters, so the text
+ * stays linear in the UOps. Deciding scans the expression: a chain's
+ * expressions are bounded by the same limits, so the cost is linear in the
+ * UOps times the bound. Constants print exactly (%.9g for
  * float32 round-trips). Integer division by a value not known to be nonzero
  * is guarded so a kernel never traps. Work-group UOps (SPECIAL,
  * DEFINE_LOCAL, BARRIER, IF) print through the dialect's strings (a CPU
@@ -350,10 +357,35 @@ static char *half_rounded(const rctx *r, char *x) {
     return y;
 }
 
-static char *render_alu(const rctx *r, const tc_uop *u);
+static char *render_alu(rctx *r, const tc_uop *u);
+static void line(rctx *r, const char *f, ...) __attribute__((format(printf, 2, 3)));
+
+/* the operands of u that format f names more than once (OpenCL's and
+ * CUDA's float max: 4 times, the guarded division's divisor: 3) get a
+ * variable first when their copies would be longer than
+ * TC_RENDER_REPEAT_MAX: along a chain of such ops the text would otherwise
+ * grow exponentially. Declared here, at u, where an inlined operand would
+ * be evaluated anyway. */
+static void hoist_repeated(rctx *r, const tc_uop *u, const char *f) {
+    for (int k = 0; k < u->n_srcs && k < 3; k++) {
+        char tag[8];
+        snprintf(tag, sizeof tag, "%%%d$s", k + 1);
+        size_t copies = 0;
+        for (const char *at = strstr(f, tag); at; at = strstr(at + 1, tag)) copies++;
+        const tc_uop *src = u->srcs[k];
+        char *x = r->expr[src->id];
+        if (copies < 2 || copies * strlen(x) <= TC_RENDER_REPEAT_MAX) continue;
+        bool is_cast = src->op == TC_UOP_CAST || src->op == TC_UOP_BITCAST;
+        char *name = fmt("%s%d", is_cast ? "cast" : "alu", src->id);
+        if (!name) return; /* out of memory: the copies stay (the render fails later) */
+        line(r, "%s %s = %s;", utype(r, src), name, x);
+        tc_free(x);
+        r->expr[src->id] = name;
+    }
+}
 
 /* an ALU result; float16 in a float is rounded */
-static char *render_alu_value(const rctx *r, const tc_uop *u) {
+static char *render_alu_value(rctx *r, const tc_uop *u) {
     char *x = render_alu(r, u);
     return is_half_float(r, u->dtype) ? half_rounded(r, x) : x;
 }
@@ -381,13 +413,14 @@ static char *render_vec_alu(const rctx *r, const tc_uop *u) {
 }
 
 /* a vector ALU of a GPU dialect: its vec_alu format over vector operands */
-static char *render_gpu_vec_alu(const rctx *r, const tc_uop *u) {
+static char *render_gpu_vec_alu(rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     const char *f = r->d->vec_alu[u->alu];
     if (!f) {
         TC_INTERNAL("%s has no vector form of %s", r->d->name, tc_ops[u->alu].name);
         return NULL;
     }
+    hoist_repeated(r, u, f);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
     return fmt(f, e[u->srcs[0]->id], u->n_srcs > 1 ? e[u->srcs[1]->id] : "",
@@ -395,11 +428,10 @@ static char *render_gpu_vec_alu(const rctx *r, const tc_uop *u) {
 #pragma GCC diagnostic pop
 }
 
-static char *render_alu(const rctx *r, const tc_uop *u) {
+static char *render_alu(rctx *r, const tc_uop *u) {
     if (u->vcount > 1) return r->d->vec_type ? render_gpu_vec_alu(r, u) : render_vec_alu(r, u);
     char *const *e = r->expr;
-    const char *a = e[u->srcs[0]->id], *b = u->n_srcs > 1 ? e[u->srcs[1]->id] : "";
-    const char *c = u->n_srcs > 2 ? e[u->srcs[2]->id] : "";
+    const char *a = e[u->srcs[0]->id];
     const char *fn = r->d->math_fn[u->alu];
     if (r->is_math_shared && r->d->math_fn_shared[u->alu]) fn = r->d->math_fn_shared[u->alu];
     if (fn)
@@ -420,6 +452,10 @@ static char *render_alu(const rctx *r, const tc_uop *u) {
         TC_INTERNAL("cannot render ALU %s", tc_ops[u->alu].name);
         return NULL;
     }
+    hoist_repeated(r, u, f);
+    a = e[u->srcs[0]->id];
+    const char *b = u->n_srcs > 1 ? e[u->srcs[1]->id] : "";
+    const char *c = u->n_srcs > 2 ? e[u->srcs[2]->id] : "";
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
     char *x = fmt(f, a, b, c);
@@ -433,7 +469,6 @@ static char *render_alu(const rctx *r, const tc_uop *u) {
     return y;
 }
 
-static void line(rctx *r, const char *f, ...) __attribute__((format(printf, 2, 3)));
 static void line(rctx *r, const char *f, ...) {
     tc_sb_printf(&r->out, "%*s", 2 * r->indent, "");
     va_list ap;
@@ -443,10 +478,21 @@ static void line(rctx *r, const char *f, ...) {
     tc_sb_printf(&r->out, "\n");
 }
 
+/* whether expr may be inlined into its user: it nests at most
+ * TC_RENDER_NEST_MAX brackets ((, [, {) deep (the scan stops past it) */
+static bool fits_inline(const char *expr) {
+    int depth = 0;
+    for (const char *c = expr; *c; c++) {
+        if ((*c == '(' || *c == '[' || *c == '{') && ++depth > TC_RENDER_NEST_MAX) return false;
+        if (*c == ')' || *c == ']' || *c == '}') depth--;
+    }
+    return true;
+}
+
 /* an expression for u: inline it, or declare a variable and name it */
 static char *bind(rctx *r, const tc_uop *u, const char *prefix, char *expr) {
     if (!expr) return NULL;
-    bool inl = u->uses == 1 && r->user_depth[u->id] == u->depth;
+    bool inl = u->uses == 1 && r->user_depth[u->id] == u->depth && fits_inline(expr);
     if (inl) return expr;
     char *name = fmt("%s%d", prefix, u->id);
     if (name) line(r, "%s %s = %s;", utype(r, u), name, expr);

@@ -78,6 +78,21 @@ typedef struct {
  * copies repeat; this bounds kernels whose stages recompute fused work) */
 #define TC_MATH_INLINE_MAX 16
 
+/* An expression is inlined into its one user only while it nests at most
+ * TC_RENDER_NEST_MAX brackets deep; past it, it gets a variable. One op
+ * adds at most 8 levels around its operands (the deepest: a uint8 or
+ * float16 cast around OpenCL's ternary max), a statement 2 more, so every
+ * full expression nests at most 42 deep: within the 63 levels C11
+ * (5.2.4.1) promises of every compiler, far from clang's 256 (the OpenCL C
+ * compilers' "bracket nesting level"), and deeper than any expression the
+ * MNIST steps render (15), which therefore render as before. */
+#define TC_RENDER_NEST_MAX 32
+/* An operand that its op's format names several times (OpenCL's and CUDA's
+ * float max: 4 times) is inlined only while its copies stay this short:
+ * along a chain of such ops the text would otherwise grow exponentially
+ * (the MNIST runs' most: the test argmax's int max, 2 copies of 530) */
+#define TC_RENDER_REPEAT_MAX 2048
+
 extern const tc_dialect tc_dialect_c;
 /* the C dialect in ISO C99 alone, for the plain fallback of exported code
  * (tc_export_c): no vector types (its target has no has_vec), no attributes,

@@ -6,8 +6,10 @@
  * (dlopen handle + entry point + libffi call interface) are kept in the
  * device by (key, fn_name), so a source is loaded once per process. On a
  * miss the key's cache entry (cpu.h: its own .so, or a batch's .so and the
- * renamed entry point) is dlopen'ed; when there is none that loads, the
- * source is compiled alone (cpu_cc.c) and its .so published. prebuild
+ * renamed entry point) is dlopen'ed once its seal verifies; when there is
+ * none that verifies and loads, the source is compiled alone (cpu_cc.c)
+ * and its .so published (or, when a full directory holds its name, loaded
+ * from the build's own file). prebuild
  * builds the new kernels of a schedule ahead, in batches of one translation
  * unit each, as many compilers at once as there are cores.
  * launch: fn(bufs...) through libffi, every argument a pointer; a split
@@ -41,7 +43,8 @@ struct tc_program {
 };
 
 typedef struct {
-    tc_ptrvec programs; /* tc_program *, owned; looked up by (key, fn_name) */
+    tc_ptrvec programs;     /* tc_program *, owned; looked up by (key, fn_name) */
+    tc_cpu_checked checked; /* cache files whose seals verified (cpu.h) */
 } cpu_ctx;
 
 /* ---- memory --------------------------------------------------------------- */
@@ -101,54 +104,71 @@ static void program_free(tc_program *p) {
     tc_free(p);
 }
 
-/* dlopens the cached entry of key (a .so of its own, or its batch's) and
- * finds its entry point; *handle stays NULL when the cache has no entry
- * that loads (a batch's .so without the symbol counts as none) */
-static tc_status load_cached(const char *dir, const char *key, const char *fn_name, void **handle,
-                             void **fn) {
+/* dlopens the .so at path (its seal verified) and finds sym in it;
+ * *handle stays NULL when either fails (why: dlerror's words, or NULL when
+ * the symbol is missing) */
+static void open_sym(const char *path, const char *sym, void **handle, void **fn,
+                     const char **why) {
+    *fn = NULL;
+    *why = NULL;
+    *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!*handle) {
+        *why = dlerror();
+        if (!*why) *why = "unknown error";
+        return;
+    }
+    *fn = dlsym(*handle, sym);
+    if (!*fn) dlclose(*handle), *handle = NULL;
+}
+
+/* dlopens the cached entry of key (a .so of its own, or its batch's) once
+ * its seal verifies and finds its entry point; *handle stays NULL when the
+ * cache has no entry that loads (a batch's .so without the symbol counts as
+ * none; a kernel's own .so without it is a source without that function) */
+static tc_status load_cached(cpu_ctx *ctx, const char *dir, const char *key, const char *fn_name,
+                             void **handle, void **fn) {
     char *so_path, *sym;
+    const char *why;
     *handle = *fn = NULL;
-    tc_status st = tc_cpu_cc_find(dir, key, fn_name, &so_path, &sym);
+    tc_status st = tc_cpu_cc_find(dir, key, fn_name, &ctx->checked, &so_path, &sym);
     if (st != TC_OK || !so_path) return st;
     bool is_alone = strcmp(sym, fn_name) == 0;
-    *handle = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
-    *fn = *handle ? dlsym(*handle, sym) : NULL;
-    if (*handle && !*fn && is_alone)
+    open_sym(so_path, sym, handle, fn, &why);
+    if (!*handle && !why && is_alone)
         st = tc_error_set(TC_ERR_COMPILE, "CPU compile: the source has no function '%s'", fn_name);
-    if (*handle && !*fn) dlclose(*handle), *handle = NULL;
     tc_free(so_path), tc_free(sym);
     return st;
 }
 
 /* loads key's entry point from the cache, building the source alone first
- * when the cache has no entry that loads */
-static tc_status load_so(const char *dir, const char *key, const char *src, const char *fn_name,
-                         void **handle, void **fn) {
-    tc_status st = load_cached(dir, key, fn_name, handle, fn);
+ * when the cache has no entry that verifies and loads */
+static tc_status load_so(cpu_ctx *ctx, const char *dir, const char *key, const char *src,
+                         const char *fn_name, void **handle, void **fn) {
+    tc_status st = load_cached(ctx, dir, key, fn_name, handle, fn);
     if (st != TC_OK || *handle) return st;
-    if ((st = tc_cpu_cc_build(dir, key, src, fn_name)) != TC_OK) return st;
-    char *so_path = tc_cpu_cc_path(dir, key, ".so");
-    if (!so_path) return TC_ERR_MEMORY;
-    *handle = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
-    if (!*handle) {
-        const char *why = dlerror();
+    char *own = NULL, *path = NULL, *sym = NULL;
+    if ((st = tc_cpu_cc_build(dir, key, src, fn_name, &own)) != TC_OK) return st;
+    tc_cache_entry e = {.is_whole = true};
+    if (own) tc_cache_check(own, key, &e); /* a full directory holds the name: the build's file */
+    else st = tc_cpu_cc_find(dir, key, fn_name, &ctx->checked, &path, &sym);
+    const char *at = own ? own : path, *why = "its seal did not verify";
+    if (st == TC_OK && at && e.is_whole) open_sym(at, own ? fn_name : sym, handle, fn, &why);
+    if (st == TC_OK && !*handle && !why)
+        st = tc_error_set(TC_ERR_COMPILE, "CPU compile: the source has no function '%s'", fn_name);
+    else if (st == TC_OK && !*handle && at)
         st = tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': cannot load '%s': %s", fn_name,
-                          so_path, why ? why : "unknown error");
-    }
-    tc_free(so_path);
-    if (st != TC_OK) return st;
-    *fn = dlsym(*handle, fn_name);
-    if (!*fn) {
-        dlclose(*handle);
-        *handle = NULL;
-        return tc_error_set(TC_ERR_COMPILE, "CPU compile: the source has no function '%s'",
-                            fn_name);
-    }
-    return TC_OK;
+                          at, why);
+    else if (st == TC_OK && !*handle)
+        st = tc_error_set(TC_ERR_COMPILE, "CPU compile of '%s': its new cache entry in '%s' was "
+                          "replaced by one that does not verify", fn_name, dir);
+    if (own) unlink(own);
+    tc_free(own), tc_free(path), tc_free(sym);
+    return st;
 }
 
 /* a new program for (key, fn_name), loaded or compiled; NULL with an error */
-static tc_program *program_new(const char *key, const char *src, const char *fn_name) {
+static tc_program *program_new(cpu_ctx *ctx, const char *key, const char *src,
+                               const char *fn_name) {
     const char *dir = tc_cachedir();
     if (!dir) {
         if (tc_error_code() == TC_OK) tc_error_set(TC_ERR_IO, "CPU compile: no cache directory");
@@ -160,7 +180,7 @@ static tc_program *program_new(const char *key, const char *src, const char *fn_
     p->n_args = -1;
     p->fn_name = tc_strdup(fn_name);
     tc_status st = p->fn_name ? tc_cpu_cc_make_dirs(dir) : TC_ERR_MEMORY;
-    if (st == TC_OK) st = load_so(dir, key, src, fn_name, &p->handle, &p->fn);
+    if (st == TC_OK) st = load_so(ctx, dir, key, src, fn_name, &p->handle, &p->fn);
     if (st != TC_OK) {
         program_free(p);
         return NULL;
@@ -179,7 +199,7 @@ static tc_program *cpu_compile(tc_dev *d, const char *src, const char *fn_name) 
     if (tc_cpu_cc_key(src, key) != TC_OK) return NULL;
     tc_program *p = find_program(ctx, key, fn_name);
     if (p) return p;
-    p = program_new(key, src, fn_name);
+    p = program_new(ctx, key, src, fn_name);
     if (p && tc_ptrvec_push(&ctx->programs, p) != TC_OK) {
         program_free(p);
         return NULL;
@@ -195,7 +215,7 @@ static tc_status is_built(cpu_ctx *ctx, const char *dir, const char *key, const 
         *yes = strcmp(((tc_program *)ctx->programs.items[k])->key, key) == 0;
     if (*yes) return TC_OK;
     char *so_path, *sym;
-    tc_status st = tc_cpu_cc_find(dir, key, fn_name, &so_path, &sym);
+    tc_status st = tc_cpu_cc_find(dir, key, fn_name, &ctx->checked, &so_path, &sym);
     *yes = so_path != NULL;
     tc_free(so_path), tc_free(sym);
     return st;
@@ -507,6 +527,7 @@ static void cpu_close(tc_dev *d) {
     cpu_ctx *ctx = d->ctx;
     for (int i = 0; i < ctx->programs.n; i++) program_free(ctx->programs.items[i]);
     tc_ptrvec_free(&ctx->programs);
+    tc_cpu_checked_free(&ctx->checked);
     tc_free(ctx);
     tc_free(d);
 }

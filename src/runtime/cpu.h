@@ -12,6 +12,17 @@
  *              prelude item (include, typedef, helper function) once
  * key = tc_cpu_cc_key(source); bkey = tc_cpu_cc_key(the batch's text), so a
  * file named by a key holds exactly the compile of that key's text.
+ *
+ * Every entry ends in a seal (runtime.h: its key, size and sum), appended
+ * before the rename (an ELF loader ignores bytes past what its headers
+ * name). tc_cpu_cc_find gives only entries that verify (read and summed
+ * now, or found whole earlier in this process in the version there now:
+ * tc_cpu_checked), so nothing unverified is ever dlopen'ed, and removes
+ * what does not (a file cut short, emptied or overwritten, another key's
+ * entry, an older libtinyc's, an empty directory), so the rebuild takes
+ * its place. A directory with files in it at an entry's name is left
+ * alone: a kernel built then is loaded from its build's own temp file
+ * (unlinked once loaded), and each process builds it again.
  */
 #ifndef TC_CPU_H
 #define TC_CPU_H
@@ -25,15 +36,27 @@ typedef struct {
     const char *fn_name; /* entry point */
 } tc_cpu_kernel;
 
+/* versions of cache files this process checked and found whole, so that a
+ * batch's .so is read once for all its kernels (owned by the device) */
+typedef struct {
+    tc_file_id *ids; /* the versions (owned) */
+    int n;           /* used */
+    int cap;         /* allocated */
+} tc_cpu_checked;
+void tc_cpu_checked_free(tc_cpu_checked *c);
+
 /* hash of the compiler words (TC_CC, else cc), the flags and src */
 tc_status tc_cpu_cc_key(const char *src, char key[33]);
 /* "<dir>/<name><ext>", tc_malloc'ed; NULL with TC_ERR_MEMORY */
 char *tc_cpu_cc_path(const char *dir, const char *name, const char *ext);
 /* mkdir -p dir (mode 0700 for what it creates) */
 tc_status tc_cpu_cc_make_dirs(const char *dir);
-/* compiles src alone and publishes <dir>/<key>.so; a failure is
- * TC_ERR_COMPILE quoting the compiler's messages */
-tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, const char *fn_name);
+/* compiles src alone and publishes <dir>/<key>.so, sealed; a failure is
+ * TC_ERR_COMPILE quoting the compiler's messages. *own is NULL when it was
+ * published, else (a full directory holds the name) the path of the build's
+ * own sealed file (tc_malloc'ed), for the caller to load and unlink. */
+tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, const char *fn_name,
+                          char **own);
 /* builds ks[0..n) (distinct keys, none in the cache): ks split into as many
  * batches as compilers run at once (TC_CC_JOBS, else the cores), run
  * together (a batch of one is that kernel compiled alone); a batch that
@@ -42,10 +65,13 @@ tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, con
  * Only TC_ERR_MEMORY is an error. */
 tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n);
 /* where key's entry point is: *so_path (tc_malloc'ed) and *sym (tc_malloc'ed;
- * fn_name for a <key>.so, the renamed symbol for a batch member); both NULL
- * when the cache has neither entry (or only a batch's ref whose .so is gone) */
-tc_status tc_cpu_cc_find(const char *dir, const char *key, const char *fn_name, char **so_path,
-                         char **sym);
+ * fn_name for a <key>.so, the renamed symbol for a batch member), a file
+ * whose seal verified (seen: the versions already checked, grown by what
+ * this call checks). Both NULL when the cache has no entry that verifies
+ * (or only a batch's ref whose .so is gone); what did not verify is
+ * removed. */
+tc_status tc_cpu_cc_find(const char *dir, const char *key, const char *fn_name,
+                         tc_cpu_checked *seen, char **so_path, char **sym);
 
 /* ---- batches (cpu_batch.c) ---- */
 /* whether src may share a translation unit with other kernels: its kernel

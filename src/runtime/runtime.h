@@ -104,9 +104,57 @@ int tc_cpu_pool_workers(void);
  * tc_counters like real ones. */
 tc_dev *tc_null_device_create(int id);
 
+/* ---- sealed cache entries (cache.c) ---------------------------------------
+ * Every cache file ends in a seal: "tinyc-seal1 <key> <size> <sum>\n" (the
+ * entry's key, the bytes before the seal, their tc_cache_sum; hex). A file
+ * is used only when its seal names its key and matches its bytes. */
+#define TC_CACHE_SEAL_LEN 79 /* bytes of a seal */
+
+/* what tells one version of a file from another (a rename or a write
+ * changes it: ctime cannot be set back) */
+typedef struct {
+    uint64_t dev, ino; /* the file */
+    uint64_t size;     /* its bytes */
+    int64_t ctime_s;   /* its last change, seconds */
+    int64_t ctime_ns;  /* and nanoseconds */
+} tc_file_id;
+/* the id of the regular file at path (not followed when a link); false when none */
+bool tc_file_id_get(const char *path, tc_file_id *id);
+bool tc_file_id_equal(const tc_file_id *a, const tc_file_id *b);
+
+/* what a check found at an entry's path */
+typedef struct {
+    bool is_there; /* something is at the path */
+    bool is_whole; /* a regular file ending in the key's seal, which matches it */
+    tc_file_id id; /* what is there (when is_there) */
+} tc_cache_entry;
+
+/* a 64-bit sum of data[0..n) for seals (host byte order): 4.5 to 11 GB/s,
+ * a few microseconds for a kernel's .so (cache.c) */
+uint64_t tc_cache_sum(const void *data, size_t n);
+/* the seal of an entry of key whose size bytes sum to sum, NUL-terminated */
+void tc_cache_seal(char seal[TC_CACHE_SEAL_LEN + 1], const char *key, uint64_t size,
+                   uint64_t sum);
+/* checks the file at path against key's seal (reads it once; allocates nothing) */
+void tc_cache_check(const char *path, const char *key, tc_cache_entry *e);
+/* a whole entry's bytes before its seal (tc_malloc'ed, NUL-terminated) into
+ * *data, or *data NULL (no entry, or e says what is in the way); only
+ * TC_ERR_MEMORY is an error */
+tc_status tc_cache_read(const char *path, const char *key, char **data, size_t *n,
+                        tc_cache_entry *e);
+/* appends key's seal to the file at path (a temp file, before its rename):
+ * TC_ERR_IO when it cannot */
+tc_status tc_cache_seal_file(const char *path, const char *key);
+/* removes what a check found at path and did not want (seen: its id), unless
+ * a rename has put something else there since: a file, or an empty
+ * directory (a full one is left alone: its files are not the cache's) */
+void tc_cache_remove(const char *path, const tc_file_id *seen);
+
 /* ---- the program cache of OpenCL and CUDA (cache.c) -----------------------
- * <tc_cachedir()>/<key><ext>, published atomically. load gives the file's
- * bytes (tc_malloc'ed, NUL-terminated) or *data NULL when it is absent. */
+ * <tc_cachedir()>/<key><ext>, sealed, published atomically. load gives the
+ * entry's bytes (tc_malloc'ed, NUL-terminated) or *data NULL when it is
+ * absent or does not verify (then it is removed: the caller builds it
+ * again). */
 tc_status tc_cache_load(const char *key, const char *ext, char **data, size_t *n);
 tc_status tc_cache_store(const char *key, const char *ext, const void *data, size_t n);
 /* key = the 32-hex-character hash of the printf-formatted text (what a

@@ -8,9 +8,9 @@
  * per reduce. On the OpenCL device (pocl in CI; skipped without one):
  * softmax and layernorm with rows shorter and longer than the work-group
  * against the reference evaluator, ungrouped kernels whose grid does not
- * fit (loops), and a kernel with its barriers removed that must then give
- * wrong numbers. With NVRTC: every kernel here also compiles for CUDA
- * without warnings.
+ * fit (loops), a chain of 3000 elementwise ops, and a kernel with its
+ * barriers removed that must then give wrong numbers. With NVRTC: every
+ * kernel here also compiles for CUDA without warnings.
  */
 #include "tc_test.h"
 #include "tc_test_lower.h"
@@ -238,6 +238,24 @@ static void test_multireduce_on_device(void **state) {
     tc_shutdown();
 }
 
+/* a chain of 3000 elementwise ops (one kernel; its mixed and its max form,
+ * tc_test_chain) builds and matches the reference: pocl's clang refused
+ * past 256 nested brackets before the renderers bounded expression depth
+ * (tests/render/test_depth.c checks the depth in every dialect) */
+static void test_long_chain_on_device(void **state) {
+    (void)state;
+    ocl();
+    float h[64];
+    for (int i = 0; i < 64; i++) h[i] = (float)((i * 37) % 64) / 16.0f - 2.0f;
+    for (int max_only = 0; max_only < 2; max_only++) {
+        tc_tensor *x = tc_from_data(h, TC_FLOAT32, 1, (int64_t[]){64}, "OPENCL");
+        tc_tensor *y = tc_test_chain(x, 3000, max_only);
+        tc_check_schedule(y, 1, 1e-5, 1e-6, max_only ? "3000-op max chain" : "3000-op chain");
+        tc_release(x), tc_release(y);
+    }
+    tc_shutdown();
+}
+
 /* kernels whose grid does not fit: loops over the outer kept axes */
 static void test_loops_on_device(void **state) {
     (void)state;
@@ -363,6 +381,7 @@ int main(void) {
         cmocka_unit_test(test_bounds_gate),           cmocka_unit_test(test_ungrouped_and_loops),
         cmocka_unit_test(test_vector_group_barriers),
         cmocka_unit_test(test_multireduce_on_device), cmocka_unit_test(test_loops_on_device),
+        cmocka_unit_test(test_long_chain_on_device),
         cmocka_unit_test(test_missing_barrier_fails), cmocka_unit_test(test_cuda_compiles),
     };
     /* clang-format on */

@@ -47,3 +47,22 @@ tc_tensor *tc_test_layernorm(tc_tensor *x, int axis) {
     tc_release(ve), tc_release(sd);
     return r;
 }
+
+tc_tensor *tc_test_chain(tc_tensor *x, int n_ops, bool is_max_only) {
+    bool is_int = tc_get_dtype(x) != TC_FLOAT32 && tc_get_dtype(x) != TC_FLOAT16;
+    tc_tensor *half = tc_full_like(x, is_int ? 3 : 0.5), *lo = tc_full_like(x, is_int ? 7 : -0.75);
+    tc_tensor *y = tc_retain(x);
+    for (int i = 0; i < n_ops && y; i++) {
+        tc_tensor *next = NULL;
+        switch (is_max_only ? 2 * (i % 2) : i % 4) {
+        case 0: next = tc_mul(y, half); break;
+        case 1: next = tc_add(y, x); break;
+        case 2: next = tc_maximum(y, is_max_only ? x : lo); break;
+        default: next = tc_neg(y); break;
+        }
+        tc_release(y);
+        y = next;
+    }
+    tc_release(half), tc_release(lo);
+    return y;
+}

@@ -18,5 +18,11 @@ int tc_test_count_uops(const tc_kernel_uops *k, tc_uop_op op);
 /* softmax and layernorm (no affine, eps 1e-5) along axis, from primitives */
 tc_tensor *tc_test_softmax(tc_tensor *x, int axis);
 tc_tensor *tc_test_layernorm(tc_tensor *x, int axis);
+/* n_ops elementwise ops in a chain on x, one kernel: y = y*0.5, y + x,
+ * max(y, -0.75), -y in turn (a contraction: values stay near x, rounding
+ * errors shrink; integers: y*3, y + x, max(y, 7), -y, wrapping);
+ * is_max_only: y*0.5 and max(y, x) in turn (a max whose operand is the
+ * chain, which some dialects print 4 times) */
+tc_tensor *tc_test_chain(tc_tensor *x, int n_ops, bool is_max_only);
 
 #endif
