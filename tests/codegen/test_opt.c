@@ -3,7 +3,9 @@
  * the planned matmul kernel the C compiler builds really uses packed SIMD
  * FMAs (on x86-64 with AVX), and that planned kernels (clamped tiles, split
  * reduces, blocked reduces, stores in loops over the tile, plans given as
- * TC_BEAM writes them) give the reference's numbers. */
+ * TC_BEAM writes them) give the reference's numbers, and that the tile and
+ * block sizes follow the SIMD and L1d the CPU device reports (faked through
+ * TC_CPU_ISA and TC_CPU_L1D). */
 #include "tc_test.h"
 
 #include "codegen/codegen.h"
@@ -77,10 +79,12 @@ static void test_plan_matmul(void **state) {
     assert_int_equal(p.amt[0], 6);
     assert_int_equal(p.axis[1], 1);
     assert_int_equal(p.amt[1], 64);
-    p = plan_of(c, &avx2, NULL); /* 12 accumulators of 8 */
+    /* 16 registers: 6 rows of 2 vectors (12 accumulators, 2 vectors, a
+     * broadcast and one to spare); 3 rows of 4 would leave none to spare */
+    p = plan_of(c, &avx2, NULL);
     assert_int_equal(p.n, 2);
-    assert_int_equal(p.amt[0], 3);
-    assert_int_equal(p.amt[1], 32);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 16);
     tc_set_flag("TC_NOOPT", 1);
     p = plan_of(c, &avx512, NULL);
     tc_set_flag("TC_NOOPT", 0);
@@ -381,7 +385,7 @@ static bool check_packed_fmas(tc_tensor *t, int least, const char *what) {
 static void test_vectorized(void **state) {
     (void)state;
     tc_tensor *c = matmul(96, 128, 256);
-    /* a 6x64 (or 3x32) tile is 24 (or 12) packed FMAs per step of the reduce */
+    /* a 6x64 (or 6x16) tile is 24 (or 12) packed FMAs per step of the reduce */
     bool checked = check_packed_fmas(c, 12, "the matmul kernel");
     tc_release(c);
     if (!checked) skip();
@@ -464,11 +468,12 @@ static void check_plan(tc_tensor *t, const char *text, double rtol, double atol)
     tc_schedule_free(s);
 }
 
-/* a matmul whose 64-column panel of b passes 128 KiB runs its reduce in
- * blocks (tc_kopt.kblock): 6x64 tiles, rows clamped (100 = 16 * 6 + 4),
- * the loop over blocks inside the threads' loop; an epilogue (relu) or a
- * second reduced axis keeps one block. Forced plans: blocks of a split
- * (vector partials folded, then added to the stored sum) and of a dot tile */
+/* a matmul whose panel of b (2048 x 64 floats: 512 KiB) passes the L1d
+ * runs its reduce in blocks (tc_kopt.kblock) of the most indices whose
+ * panel fits it: 6x64 tiles, rows clamped (100 = 16 * 6 + 4), the loop over
+ * blocks inside the threads' loop; an epilogue (relu) or a second reduced
+ * axis keeps one block. Forced plans: blocks of a split (vector partials
+ * folded, then added to the stored sum) and of a dot tile */
 static void test_plan_kblock(void **state) {
     (void)state;
     tc_tensor *c = matmul(100, 2048, 64);
@@ -476,8 +481,13 @@ static void test_plan_kblock(void **state) {
     assert_int_equal(p.n, 2);
     assert_int_equal(p.amt[0], 6);
     assert_int_equal(p.amt[1], 64);
-    assert_int_equal(p.kblock, 512);
-    assert_int_equal(plan_of(c, &avx2, NULL).kblock, 1024); /* 32 columns: 128 KiB blocks */
+    assert_int_equal(p.kblock, 128); /* no caches given: a 32 KiB L1d, 128 rows of 256 bytes */
+    tc_target big = avx512v;
+    big.cache[0].bytes = 128 * 1024; /* 512 rows */
+    assert_int_equal(plan_of(c, &big, NULL).kblock, 512);
+    big.cache[0].bytes = 1024 * 1024; /* the whole panel fits */
+    assert_int_equal(plan_of(c, &big, NULL).kblock, 0);
+    assert_int_equal(plan_of(c, &avx2, NULL).kblock, 512); /* 16 columns: 512 rows of 64 bytes */
     check_plan(c, "0:3,1:64/16/k128", 1e-4, 1e-4);
     check_plan(c, "1:4,2:32/16/k256", 1e-4, 1e-4); /* a split of the blocked axis */
     check_plan(c, "0:4,1:4/k64", 1e-4, 1e-4);       /* scalar copies */
@@ -510,6 +520,41 @@ static void test_plan_kblock(void **state) {
     tc_schedule_free(s);
     check_plan(sum, "0:16,1:32/16/k1024", 1e-5, 1e-3);
     tc_release(sum), tc_release(x);
+}
+
+/* plans follow what the CPU device reads of its host (tc_cpu_target), here
+ * faked through the environment: TC_CPU_ISA sets the register tile's shape,
+ * TC_CPU_L1D the reduce's blocks (the most indices whose panel of b fits),
+ * and each plan chosen gives the reference's numbers */
+static tc_kopt plan_under(tc_tensor *t, const char *isa, const char *l1d) {
+    setenv("TC_CPU_ISA", isa, 1);
+    setenv("TC_CPU_L1D", l1d, 1);
+    tc_target tg;
+    assert_int_equal(tc_cpu_target(&tg, NULL, 0), TC_OK);
+    unsetenv("TC_CPU_ISA");
+    unsetenv("TC_CPU_L1D");
+    tc_kopt p = plan_of(t, &tg, NULL);
+    char text[64];
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    check_plan(t, text, 1e-4, 1e-4);
+    return p;
+}
+
+static void test_plan_from_host(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(100, 2048, 64); /* a panel of 2048 rows of the tile's columns */
+    tc_kopt p = plan_under(c, "avx2", "16K");
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 16);
+    assert_int_equal(p.kblock, 256); /* 256 rows of 64 bytes */
+    assert_int_equal(plan_under(c, "avx2", "65536").kblock, 1024);
+    assert_int_equal(plan_under(c, "avx2", "1M").kblock, 0); /* 128 KiB: fits whole */
+    p = plan_under(c, "avx512", "64K");
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.kblock, 256); /* 256 rows of 256 bytes */
+    assert_int_equal(plan_under(c, "avx512", "48K").kblock, 128); /* 192 rows: 128 divides 2048 */
+    tc_release(c);
 }
 
 /* plans whose stores run in loops over the tile (epi_loop, "/e"): each
@@ -580,6 +625,7 @@ int main(void) {
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
+        cmocka_unit_test(test_plan_from_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
