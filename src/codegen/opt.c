@@ -45,8 +45,9 @@
  * the host reports when it opens (src/runtime/cpu_info.c; TC_CPU_L1D,
  * TC_CPU_L2, TC_CPU_L3 and TC_CPU_ISA override it), so a plan is the same
  * for the same target on any host. Used today: lanes and registers (tile
- * shapes) and the L1d (reduce blocks). The L2, the L3 and the cores are
- * recorded for outer blocks (BLIS's mc and nc), which the kernel model does
+ * shapes), the L1d (reduce blocks), and the L2 and a core's share of the L3
+ * (lower.c's loop order: which operand a dot tile re-reads from cache). The
+ * cores are recorded; outer blocks (BLIS's mc and nc) the kernel model does
  * not have yet: each thread walks its columns of tiles over all rows.
  *
  * The cost rule (bound_plan): what a plan's copies repeat stays bounded, so

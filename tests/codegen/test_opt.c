@@ -5,7 +5,7 @@
  * reduces, blocked reduces, stores in loops over the tile, plans given as
  * TC_BEAM writes them) give the reference's numbers, and that the tile and
  * block sizes follow the SIMD and L1d the CPU device reports (faked through
- * TC_CPU_ISA and TC_CPU_L1D). */
+ * TC_CPU_ISA and TC_CPU_L1D), and a dot tile's loop order its L2 and L3. */
 #include "tc_test.h"
 
 #include "codegen/codegen.h"
@@ -557,6 +557,64 @@ static void test_plan_from_host(void **state) {
     tc_release(c);
 }
 
+/* the loop-space axis of the outermost loop of t's only kernel, planned
+ * and lowered for tg; with run, the kernel also runs on the CPU device and
+ * gives the reference's numbers */
+static int outer_axis(tc_tensor *t, const tc_target *tg, bool run) {
+    tc_schedule *s = NULL;
+    tc_kopt p = plan_of(t, tg, &s);
+    tc_kernel_uops *k = tc_codegen_plan(&s->items[0], tg, &p);
+    assert_non_null(k);
+    int axis = -1;
+    for (int i = 0; i < k->n_uops && axis < 0; i++)
+        if (k->uops[i]->op == TC_UOP_RANGE) axis = (int)k->uops[i]->arg;
+    tc_dev *d = tc_device_get(0);
+    char *src = run ? tc_render(d->dialect, k) : NULL;
+    if (run) {
+        const tc_sched_item *it = &s->items[0];
+        tc_program *prog = d->compile(d, src, k->name);
+        assert_non_null(prog);
+        size_t nbytes = (size_t)tc_numel(t) * sizeof(float);
+        void *ptrs[8], *out = d->alloc(d, nbytes);
+        assert_true(it->n_bufs <= 8);
+        ptrs[0] = out;
+        for (int i = 1; i < it->n_bufs; i++) ptrs[i] = it->bufs[i]->buffer->ptr;
+        tc_launch_dims dims = {{1, 1, 1}, {1, 1, 1}, k->cpu_range};
+        assert_int_equal(d->launch(d, prog, ptrs, it->n_bufs, &dims), TC_OK);
+        float *got = malloc(nbytes), *want = malloc(nbytes);
+        assert_int_equal(d->copyout(d, got, out, 0, nbytes), TC_OK);
+        assert_int_equal(tc_ref_eval(tc_tensor_node(t), want), TC_OK);
+        assert_true(tc_allclose(got, want, TC_FLOAT32, tc_numel(t), 1e-4, 1e-4, "x @ w.T"));
+        d->free(d, out);
+        free(got), free(want);
+    }
+    free(src);
+    tc_kernel_uops_free(k);
+    tc_schedule_free(s);
+    return axis;
+}
+
+/* x @ w.T (a dot tile) opens its loops in axis order (x's rows outermost)
+ * unless what that loop re-reads per step (all of w) passes the cache and
+ * what the other's does (all of x) does not: x (16,256) is 16 KiB, w
+ * (1024,256) 1 MiB */
+static void test_dot_loop_order(void **state) {
+    (void)state;
+    tc_tensor *c = matmul_t(16, 256, 1024, false);
+    tc_target tg = avx512v;
+    assert_int_equal(outer_axis(c, &tg, false), 0); /* no caches known: axis order */
+    tg.cache[1].bytes = 8 << 20;                     /* both fit the L2 */
+    assert_int_equal(outer_axis(c, &tg, false), 0);
+    tg.cache[1].bytes = 64 << 10; /* x fits half of it, w does not: w's rows outside */
+    assert_int_equal(outer_axis(c, &tg, true), 1);
+    tg.cache[1].bytes = 16 << 10; /* neither fits the L2; x fits a core's share of the L3 */
+    tg.cache[2] = (tc_cache_level){.bytes = 1 << 20, .shared = 8};
+    assert_int_equal(outer_axis(c, &tg, true), 1);
+    tg.cache[2].shared = 64; /* neither fits its share */
+    assert_int_equal(outer_axis(c, &tg, false), 0);
+    tc_release(c);
+}
+
 /* plans whose stores run in loops over the tile (epi_loop, "/e"): each
  * copy's reduce values go to a scratch array and the stores run once per
  * output after the tile, rows clamped (100 = 16 * 6 + 4) or not, a blocked
@@ -625,7 +683,7 @@ int main(void) {
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
-        cmocka_unit_test(test_plan_from_host),
+        cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
