@@ -433,6 +433,27 @@ static void test_epilogue_vectorized(void **state) {
     tc_release(c), tc_release(bias), tc_release(cb), tc_release(y);
 }
 
+/* builds kernel src (entry point name) of item it, t's only kernel, on the
+ * CPU device, runs it into a new buffer and compares with the reference */
+static void run_kernel(tc_tensor *t, const tc_sched_item *it, const char *src, const char *name,
+                       const tc_launch_dims *dims, double rtol, double atol, const char *what) {
+    tc_dev *d = tc_device_get(0);
+    tc_program *prog = d->compile(d, src, name);
+    assert_non_null(prog);
+    size_t nbytes = (size_t)tc_numel(t) * sizeof(float);
+    void *ptrs[8], *out = d->alloc(d, nbytes);
+    assert_true(it->n_bufs <= 8);
+    ptrs[0] = out;
+    for (int i = 1; i < it->n_bufs; i++) ptrs[i] = it->bufs[i]->buffer->ptr;
+    assert_int_equal(d->launch(d, prog, ptrs, it->n_bufs, dims), TC_OK);
+    float *got = malloc(nbytes), *want = malloc(nbytes);
+    assert_int_equal(d->copyout(d, got, out, 0, nbytes), TC_OK);
+    assert_int_equal(tc_ref_eval(tc_tensor_node(t), want), TC_OK);
+    assert_true(tc_allclose(got, want, TC_FLOAT32, tc_numel(t), rtol, atol, what));
+    d->free(d, out);
+    free(got), free(want);
+}
+
 /* runs t's only kernel on the CPU device with the plan written `text` (as
  * TC_BEAM stores it) and compares it with the reference */
 static void check_plan(tc_tensor *t, const char *text, double rtol, double atol) {
@@ -450,21 +471,8 @@ static void check_plan(tc_tensor *t, const char *text, double rtol, double atol)
     tc_lowered l;
     assert_int_equal(tc_lcache_lower(d, it, &p, &l), TC_OK);
     if (p.epi_loop) assert_non_null(strstr(l.src, "tile0[")); /* the scratch array of the loops */
-    tc_program *prog = d->compile(d, l.src, l.name);
+    run_kernel(t, it, l.src, l.name, &l.dims, rtol, atol, text);
     free(l.src);
-    assert_non_null(prog);
-    size_t nbytes = (size_t)tc_numel(t) * sizeof(float);
-    void *ptrs[8], *out = d->alloc(d, nbytes);
-    assert_true(it->n_bufs <= 8);
-    ptrs[0] = out;
-    for (int i = 1; i < it->n_bufs; i++) ptrs[i] = it->bufs[i]->buffer->ptr;
-    assert_int_equal(d->launch(d, prog, ptrs, it->n_bufs, &l.dims), TC_OK);
-    float *got = malloc(nbytes), *want = malloc(nbytes);
-    assert_int_equal(d->copyout(d, got, out, 0, nbytes), TC_OK);
-    assert_int_equal(tc_ref_eval(tc_tensor_node(t), want), TC_OK);
-    assert_true(tc_allclose(got, want, TC_FLOAT32, tc_numel(t), rtol, atol, text));
-    d->free(d, out);
-    free(got), free(want);
     tc_schedule_free(s);
 }
 
@@ -568,27 +576,13 @@ static int outer_axis(tc_tensor *t, const tc_target *tg, bool run) {
     int axis = -1;
     for (int i = 0; i < k->n_uops && axis < 0; i++)
         if (k->uops[i]->op == TC_UOP_RANGE) axis = (int)k->uops[i]->arg;
-    tc_dev *d = tc_device_get(0);
-    char *src = run ? tc_render(d->dialect, k) : NULL;
     if (run) {
-        const tc_sched_item *it = &s->items[0];
-        tc_program *prog = d->compile(d, src, k->name);
-        assert_non_null(prog);
-        size_t nbytes = (size_t)tc_numel(t) * sizeof(float);
-        void *ptrs[8], *out = d->alloc(d, nbytes);
-        assert_true(it->n_bufs <= 8);
-        ptrs[0] = out;
-        for (int i = 1; i < it->n_bufs; i++) ptrs[i] = it->bufs[i]->buffer->ptr;
+        char *src = tc_render(tc_device_get(0)->dialect, k);
+        assert_non_null(src);
         tc_launch_dims dims = {{1, 1, 1}, {1, 1, 1}, k->cpu_range};
-        assert_int_equal(d->launch(d, prog, ptrs, it->n_bufs, &dims), TC_OK);
-        float *got = malloc(nbytes), *want = malloc(nbytes);
-        assert_int_equal(d->copyout(d, got, out, 0, nbytes), TC_OK);
-        assert_int_equal(tc_ref_eval(tc_tensor_node(t), want), TC_OK);
-        assert_true(tc_allclose(got, want, TC_FLOAT32, tc_numel(t), 1e-4, 1e-4, "x @ w.T"));
-        d->free(d, out);
-        free(got), free(want);
+        run_kernel(t, &s->items[0], src, k->name, &dims, 1e-4, 1e-4, "x @ w.T");
+        free(src);
     }
-    free(src);
     tc_kernel_uops_free(k);
     tc_schedule_free(s);
     return axis;
