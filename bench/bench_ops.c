@@ -9,15 +9,22 @@
  * that is checked comes from one more replay, on inputs with new data: a
  * replay that returned a stale result would fail the check.
  *
- *   matmul N     (N,N)@(N,N) float32, N = 512, 1024, 2048: GFLOPS = 2N^3/t
+ *   matmul N     (N,N)@(N,N) float32, N = 256, 512, 1024, 2048: GFLOPS = 2N^3/t
+ *   matmul_wt    x @ W.T with an (out, in) weight, the torch/GPT-2 layout:
+ *                (256,256) @ (50304,256).T (a language model's head):
+ *                GFLOPS = 2*256*256*50304/t
+ *   machine      prints nothing: opens the device, so that with TC_DEBUG=1
+ *                stderr says what the CPU device read of its host
+ *                (bench/run.sh prints that line above its table)
  *   triad        d = a*b + c over 16M floats: GB/s = 16 bytes/element / t
  *   sum          sum of 16M floats: GB/s = 4 bytes/element / t
  *   softmax, layernorm, std over the rows of (4096,1024), softmax of
  *                (64,1024): ms
  *
  * Usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick] [--device DEV]
- *   --only CASE  one case: matmul512, matmul1024, matmul2048, stream (triad
- *                and sum), softmax, softmax64, layernorm or std (default: all;
+ *   --only CASE  one case: matmul256, matmul512, matmul1024, matmul2048,
+ *                matmul_wt, stream (triad and sum), softmax, softmax64,
+ *                layernorm, std or machine (default: all but machine;
  *                bench/run.sh runs them one by one, each next to its peer)
  *   --dump DIR   writes each case's inputs and our outputs as raw float32
  *                (DIR/<case>.<name>.f32) for bench/peers.py to check
@@ -113,7 +120,15 @@ static void dump(const char *name, const char *part, const float *x, int64_t n) 
 
 /* ---- the one-op steps ------------------------------------------------------ */
 
-typedef enum { OP_MATMUL, OP_TRIAD, OP_SUM, OP_SOFTMAX, OP_LAYERNORM, OP_STD } op_kind;
+typedef enum {
+    OP_MATMUL,    /* a @ b */
+    OP_MATMUL_WT, /* x @ w.T */
+    OP_TRIAD,     /* a*b + c */
+    OP_SUM,       /* sum of all */
+    OP_SOFTMAX,   /* over the last axis */
+    OP_LAYERNORM, /* over the last axis */
+    OP_STD        /* over axis 1 */
+} op_kind;
 
 static tc_status op_step(void *user, tc_tensor *const *in, int n_in, tc_tensor **out, int n_out) {
     (void)n_in, (void)n_out;
@@ -122,6 +137,10 @@ static tc_status op_step(void *user, tc_tensor *const *in, int n_in, tc_tensor *
     int ax = -1;
     switch (op) {
     case OP_MATMUL: y = tc_matmul(in[0], in[1]); break;
+    case OP_MATMUL_WT: /* x @ w.T, w stored (out, in) */
+        t = tc_transpose(in[1], 0, 1);
+        y = t ? tc_matmul(in[0], t) : NULL;
+        break;
     case OP_TRIAD:
         t = tc_mul(in[0], in[1]);
         y = t ? tc_add(t, in[2]) : NULL;
@@ -198,12 +217,12 @@ static tc_tensor *upload(const float *x, int ndim, const int64_t *shape) {
  * shapes, so the jit swaps their buffers in), its result in `result`. The
  * peer checks this one, so a replay that repeated an old result instead of
  * computing would fail the check. */
-static int replay_on(step *s, float *const *host, int ndim, const int64_t *shape, float *result,
-                     size_t nbytes) {
+static int replay_on(step *s, float *const *host, int ndim, const int64_t *const *shapes,
+                     float *result, size_t nbytes) {
     tc_tensor *in[3] = {NULL, NULL, NULL};
     int rc = 0;
     for (int i = 0; i < s->n_in && rc == 0; i++)
-        if (!(in[i] = upload(host[i], ndim, shape))) rc = -1;
+        if (!(in[i] = upload(host[i], ndim, shapes[i]))) rc = -1;
     if (rc == 0 && replay(s->jit, in, s->n_in, result, nbytes) < 0)
         rc = -1, error("a replay on new inputs");
     for (int i = 0; i < s->n_in; i++) tc_release(in[i]);
@@ -212,19 +231,20 @@ static int replay_on(step *s, float *const *host, int ndim, const int64_t *shape
 
 /* ---- cases ----------------------------------------------------------------- */
 
-static void bench_matmul(int64_t n) {
-    char name[32];
-    snprintf(name, sizeof name, "matmul%lld", (long long)n);
-    int64_t shape[2] = {n, n};
-    float *a = fill(n * n, 1.0, 0.0, 0.0), *b = fill(n * n, 1.0, 1.3, 0.0), *c = floats(n * n);
-    step s = {.op = OP_MATMUL, .n_in = 2};
-    if (a && b && c && (s.in[0] = upload(a, 2, shape)) && (s.in[1] = upload(b, 2, shape)) &&
+/* (m,k) @ (k,n), or with wt (m,k) @ (n,k).T; `name` is the case */
+static void bench_matmul(const char *name, int64_t m, int64_t k, int64_t n, bool wt) {
+    int64_t sa[2] = {m, k}, sb[2] = {k, n}, sw[2] = {n, k};
+    const int64_t *shapes[2] = {sa, wt ? sw : sb};
+    float *a = fill(m * k, 1.0, 0.0, 0.0), *b = fill(k * n, 1.0, 1.3, 0.0), *c = floats(m * n);
+    step s = {.op = wt ? OP_MATMUL_WT : OP_MATMUL, .n_in = 2};
+    if (a && b && c && (s.in[0] = upload(a, 2, sa)) && (s.in[1] = upload(b, 2, shapes[1])) &&
         prepare(&s) == 0) {
         double t = time_step(&s, runs_for(s.once, quick ? 1.0 : 4.0));
-        if (t > 0) printf("ours %s %.3f\n", name, 2.0 * (double)n * (double)n * (double)n / t * 1e-9);
-        fill_into(a, n * n, 1.0, 0.5, 0.0), fill_into(b, n * n, 1.0, 2.0, 0.0);
-        if (replay_on(&s, (float *[]){a, b}, 2, shape, c, sizeof *c * (size_t)(n * n)) == 0)
-            dump(name, "a", a, n * n), dump(name, "b", b, n * n), dump(name, "out", c, n * n);
+        double flop = 2.0 * (double)m * (double)k * (double)n;
+        if (t > 0) printf("ours %s %.3f\n", name, flop / t * 1e-9);
+        fill_into(a, m * k, 1.0, 0.5, 0.0), fill_into(b, k * n, 1.0, 2.0, 0.0);
+        if (replay_on(&s, (float *[]){a, b}, 2, shapes, c, sizeof *c * (size_t)(m * n)) == 0)
+            dump(name, "a", a, m * k), dump(name, "b", b, k * n), dump(name, "out", c, m * n);
     }
     finish(&s);
     free(a), free(b), free(c);
@@ -254,7 +274,8 @@ static void bench_stream(int64_t n, int threads) {
         double bytes = 16.0 * (double)n, err = INFINITY;
         if (any_failed(t_ours, runs)) error("a triad replay");
         fill_into(a, n, 1.0, 0.4, 0.0), fill_into(b, n, 1.0, 1.9, 0.0), fill_into(c, n, 1.0, 2.8, 0.0);
-        if (replay_on(&tr, (float *[]){a, b, c}, 1, shape, ours, sizeof *ours * (size_t)n) == 0) {
+        if (replay_on(&tr, (float *[]){a, b, c}, 1, (const int64_t *[]){shape, shape, shape}, ours,
+                      sizeof *ours * (size_t)n) == 0) {
             stream_triad(d, a, b, c, n, threads);
             err = 0;
             for (int64_t i = 0; i < n; i++) err = fmax(err, fabs((double)ours[i] - (double)d[i]));
@@ -279,7 +300,7 @@ static void bench_stream(int64_t n, int threads) {
             }
             if (any_failed(t_ours, runs)) error("a sum replay");
             fill_into(pos, n, 0.5, 2.9, 1.0);
-            replay_on(&su, (float *[]){pos}, 1, shape, &s_ours, sizeof s_ours);
+            replay_on(&su, (float *[]){pos}, 1, (const int64_t *[]){shape}, &s_ours, sizeof s_ours);
             double ref = 0, s_peer = stream_sum(pos, n, threads);
             for (int64_t i = 0; i < n; i++) ref += pos[i];
             double rel = fabs((double)s_ours - s_peer) / fabs(s_peer);
@@ -305,7 +326,8 @@ static void bench_rows(const char *name, op_kind op, int64_t rows, int64_t cols)
         double t = time_step(&s, runs_for(s.once, quick ? 0.3 : 1.5));
         if (t > 0) printf("ours %s %.4f\n", name, t * 1e3);
         fill_into(x, rows * cols, 3.0, 0.9, 0.0);
-        if (replay_on(&s, (float *[]){x}, 2, shape, y, sizeof *y * (size_t)out_n) == 0)
+        if (replay_on(&s, (float *[]){x}, 2, (const int64_t *[]){shape}, y,
+                      sizeof *y * (size_t)out_n) == 0)
             dump(name, "x", x, rows * cols), dump(name, "out", y, out_n);
     }
     finish(&s);
@@ -329,24 +351,32 @@ int main(int argc, char **argv) {
         }
     }
     if (threads < 1) threads = 1;
-    static const char *const names[] = {"matmul512", "matmul1024", "matmul2048", "stream",
-                                        "softmax",   "softmax64",  "layernorm",  "std"};
+    static const char *const names[] = {"matmul256", "matmul512", "matmul1024", "matmul2048",
+                                        "matmul_wt", "stream",    "softmax",    "softmax64",
+                                        "layernorm", "std",       "machine"};
     int n_names = (int)(sizeof names / sizeof names[0]), found = 0;
     for (int c = 0; c < n_names; c++) {
-        if (only && strcmp(only, names[c])) continue;
+        if (only ? strcmp(only, names[c]) != 0 : !strcmp(names[c], "machine")) continue;
         found++;
         switch (c) {
-        case 0: bench_matmul(512); break;
-        case 1: bench_matmul(1024); break;
-        case 2: bench_matmul(2048); break;
-        case 3:
+        case 0: bench_matmul(names[c], 256, 256, 256, false); break;
+        case 1: bench_matmul(names[c], 512, 512, 512, false); break;
+        case 2: bench_matmul(names[c], 1024, 1024, 1024, false); break;
+        case 3: bench_matmul(names[c], 2048, 2048, 2048, false); break;
+        case 4: bench_matmul(names[c], 256, 256, 50304, true); break;
+        case 5:
             printf("info STREAM peer: %d thread(s), flags: %s\n", threads, stream_flags);
             bench_stream(16 << 20, threads);
             break;
-        case 4: bench_rows("softmax", OP_SOFTMAX, 4096, 1024); break;
-        case 5: bench_rows("softmax64", OP_SOFTMAX, 64, 1024); break;
-        case 6: bench_rows("layernorm", OP_LAYERNORM, 4096, 1024); break;
-        default: bench_rows("std", OP_STD, 4096, 1024); break;
+        case 6: bench_rows("softmax", OP_SOFTMAX, 4096, 1024); break;
+        case 7: bench_rows("softmax64", OP_SOFTMAX, 64, 1024); break;
+        case 8: bench_rows("layernorm", OP_LAYERNORM, 4096, 1024); break;
+        case 9: bench_rows("std", OP_STD, 4096, 1024); break;
+        default: { /* the device opens at its first tensor (TC_DEBUG=1 says what it read) */
+            tc_tensor *z = tc_zeros(1, (int64_t[]){1}, TC_FLOAT32, device);
+            if (!z) error("tc_zeros");
+            tc_release(z);
+        }
         }
     }
     if (!found) fprintf(stderr, "bench_ops: no case named %s\n", only), failures++;

@@ -11,8 +11,9 @@ check = the max abs difference from libtinyc's result, relative to the
 largest peer value for matmul, then "(ok)" or "(FAIL)") and "info" lines; exit status 1 when a check
 fails. numpy gets THREADS through OPENBLAS_NUM_THREADS (set here, before
 numpy loads), PyTorch through torch.set_num_threads. --serve: read case
-names (matmul512, ..., softmax, softmax64, layernorm, std) from stdin, one a
-line, and answer each with its lines and a line "end". --torch-device DEV
+names (matmul256, ..., matmul_wt, softmax, softmax64, layernorm, std) from stdin, one a
+line, and answer each with its lines and a line "end". matmul_wt is x @ W.T
+with W stored (out, in), as torch and GPT-2 keep it. --torch-device DEV
 (cuda): every case, matmul included, runs in PyTorch on DEV, each timed run
 ending with torch.cuda.synchronize() (bench/gpu.sh); no peer lines when
 PyTorch cannot reach DEV.
@@ -97,25 +98,34 @@ if sys.argv[3:4] == ["--corename"]:  # run.sh: which kernels OpenBLAS picks by i
     sys.exit(0)
 
 
-def matmul(n):
-    case = "matmul%d" % n
+# the matmul cases: (m, k, n, b is stored (n, k) and used transposed), as bench_ops has them
+MATMULS = {"matmul256": (256, 256, 256, False), "matmul512": (512, 512, 512, False),
+           "matmul1024": (1024, 1024, 1024, False), "matmul2048": (2048, 2048, 2048, False),
+           "matmul_wt": (256, 256, 50304, True)}
+
+
+def matmul(case):
+    m, k, n, wt = MATMULS[case]
     if not os.path.exists(os.path.join(DIR, case + ".out.f32")):
         return
-    a, b, ours = load(case, "a", (n, n)), load(case, "b", (n, n)), load(case, "out", (n, n))
-    c = np.empty((n, n), np.float32)
+    a, ours = load(case, "a", (m, k)), load(case, "out", (m, n))
+    b = load(case, "b", (n, k) if wt else (k, n))
+    c = np.empty((m, n), np.float32)
     if TORCH_DEV:
         torch = torch_module()
         if torch is None:
             return
         a, b = torch.from_numpy(a).to(TORCH_DEV), torch.from_numpy(b).to(TORCH_DEV)
-        out = torch.empty((n, n), device=TORCH_DEV)
-        t = median_time(lambda: torch.matmul(a, b, out=out), 1.0 if QUICK else 3.0)
+        bb = b.t() if wt else b
+        out = torch.empty((m, n), device=TORCH_DEV)
+        t = median_time(lambda: torch.matmul(a, bb, out=out), 1.0 if QUICK else 3.0)
         c = out.cpu().numpy()
     else:
-        t = median_time(lambda: np.matmul(a, b, out=c), 1.0 if QUICK else 3.0)
+        bb = b.T if wt else b
+        t = median_time(lambda: np.matmul(a, bb, out=c), 1.0 if QUICK else 3.0)
     err = float(np.abs(ours - c).max() / np.abs(c).max())
     ok = check(case, err, 1e-4)
-    print("peer %s %.3f relerr=%.2g(%s)" % (case, 2.0 * n ** 3 / t * 1e-9, err, ok), flush=True)
+    print("peer %s %.3f relerr=%.2g(%s)" % (case, 2.0 * m * k * n / t * 1e-9, err, ok), flush=True)
 
 
 def rows(torch, case, fn, shape, out_shape):
@@ -155,8 +165,8 @@ def torch_module():
 
 
 def run_case(case):
-    if case.startswith("matmul"):
-        return matmul(int(case[6:]))
+    if case in MATMULS:
+        return matmul(case)
     torch = torch_module()
     if torch is None:
         return
@@ -186,7 +196,7 @@ def main():
                 run_case(line.strip())
             print("end", flush=True)
         return
-    for case in ("matmul512", "matmul1024", "matmul2048", "softmax", "softmax64", "layernorm", "std"):
+    for case in list(MATMULS) + ["softmax", "softmax64", "layernorm", "std"]:
         run_case(case)
 
 

@@ -14,8 +14,9 @@
 #   --keep-coretype  obey an OPENBLAS_CORETYPE that forces AVX2 kernels on an
 #                 AVX-512 CPU (by default it is dropped: peers at their best)
 #   build-dir     default: build (configured as Release if it does not exist)
-# What it runs (all in bench/): bench_ops + peers.py (matmul, a*b+c, sum,
-# softmax, layernorm, std), bench_train_step + train_step_torch.py (MNIST
+# What it runs (all in bench/): bench_ops + peers.py (matmul 256 to 2048 and
+# x @ W.T, a*b+c, sum, softmax, layernorm, std; first the machine the CPU
+# device read, TC_DEBUG=1's line), bench_train_step + train_step_torch.py (MNIST
 # convnet and MLP steps, same initial weights and batch on both sides),
 # bench_train_step --compile 1 with a fresh and then a warm TC_CACHEDIR
 # (compile, scheduling and lowering time of a convnet step, from
@@ -101,6 +102,8 @@ status=0
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' (+ local changes)')"
     echo "load-before $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "openblas-coretype $coretype"
+    # what the CPU device read of this machine (src/runtime/cpu_info.c), which its plans follow
+    echo "machine $(TC_DEBUG=1 "$bin/bench_ops" --only machine 2>&1 >/dev/null | sed -n 's/^device CPU: //p' | head -n 1)"
 } > "$tmp/meta.txt"
 have() { "$PY" -c "import $1" 2>/dev/null; }
 step() { echo "run.sh: $*" >&2; }
@@ -117,7 +120,7 @@ if have numpy; then
     peers_pid=$PEERS_PID
     read -r line <&"${PEERS[0]}" && echo "$line" >> "$tmp/peers.txt" && peers=1
 fi
-for c in matmul512 matmul1024 matmul2048 stream softmax softmax64 layernorm std; do
+for c in matmul256 matmul512 matmul1024 matmul2048 matmul_wt stream softmax softmax64 layernorm std; do
     "$bin/bench_ops" --only "$c" --dump "$tmp/ops" --threads "$threads" "${quick[@]}" \
         >> "$tmp/ops.txt" || status=1
     if [ "$peers" = 1 ] && ! kill -0 "$peers_pid" 2>/dev/null; then

@@ -77,8 +77,17 @@ typedef struct tc_ulist {
     int cap;
 } tc_ulist;
 
+/* one level of a CPU's data caches as the host reported it; zeros: unknown */
+typedef struct {
+    int64_t bytes; /* capacity of one such cache */
+    int ways;      /* associativity */
+    int line;      /* line size in bytes */
+    int shared;    /* cores sharing one such cache (1: private to a core) */
+} tc_cache_level;
+
 /* what the target offers; each renderer fills one in (a device may lower
- * the limits to its own), codegen only reads it */
+ * the limits to its own: the CPU device adds what the host reports, read
+ * in src/runtime/cpu_info.c when the device opens), codegen only reads it */
 typedef struct {
     bool has_local;        /* work-groups and local memory (GPUs) */
     int64_t global_max[3]; /* work-groups per grid dimension (has_local) */
@@ -87,6 +96,9 @@ typedef struct {
     int64_t shared_max;    /* bytes of local memory per work-group (has_local) */
     int simd_floats;       /* CPU: float32 lanes of a SIMD register (0: unknown, taken as 4) */
     int simd_regs;         /* CPU: SIMD registers (0: unknown, taken as 16) */
+    tc_cache_level cache[3]; /* CPU: the data caches a core sees, L1d, L2, L3 (cache[level-1]);
+                                opt.c sizes its blocks from them (zeros: unknown, see opt.c) */
+    int cores;             /* CPU: cores online (0: unknown) */
     bool has_vec;          /* the renderer prints vector values (loads, ALUs, accumulators) */
     int vec_width;         /* has_local: elements of the innermost kept axis per lane when
                               loads and stores read it contiguously (vector loads, stores

@@ -484,18 +484,72 @@ static tc_uop *outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
     return tc_ub_range_in(&c->ub, a, c->idt, start, end, n);
 }
 
-/* The loops over the kept axes, outermost first: axis order, except that a
- * register tile's column axis (the contiguous one, second in the plan) is
- * opened before its row axis when it has enough steps to share between
- * threads: the tile's columns of the reused input then stay in cache while
- * the rows go by (matmul 2048: the 64-column panel of b, 512 KiB, stays in
- * L2 instead of all of b passing through for every 6 rows). */
+/* bytes of the buffers that the reduces of it read and that do not move
+ * along kept axis a (each buffer once; seen: slots counted): what the loops
+ * inside a loop over a read again at each of its steps */
+static int64_t reread_bytes(const tc_sched_item *it, const tc_ast *x, int a, bool under,
+                            bool *seen) {
+    if (x->op == TC_OP_LOAD) {
+        if (!under || seen[x->buf] || tc_st_stride(x->st, a) != 0) return 0;
+        seen[x->buf] = true;
+        const tc_node *b = it->bufs[x->buf];
+        return tc_node_numel(b) * (int64_t)tc_dtypes[b->dtype].size;
+    }
+    int64_t n = 0;
+    for (int i = 0; i < x->n_srcs; i++)
+        n += reread_bytes(it, x->srcs[i], a, under || tc_op_is_reduce(x->op), seen);
+    return n;
+}
+
+enum { REREAD_BUFS = 64 }; /* buffers of a kernel reread_level looks at, at most */
+
+/* the innermost cache level (1: L2, 2: L3) whose share that one core may
+ * count on holds what a loop over kept axis a re-reads per step in half of
+ * it (the rest for what streams through); 3: none, or unknown. A core's L3
+ * share is the L3 over the cores that share it. */
+static int reread_level(const lower_ctx *c, int a) {
+    bool seen[REREAD_BUFS] = {false};
+    if (c->it->n_bufs > REREAD_BUFS) return 3;
+    int64_t bytes = reread_bytes(c->it, c->it->ast, a, false, seen);
+    for (int l = 1; l < 3; l++) {
+        const tc_cache_level *cl = &c->tg->cache[l];
+        int64_t share = cl->bytes / (cl->shared > 1 ? cl->shared : 1);
+        if (share > 0 && bytes <= share / 2) return l;
+    }
+    return 3;
+}
+
+/* The loops over the kept axes, outermost first: axis order, except that
+ * the outermost loop (shared by threads) goes to the axis of the operand
+ * that does not fit the cache, so the one read again at each of its steps
+ * is the one that does:
+ *  - a register tile's column axis (the contiguous one, second in the
+ *    plan) is opened before its row axis when it has enough steps to share
+ *    between threads: the tile's columns of the reused input then stay in
+ *    cache while the rows go by (matmul 2048: the 64-column panel of b, 512
+ *    KiB, stays in L2 instead of all of b passing through for every 6 rows);
+ *  - a dot tile's (x @ w.T: both inputs read along the reduce) later kept
+ *    axis is opened first when what its loop re-reads per step fits a
+ *    nearer cache than what the earlier one's does (reread_level): x @ w.T of a
+ *    (256,256) x and a (50304,256) w streamed all of w (51 MB) from memory
+ *    for every 2 rows of x; w's rows outside, x (256 KiB) is read from the
+ *    L2 instead (measured with bench_ops' matmul_wt, see bench/run.sh). */
 static void loop_order(const lower_ctx *c, int *order) {
     const tc_sched_item *it = c->it;
     for (int a = 0; a < it->ndim; a++) order[a] = a;
-    if (c->n_up < 2 || c->split * c->vl > 1) return;
+    if (c->n_up < 2) return;
     int i = c->up_axis[0], j = c->up_axis[1];
-    if (j < i || ceil_div(it->full_shape[j], c->up_amt[1]) < 8) return;
+    if ((it->reduce_axes >> i) & 1 || (it->reduce_axes >> j) & 1) return;
+    if (c->split * c->vl > 1) { /* a dot tile: the later axis first, or axis order */
+        int first = i < j ? i : j, later = i < j ? j : i;
+        int64_t amt = later == i ? c->up_amt[0] : c->up_amt[1];
+        if (ceil_div(it->full_shape[later], amt) < 8 ||
+            reread_level(c, later) >= reread_level(c, first))
+            return;
+        i = first, j = later;
+    } else if (j < i || ceil_div(it->full_shape[j], c->up_amt[1]) < 8) {
+        return;
+    }
     for (int o = j; o > i; o--) order[o] = order[o - 1];
     order[i] = j;
 }

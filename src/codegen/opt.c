@@ -17,8 +17,9 @@
  *    (a conv whose weight is channels-last: its 32 output channels fill two
  *    vectors where its 20 output columns leave 12 of 32 lanes idle). The
  *    rows: the kept axis along which that operand is reused (stride 0)
- *    giving the most rows, up to what the register file holds (24 vector
- *    accumulators with 32 registers, 12 with 16). Per reduce step the tile
+ *    giving the most rows. The tile's shape comes from the register file
+ *    (tile_max_rows: 6 rows of 2 vectors with 16 registers, 6 of 4 with
+ *    32), its reduce's block from the L1d (plan_kblock). Per reduce step the tile
  *    loads amt_j/L vectors and amt_i scalars and does amt_i*amt_j/L vector
  *    FMAs; with has_vec the columns are vectors in the reduce stage. A row
  *    amount that does not divide the axis is clamped: the extra rows re-read
@@ -38,6 +39,16 @@
  *    kept axes), 4 (or 3 or 2) at a time, for independent accumulator chains.
  * TC_NOOPT=1 keeps the plain loops. Targets with work-groups are not planned
  * here (lower.c maps their axes to work-groups).
+ *
+ * The machine: plans read only the target (tc_target: SIMD lanes and
+ * registers, the data caches, cores), which the CPU device fills from what
+ * the host reports when it opens (src/runtime/cpu_info.c; TC_CPU_L1D,
+ * TC_CPU_L2, TC_CPU_L3 and TC_CPU_ISA override it), so a plan is the same
+ * for the same target on any host. Used today: lanes and registers (tile
+ * shapes), the L1d (reduce blocks), and the L2 and a core's share of the L3
+ * (lower.c's loop order: which operand a dot tile re-reads from cache). The
+ * cores are recorded; outer blocks (BLIS's mc and nc) the kernel model does
+ * not have yet: each thread walks its columns of tiles over all rows.
  *
  * The cost rule (bound_plan): what a plan's copies repeat stays bounded, so
  * no kernel's source or compile time grows with the work fused into it.
@@ -73,15 +84,14 @@ enum {
     EPI_OUTPUTS = 192, /* outputs of a tile whose kernel has several (see plan_tile) */
 };
 
-/* a register tile's reused operand: the reduce's length times the tile's
- * columns, read once per row of tiles; past PANEL_BYTES the reduce runs in
- * blocks (tc_kopt.kblock) so that a block's panel stays in L1/L2 while the
- * rows go by. matmul 2048 (a 512 KiB panel of 64 columns): 178 -> 234
- * GFLOPS in blocks of 512; 1024: 224 -> 253 (one thread, bench_ops). Only
- * kernels with one reduced axis: beautiful_mnist's convs (reduces over
- * channels and the window, or batch and image for dw) got slower, 6.0 ->
- * 9.2 ms for conv2's dw, as each block re-reads and re-writes the outputs */
-#define PANEL_BYTES (128 * 1024)
+/* ---- the machine: what the target reports, and what opt.c assumes where it
+ * reports nothing (a target filled by hand; a host whose caches were not
+ * found): the smallest L1d of current x86-64 and Arm cores ---- */
+#define ASSUMED_L1D (32 * 1024)
+
+static int64_t l1d_bytes(const tc_target *tg) {
+    return tg->cache[0].bytes > 0 ? tg->cache[0].bytes : ASSUMED_L1D;
+}
 
 /* stride of tracker st along axis a; 0 for a size-1 axis; -1 when unknown
  * (several views, or a mask that cuts the axis) */
@@ -292,6 +302,25 @@ static double lane_use(int64_t cj, int64_t l) {
     return (double)cj / (double)(((cj + l - 1) / l) * l);
 }
 
+/* The rows of a register tile of `vecs` vectors per row (BLIS's micro-tile
+ * mr x nr, nr = vecs lanes-wide vectors) that a file of `regs` SIMD
+ * registers holds. Per reduce step the tile loads its vecs vectors of the
+ * reused operand once, then each row's broadcast of the other operand in
+ * turn, and does rows * vecs vector FMAs: the accumulators, the vecs
+ * vectors and the broadcast must all be registers, with one to spare. gcc
+ * keeps them so; a register short, it reads every FMA's vector from memory
+ * instead (the 3x32 tile on AVX2's 16 registers: 15 loads per 12 FMAs, not
+ * 7). plan_tile takes, of the widths that divide the column axis, the one
+ * with the most used lanes of FMAs per load (rows * vecs / (rows + vecs):
+ * the tile's reuse), then the most accumulators (independent FMA chains
+ * hide the FMA's latency): 16 registers give 6x2 vectors (BLIS's Haswell and
+ * Zen kernels are 6x16 floats too), 32 give 6x4. Measured (matmul 512^3, one
+ * thread, CPU time, Zen 3 AVX2): 3x32 36 GFLOPS, 6x16 48. */
+static int64_t tile_max_rows(int64_t regs, int64_t vecs) {
+    int64_t rows = (regs - vecs - 2) / vecs;
+    return rows > 1 ? rows : 1;
+}
+
 static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, tc_kopt *p) {
     /* the column axis j: a kept axis some load under the reduce reads
      * contiguously (and along a reduced axis), filling the most vector
@@ -320,21 +349,30 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
      * last conv gradient) took gcc 8 s, and with the updates in a loop after
      * the tile (epi_loop) the 3x32 tile of that kernel runs 35 -> 47 ms */
     bool many_outs = k->n_stores > 1;
-    int64_t cj = best_divisor(it->full_shape[j], (many_outs ? 2 : TILE_VECS) * l, l);
-    int64_t vecs = (cj + l - 1) / l, max_rows = regs / vecs;
-    if (many_outs && max_rows > EPI_OUTPUTS / cj) max_rows = EPI_OUTPUTS / cj;
-    /* the rows: the kept axis along which that operand is reused giving the
-     * most (the innermost of equals) */
-    int best_i = -1;
-    int64_t best_ri = 1;
-    for (int i = it->ndim - 1; i >= 0; i--) {
-        if (i == j || !is_kept(it, i) || tc_st_stride(vst, i) != 0) continue;
-        int64_t ri = tile_rows(it->full_shape[i], max_rows);
-        if (ri > best_ri) best_ri = ri, best_i = i;
+    double best_reuse = -1;
+    int64_t best_accs = 0;
+    for (int64_t nv = 1; nv <= (many_outs ? 2 : TILE_VECS); nv++) {
+        int64_t cj = best_divisor(it->full_shape[j], nv * l, l), vecs = (cj + l - 1) / l;
+        if (vecs != nv) continue; /* a narrower shape has these columns */
+        int64_t max_rows = tile_max_rows(regs, vecs);
+        if (many_outs && max_rows > EPI_OUTPUTS / cj) max_rows = EPI_OUTPUTS / cj;
+        /* the rows: the kept axis along which that operand is reused giving
+         * the most (the innermost of equals) */
+        int best_i = -1;
+        int64_t best_ri = 1;
+        for (int i = it->ndim - 1; i >= 0; i--) {
+            if (i == j || !is_kept(it, i) || tc_st_stride(vst, i) != 0) continue;
+            int64_t ri = tile_rows(it->full_shape[i], max_rows);
+            if (ri > best_ri) best_ri = ri, best_i = i;
+        }
+        /* used lanes of FMAs per load, then accumulators (see tile_max_rows) */
+        double reuse = (double)(best_ri * cj) / (double)l / (double)(best_ri + vecs);
+        if (reuse < best_reuse || (reuse == best_reuse && best_ri * vecs <= best_accs)) continue;
+        best_reuse = reuse, best_accs = best_ri * vecs;
+        if (best_i >= 0) *p = (tc_kopt){.n = 2, .axis = {best_i, j}, .amt = {best_ri, cj}};
+        else *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
     }
-    if (best_i >= 0) *p = (tc_kopt){.n = 2, .axis = {best_i, j}, .amt = {best_ri, cj}};
-    else *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
-    return true;
+    return best_reuse >= 0;
 }
 
 /* reused by some load under a reduce along kept axis a */
@@ -482,17 +520,31 @@ int tc_opt_kblock_axis(const tc_sched_item *it) {
     return -1;
 }
 
-/* the block of a tile's reduce (0: none) that keeps the panel of `cols`
- * columns it reads per block within PANEL_BYTES: a divisor of the blocked
- * axis, at least two blocks */
-static int64_t plan_kblock(const tc_sched_item *it, int64_t cols) {
+/* The block of a tile's reduce (tc_kopt.kblock; 0: none). Each row of
+ * tiles reads the reused operand's panel (the reduce's length times the
+ * tile's `cols` columns) once; BLIS sizes its kc so that the kc x nr
+ * micro-panel of B stays in L1d while the rows of A stream past, and so do
+ * we: the fewest blocks (a divisor of the axis, at least two) whose panel
+ * fits the L1d, none when the whole panel does. Fewer blocks matter as much,
+ * since every block re-reads and re-writes the outputs' partial sums. Our
+ * panel is not packed: its rows lie a row of b apart, each its own page past
+ * 1024 floats, so a block also bounds the pages and cache sets the panel
+ * touches. Measured (one thread, CPU time; bench_ops shapes): 2048^3 on a
+ * Zen 3 (32 KiB L1d, 6x16 tiles, 64-byte panel rows), blocks of 256 and 512
+ * (panels of L1d/2 and L1d) 26 GFLOPS, of 1024 (2 L1d) 19, none 17; on an
+ * AVX-512 Xeon (48 KiB L1d, 6x64 tiles) blocks of 512 took 2048^3 from 178
+ * to 234 GFLOPS (a 128 KiB panel; this rule gives 128 there, not measured).
+ * Only kernels with one reduced axis: beautiful_mnist's convs (reduces over
+ * channels and the window, or batch and image for dw) got slower, 6.0 ->
+ * 9.2 ms for conv2's dw, as each block re-reads and re-writes the outputs */
+static int64_t plan_kblock(const tc_sched_item *it, int64_t cols, int64_t l1d) {
     int k = tc_opt_kblock_axis(it);
     if (k < 0) return 0;
     for (int a = k + 1; a < it->ndim; a++) /* one reduced axis: convs measured slower */
         if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) return 0;
     int64_t n = it->full_shape[k], per_index = cols * 4;
-    if (n * per_index <= PANEL_BYTES) return 0;
-    for (int64_t b = PANEL_BYTES / per_index; b >= 2; b--)
+    if (n * per_index <= l1d) return 0;
+    for (int64_t b = l1d / per_index; b >= 2; b--)
         if (n % b == 0 && n / b >= 2) return b;
     return 0;
 }
@@ -565,18 +617,19 @@ static void bound_plan(const tc_sched_item *it, tc_kopt *p) {
 /* the plan of a kernel by its shape (see the charter) */
 static void choose_plan(const tc_sched_item *it, const tc_target *tg, const kinfo *k, tc_kopt *p) {
     int64_t l = tg->simd_floats > 1 ? tg->simd_floats : 4;
-    int64_t regs = tg->simd_regs >= 32 ? 24 : 12; /* accumulators, leaving room for operands */
+    int64_t file = tg->simd_regs > 0 ? tg->simd_regs : 16;
+    int64_t regs = file * 3 / 4; /* a dot tile's accumulators, leaving room for operands */
     int64_t amt = 0;
     int r = split_axis(it, k, l, &amt);
     tc_kopt tile;
-    bool has_tile = plan_tile(it, k, l, regs, &tile);
+    bool has_tile = plan_tile(it, k, l, file, &tile);
     /* a tile narrower than a vector loses to a dot tile where there is one */
     bool narrow = has_tile && tile.amt[tile.n - 1] < l;
     if (tg->has_vec && r >= 0 && (!has_tile || narrow) && plan_dot(it, k, r, l, regs, p)) return;
     if (has_tile) { /* its columns in vectors in the reduce stage where they fill them */
         int j = tile.axis[tile.n - 1];
         if (tg->has_vec && tile.amt[tile.n - 1] % l == 0 && tc_opt_vec_ok(it, j, true)) tile.lanes = (int)l;
-        if (tile.n == 2) tile.kblock = plan_kblock(it, tile.amt[1]);
+        if (tile.n == 2) tile.kblock = plan_kblock(it, tile.amt[1], l1d_bytes(tg));
         *p = tile;
         return;
     }

@@ -532,17 +532,6 @@ static void cpu_close(tc_dev *d) {
     tc_free(d);
 }
 
-/* the SIMD registers kernels compiled with -march=native get on this CPU */
-static void host_simd(tc_target *t) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    if (__builtin_cpu_supports("avx512f")) t->simd_floats = 16, t->simd_regs = 32;
-    else if (__builtin_cpu_supports("avx")) t->simd_floats = 8, t->simd_regs = 16;
-    else t->simd_floats = 4, t->simd_regs = 16;
-#else
-    t->simd_floats = 4, t->simd_regs = 32; /* NEON-class */
-#endif
-}
-
 tc_dev *tc_cpu_device_create(int id) {
     tc_dev *d = tc_calloc(1, sizeof *d);
     cpu_ctx *ctx = d ? tc_calloc(1, sizeof *ctx) : NULL;
@@ -554,7 +543,13 @@ tc_dev *tc_cpu_device_create(int id) {
     d->id = id;
     d->ctx = ctx;
     d->dialect = &tc_dialect_c;
-    tc_cpu_target(&d->target);
+    char info[512];
+    if (tc_cpu_target(&d->target, info, sizeof info) != TC_OK) {
+        tc_free(ctx);
+        tc_free(d);
+        return NULL;
+    }
+    if (tc_flag_get(TC_FLAG_DEBUG) >= 1) fprintf(stderr, "device CPU: %s\n", info);
     d->alloc = cpu_alloc;
     d->free = cpu_free;
     d->copyin = cpu_copyin;
@@ -565,11 +560,6 @@ tc_dev *tc_cpu_device_create(int id) {
     d->synchronize = cpu_synchronize;
     d->close = cpu_close;
     return d;
-}
-
-void tc_cpu_target(tc_target *t) {
-    *t = tc_dialect_c.target;
-    host_simd(t);
 }
 
 int tc_cpu_pool_workers(void) {

@@ -107,7 +107,11 @@ tc_dev *tc_null_device_create(int id) {
     d->ctx = ctx;
     d->is_null = true;
     d->dialect = &tc_dialect_c;
-    tc_cpu_target(&d->target);
+    if (tc_cpu_target(&d->target, NULL, 0) != TC_OK) {
+        tc_free(ctx);
+        tc_free(d);
+        return NULL;
+    }
     d->alloc = null_alloc;
     d->free = null_free;
     d->copyin = null_copyin;

@@ -87,8 +87,16 @@ void tc_runtime_trim(void); /* gives every cached block back to its device */
  * kernels of a schedule in batches, one compiler run each), loads it with
  * dlopen, calls kernels through libffi */
 tc_dev *tc_cpu_device_create(int id);
-/* the CPU device's target: the C dialect's with this host's SIMD registers */
-void tc_cpu_target(tc_target *t);
+/* the CPU device's target (cpu_info.c): the C dialect's, with what this
+ * host reports (SIMD lanes and registers, data caches, cores) and the
+ * TC_CPU_L1D, TC_CPU_L2, TC_CPU_L3 and TC_CPU_ISA overrides, read at each
+ * call. info (when not NULL) gets one line of what was read and where from
+ * (TC_DEBUG=1 prints it when the CPU device opens). A malformed override is
+ * TC_ERR_DEVICE naming it (the CPU device does not open). */
+tc_status tc_cpu_target(tc_target *t, char *info, size_t info_size);
+/* the L1d, L2 and L3 that a sysfs cache directory (.../cpu0/cache) lists
+ * into cache[0..2] (levels already set are kept); the levels it gave */
+int tc_cpu_sysfs_caches(const char *dir, tc_cache_level cache[3]);
 int64_t tc_cpu_compile_count(void); /* compiler runs in this process */
 int64_t tc_cpu_build_count(void);   /* kernels they built (a batch counts each of its kernels) */
 /* split launches (tc_launch_dims.cpu_range) run on a process-wide pool of

@@ -3,7 +3,9 @@
  * the planned matmul kernel the C compiler builds really uses packed SIMD
  * FMAs (on x86-64 with AVX), and that planned kernels (clamped tiles, split
  * reduces, blocked reduces, stores in loops over the tile, plans given as
- * TC_BEAM writes them) give the reference's numbers. */
+ * TC_BEAM writes them) give the reference's numbers, and that the tile and
+ * block sizes follow the SIMD and L1d the CPU device reports (faked through
+ * TC_CPU_ISA and TC_CPU_L1D), and a dot tile's loop order its L2 and L3. */
 #include "tc_test.h"
 
 #include "codegen/codegen.h"
@@ -78,10 +80,12 @@ static void test_plan_matmul(void **state) {
     assert_int_equal(p.amt[0], 6);
     assert_int_equal(p.axis[1], 1);
     assert_int_equal(p.amt[1], 64);
-    p = plan_of(c, &avx2, NULL); /* 12 accumulators of 8 */
+    /* 16 registers: 6 rows of 2 vectors (12 accumulators, 2 vectors, a
+     * broadcast and one to spare); 3 rows of 4 would leave none to spare */
+    p = plan_of(c, &avx2, NULL);
     assert_int_equal(p.n, 2);
-    assert_int_equal(p.amt[0], 3);
-    assert_int_equal(p.amt[1], 32);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 16);
     tc_set_flag("TC_NOOPT", 1);
     p = plan_of(c, &avx512, NULL);
     tc_set_flag("TC_NOOPT", 0);
@@ -382,7 +386,7 @@ static bool check_packed_fmas(tc_tensor *t, int least, const char *what) {
 static void test_vectorized(void **state) {
     (void)state;
     tc_tensor *c = matmul(96, 128, 256);
-    /* a 6x64 (or 3x32) tile is 24 (or 12) packed FMAs per step of the reduce */
+    /* a 6x64 (or 6x16) tile is 24 (or 12) packed FMAs per step of the reduce */
     bool checked = check_packed_fmas(c, 12, "the matmul kernel");
     tc_release(c);
     if (!checked) skip();
@@ -430,6 +434,27 @@ static void test_epilogue_vectorized(void **state) {
     tc_release(c), tc_release(bias), tc_release(cb), tc_release(y);
 }
 
+/* builds kernel src (entry point name) of item it, t's only kernel, on the
+ * CPU device, runs it into a new buffer and compares with the reference */
+static void run_kernel(tc_tensor *t, const tc_sched_item *it, const char *src, const char *name,
+                       const tc_launch_dims *dims, double rtol, double atol, const char *what) {
+    tc_dev *d = tc_device_get(0);
+    tc_program *prog = d->compile(d, src, name);
+    assert_non_null(prog);
+    size_t nbytes = (size_t)tc_numel(t) * sizeof(float);
+    void *ptrs[8], *out = d->alloc(d, nbytes);
+    assert_true(it->n_bufs <= 8);
+    ptrs[0] = out;
+    for (int i = 1; i < it->n_bufs; i++) ptrs[i] = it->bufs[i]->buffer->ptr;
+    assert_int_equal(d->launch(d, prog, ptrs, it->n_bufs, dims), TC_OK);
+    float *got = malloc(nbytes), *want = malloc(nbytes);
+    assert_int_equal(d->copyout(d, got, out, 0, nbytes), TC_OK);
+    assert_int_equal(tc_ref_eval(tc_tensor_node(t), want), TC_OK);
+    assert_true(tc_allclose(got, want, TC_FLOAT32, tc_numel(t), rtol, atol, what));
+    d->free(d, out);
+    free(got), free(want);
+}
+
 /* runs t's only kernel on the CPU device with the plan written `text` (as
  * TC_BEAM stores it) and compares it with the reference */
 static void check_plan(tc_tensor *t, const char *text, double rtol, double atol) {
@@ -447,29 +472,17 @@ static void check_plan(tc_tensor *t, const char *text, double rtol, double atol)
     tc_lowered l;
     assert_int_equal(tc_lcache_lower(d, it, &p, &l), TC_OK);
     if (p.epi_loop) assert_non_null(strstr(l.src, "tile0[")); /* the scratch array of the loops */
-    tc_program *prog = d->compile(d, l.src, l.name);
+    run_kernel(t, it, l.src, l.name, &l.dims, rtol, atol, text);
     free(l.src);
-    assert_non_null(prog);
-    size_t nbytes = (size_t)tc_numel(t) * sizeof(float);
-    void *ptrs[8], *out = d->alloc(d, nbytes);
-    assert_true(it->n_bufs <= 8);
-    ptrs[0] = out;
-    for (int i = 1; i < it->n_bufs; i++) ptrs[i] = it->bufs[i]->buffer->ptr;
-    assert_int_equal(d->launch(d, prog, ptrs, it->n_bufs, &l.dims), TC_OK);
-    float *got = malloc(nbytes), *want = malloc(nbytes);
-    assert_int_equal(d->copyout(d, got, out, 0, nbytes), TC_OK);
-    assert_int_equal(tc_ref_eval(tc_tensor_node(t), want), TC_OK);
-    assert_true(tc_allclose(got, want, TC_FLOAT32, tc_numel(t), rtol, atol, text));
-    d->free(d, out);
-    free(got), free(want);
     tc_schedule_free(s);
 }
 
-/* a matmul whose 64-column panel of b passes 128 KiB runs its reduce in
- * blocks (tc_kopt.kblock): 6x64 tiles, rows clamped (100 = 16 * 6 + 4),
- * the loop over blocks inside the threads' loop; an epilogue (relu) or a
- * second reduced axis keeps one block. Forced plans: blocks of a split
- * (vector partials folded, then added to the stored sum) and of a dot tile */
+/* a matmul whose panel of b (2048 x 64 floats: 512 KiB) passes the L1d
+ * runs its reduce in blocks (tc_kopt.kblock) of the most indices whose
+ * panel fits it: 6x64 tiles, rows clamped (100 = 16 * 6 + 4), the loop over
+ * blocks inside the threads' loop; an epilogue (relu) or a second reduced
+ * axis keeps one block. Forced plans: blocks of a split (vector partials
+ * folded, then added to the stored sum) and of a dot tile */
 static void test_plan_kblock(void **state) {
     (void)state;
     tc_tensor *c = matmul(100, 2048, 64);
@@ -477,8 +490,13 @@ static void test_plan_kblock(void **state) {
     assert_int_equal(p.n, 2);
     assert_int_equal(p.amt[0], 6);
     assert_int_equal(p.amt[1], 64);
-    assert_int_equal(p.kblock, 512);
-    assert_int_equal(plan_of(c, &avx2, NULL).kblock, 1024); /* 32 columns: 128 KiB blocks */
+    assert_int_equal(p.kblock, 128); /* no caches given: a 32 KiB L1d, 128 rows of 256 bytes */
+    tc_target big = avx512v;
+    big.cache[0].bytes = 128 * 1024; /* 512 rows */
+    assert_int_equal(plan_of(c, &big, NULL).kblock, 512);
+    big.cache[0].bytes = 1024 * 1024; /* the whole panel fits */
+    assert_int_equal(plan_of(c, &big, NULL).kblock, 0);
+    assert_int_equal(plan_of(c, &avx2, NULL).kblock, 512); /* 16 columns: 512 rows of 64 bytes */
     check_plan(c, "0:3,1:64/16/k128", 1e-4, 1e-4);
     check_plan(c, "1:4,2:32/16/k256", 1e-4, 1e-4); /* a split of the blocked axis */
     check_plan(c, "0:4,1:4/k64", 1e-4, 1e-4);       /* scalar copies */
@@ -511,6 +529,85 @@ static void test_plan_kblock(void **state) {
     tc_schedule_free(s);
     check_plan(sum, "0:16,1:32/16/k1024", 1e-5, 1e-3);
     tc_release(sum), tc_release(x);
+}
+
+/* plans follow what the CPU device reads of its host (tc_cpu_target), here
+ * faked through the environment: TC_CPU_ISA sets the register tile's shape,
+ * TC_CPU_L1D the reduce's blocks (the most indices whose panel of b fits),
+ * and each plan chosen gives the reference's numbers */
+static tc_kopt plan_under(tc_tensor *t, const char *isa, const char *l1d) {
+    setenv("TC_CPU_ISA", isa, 1);
+    setenv("TC_CPU_L1D", l1d, 1);
+    tc_target tg;
+    assert_int_equal(tc_cpu_target(&tg, NULL, 0), TC_OK);
+    unsetenv("TC_CPU_ISA");
+    unsetenv("TC_CPU_L1D");
+    tc_kopt p = plan_of(t, &tg, NULL);
+    char text[64];
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    check_plan(t, text, 1e-4, 1e-4);
+    return p;
+}
+
+static void test_plan_from_host(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(100, 2048, 64); /* a panel of 2048 rows of the tile's columns */
+    tc_kopt p = plan_under(c, "avx2", "16K");
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 16);
+    assert_int_equal(p.kblock, 256); /* 256 rows of 64 bytes */
+    assert_int_equal(plan_under(c, "avx2", "65536").kblock, 1024);
+    assert_int_equal(plan_under(c, "avx2", "1M").kblock, 0); /* 128 KiB: fits whole */
+    p = plan_under(c, "avx512", "64K");
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.kblock, 256); /* 256 rows of 256 bytes */
+    assert_int_equal(plan_under(c, "avx512", "48K").kblock, 128); /* 192 rows: 128 divides 2048 */
+    tc_release(c);
+}
+
+/* the loop-space axis of the outermost loop of t's only kernel, planned
+ * and lowered for tg; with run, the kernel also runs on the CPU device and
+ * gives the reference's numbers */
+static int outer_axis(tc_tensor *t, const tc_target *tg, bool run) {
+    tc_schedule *s = NULL;
+    tc_kopt p = plan_of(t, tg, &s);
+    tc_kernel_uops *k = tc_codegen_plan(&s->items[0], tg, &p);
+    assert_non_null(k);
+    int axis = -1;
+    for (int i = 0; i < k->n_uops && axis < 0; i++)
+        if (k->uops[i]->op == TC_UOP_RANGE) axis = (int)k->uops[i]->arg;
+    if (run) {
+        char *src = tc_render(tc_device_get(0)->dialect, k);
+        assert_non_null(src);
+        tc_launch_dims dims = {{1, 1, 1}, {1, 1, 1}, k->cpu_range};
+        run_kernel(t, &s->items[0], src, k->name, &dims, 1e-4, 1e-4, "x @ w.T");
+        free(src);
+    }
+    tc_kernel_uops_free(k);
+    tc_schedule_free(s);
+    return axis;
+}
+
+/* x @ w.T (a dot tile) opens its loops in axis order (x's rows outermost)
+ * unless what that loop re-reads per step (all of w) passes the cache and
+ * what the other's does (all of x) does not: x (16,256) is 16 KiB, w
+ * (1024,256) 1 MiB */
+static void test_dot_loop_order(void **state) {
+    (void)state;
+    tc_tensor *c = matmul_t(16, 256, 1024, false);
+    tc_target tg = avx512v;
+    assert_int_equal(outer_axis(c, &tg, false), 0); /* no caches known: axis order */
+    tg.cache[1].bytes = 8 << 20;                     /* both fit the L2 */
+    assert_int_equal(outer_axis(c, &tg, false), 0);
+    tg.cache[1].bytes = 64 << 10; /* x fits half of it, w does not: w's rows outside */
+    assert_int_equal(outer_axis(c, &tg, true), 1);
+    tg.cache[1].bytes = 16 << 10; /* neither fits the L2; x fits a core's share of the L3 */
+    tg.cache[2] = (tc_cache_level){.bytes = 1 << 20, .shared = 8};
+    assert_int_equal(outer_axis(c, &tg, true), 1);
+    tg.cache[2].shared = 64; /* neither fits its share */
+    assert_int_equal(outer_axis(c, &tg, false), 0);
+    tc_release(c);
 }
 
 /* plans whose stores run in loops over the tile (epi_loop, "/e"): each
@@ -613,6 +710,7 @@ int main(void) {
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
+        cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,7 +71,7 @@ static void test_names(void **state) {
     assert_false(tc_device_get(tc_device_open("CPU", "test"))->is_null);
     /* what codegen and the renderer see is the CPU's */
     tc_target cpu;
-    tc_cpu_target(&cpu);
+    assert_int_equal(tc_cpu_target(&cpu, NULL, 0), TC_OK);
     assert_ptr_equal(d->dialect, &tc_dialect_c);
     assert_memory_equal(&d->target, &cpu, sizeof cpu);
     assert_null(d->prebuild);
