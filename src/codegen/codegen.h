@@ -96,8 +96,8 @@ typedef struct {
     int64_t shared_max;    /* bytes of local memory per work-group (has_local) */
     int simd_floats;       /* CPU: float32 lanes of a SIMD register (0: unknown, taken as 4) */
     int simd_regs;         /* CPU: SIMD registers (0: unknown, taken as 16) */
-    tc_cache_level cache[3]; /* CPU: the data caches a core sees, L1d, L2, L3 (cache[level-1]);
-                                opt.c sizes its blocks from them (zeros: unknown, see opt.c) */
+    tc_cache_level cache[3]; /* CPU: the data caches a core sees, L1d, L2, L3 (cache[level-1]):
+                                opt.c's reduce blocks, lower.c's loop order (zeros: unknown) */
     int cores;             /* CPU: cores online (0: unknown) */
     bool has_vec;          /* the renderer prints vector values (loads, ALUs, accumulators) */
     int vec_width;         /* has_local: elements of the innermost kept axis per lane when

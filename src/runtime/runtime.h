@@ -81,7 +81,7 @@ void tc_runtime_mem(int64_t *used, int64_t *peak, int64_t *cached);
 void tc_runtime_mem_reset_peak(void);
 void tc_runtime_trim(void); /* gives every cached block back to its device */
 
-/* ---- CPU device (cpu.c, cpu_cc.c, cpu_batch.c) --------------------------------- */
+/* ---- CPU device (cpu.c, cpu_cc.c, cpu_batch.c, cpu_info.c) -------------------- */
 /* compiles C source with the system compiler (TC_CC or cc) into a shared
  * object cached in tc_cachedir() under the hash of source and flags (the new
  * kernels of a schedule in batches, one compiler run each), loads it with
