@@ -245,10 +245,11 @@ static void test_rendered_kernels_batch(void **state) {
     tc_tensor *x = tc_test_randn(2, (int64_t[]){64, 32}, 7, 0.1f, 2.0f);
     assert_non_null(x);
     assert_int_equal(tc_realize(&x, 1), TC_OK);
+    tc_tensor *xx = tc_mul(x, x), *xxx = tc_add(xx, x), *lg = tc_log(xxx), *sq = tc_sqrt(x);
+    tc_tensor *xt = tc_transpose(x, 0, 1), *nx = tc_neg(x); /* intermediates */
     tc_tensor *outs[6] = {
-        tc_exp(x), tc_sum(tc_log(tc_add(tc_mul(x, x), x)), 1, (int[]){1}, false),
-        tc_sin(x), tc_max(tc_sqrt(x), 1, (int[]){0}, false),
-        tc_matmul(x, tc_transpose(x, 0, 1)), tc_relu(tc_neg(x)),
+        tc_exp(x), tc_sum(lg, 1, (int[]){1}, false), tc_sin(x), tc_max(sq, 1, (int[]){0}, false),
+        tc_matmul(x, xt), tc_relu(nx),
     };
     void *want[6];
     for (int i = 0; i < 6; i++) {
@@ -270,6 +271,7 @@ static void test_rendered_kernels_batch(void **state) {
         free(got), free(want[i]);
         tc_release(outs[i]);
     }
+    tc_release(xx), tc_release(xxx), tc_release(lg), tc_release(sq), tc_release(xt), tc_release(nx);
     tc_release(x);
 }
 
