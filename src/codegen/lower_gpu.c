@@ -373,5 +373,5 @@ tc_status tc_lw_lower_grid(lower_ctx *c, tc_kernel_uops *k) {
     for (int a = 0; a < it->ndim; a++)
         if (p.dim[a] == -1) c->idx[a] = tc_ub_range(ub, a, c->idt, it->full_shape[a]);
     tc_ub_if(ub, gate);
-    return ub->failed ? tc_error_code() ? tc_error_code() : TC_ERR_MEMORY : TC_OK;
+    return ub->failed ? tc_error_or(TC_ERR_MEMORY) : TC_OK;
 }

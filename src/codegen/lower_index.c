@@ -69,7 +69,7 @@ tc_status tc_lw_scatter_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_ast *st = it->ast->srcs[0];
     tc_uop *v = empty ? NULL : tc_lw_lower(c, st->srcs[0]);
     tc_uop *idx = empty ? NULL : tc_lw_lower(c, st->srcs[1]), *addr, *valid;
-    if (!empty && (!v || !idx || indexed(c, st, idx, &addr, &valid) != TC_OK)) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    if (!empty && (!v || !idx || indexed(c, st, idx, &addr, &valid) != TC_OK)) return tc_error_or(TC_ERR_MEMORY);
     if (!empty) {
         bool gated = tc_ub_if(&c->ub, valid);
         tc_uop *old = tc_ub_load(&c->ub, c->globals[0], addr, NULL);
@@ -79,5 +79,5 @@ tc_status tc_lw_scatter_kernel(lower_ctx *c, tc_kernel_uops *k) {
     }
     while (c->ub.depth > 0) tc_ub_end_range(&c->ub);
     (void)k; /* lower.c estimates its ops and bytes */
-    return c->ub.failed ? tc_error_code() ? tc_error_code() : TC_ERR_MEMORY : tc_ub_linearize(&c->ub);
+    return c->ub.failed ? tc_error_or(TC_ERR_MEMORY) : tc_ub_linearize(&c->ub);
 }

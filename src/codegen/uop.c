@@ -707,7 +707,7 @@ static void drop_dead(tc_ptrvec *l) {
 }
 
 tc_status tc_ub_linearize(tc_ub *ub) {
-    if (ub->failed) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    if (ub->failed) return tc_error_or(TC_ERR_MEMORY);
     tc_ptrvec out = {0};
     if (!flatten(ub, &ub->top, &out)) {
         tc_ptrvec_free(&out);

@@ -104,6 +104,8 @@ static tc_status run_search(search *s, int width, tc_kopt *out) {
         tc_free(next);
         return TC_ERR_MEMORY;
     }
+    tc_error_state es;
+    tc_error_save(&es);
     int n_beam = 0, n_all = 0;
     tc_kopt start[2] = {{0}};
     tc_opt_choose(s->it, &s->dev->target, &start[0]);
@@ -134,7 +136,7 @@ static tc_status run_search(search *s, int width, tc_kopt *out) {
     if (n_beam) *out = beam[0].plan;
     tc_free(all);
     tc_free(next);
-    tc_error_clear(); /* a candidate that failed to build is not the caller's error */
+    tc_error_restore(&es); /* a candidate that failed to build is not the caller's error */
     return TC_OK;
 }
 
@@ -192,7 +194,7 @@ tc_status tc_beam_plan(tc_dev *dev, const tc_sched_item *it, tc_kopt *plan) {
         if (tc_flag_get(TC_FLAG_DEBUG) >= 2)
             fprintf(stderr, "  beam %-28s plan [%s] (%d tried, %d too long)\n", it->name, text, s.timed,
                     s.skipped);
-        if (tc_cache_store(key, ".beam", text, strlen(text)) != TC_OK) tc_error_clear();
+        tc_cache_put(key, ".beam", text, strlen(text));
     }
     return TC_OK;
 }

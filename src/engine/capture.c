@@ -227,7 +227,7 @@ tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after) {
     tc_status st = TC_OK;
     for (int i = 0; i < n_blocks && st == TC_OK; i++) {
         bufs[i] = tc_buffer_new(blocks[i].device, blocks[i].nbytes);
-        if (!bufs[i]) st = tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+        if (!bufs[i]) st = tc_error_or(TC_ERR_MEMORY);
         else *after += (int64_t)blocks[i].nbytes;
     }
     if (st == TC_OK) { /* every record now uses the shared buffers */

@@ -283,7 +283,7 @@ static tc_status lower_plain(tc_dev *dev, xkernel *xk) {
         snprintf(xk->low[1].name, sizeof xk->low[1].name, "%s", k->name);
     }
     tc_kernel_uops_free(k);
-    return src ? TC_OK : tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    return src ? TC_OK : tc_error_or(TC_ERR_MEMORY);
 }
 
 /* every kernel in both forms */
@@ -396,7 +396,7 @@ static tc_status plain_outputs(tc_node *const *outs, int n_outs, tc_node **plain
         tc_node *n = outs[i];
         plain[i] = tc_engine_plain_run(n, &off) ? tc_node_retain(n)
                                                 : tc_node_meta(TC_OP_CONTIGUOUS, n->device, 1, &n);
-        if (!plain[i]) return tc_error_code() ? tc_error_code() : no_memory(api);
+        if (!plain[i]) return tc_error_or(TC_ERR_MEMORY);
     }
     return TC_OK;
 }
@@ -405,7 +405,7 @@ static tc_status export_plan(xplan *p, const char *dir, tc_node *const *outs, tc
                              int n_ins, const char *api) {
     tc_status st = add_inputs(p, ins, n_ins, api);
     if (st == TC_OK && !(p->s = tc_schedule_create(outs, p->n_outs)))
-        st = tc_error_code() ? tc_error_code() : no_memory(api);
+        st = tc_error_or(TC_ERR_MEMORY);
     if (st == TC_OK) st = walk_items(p, api);
     if (st == TC_OK) st = place_outputs(p, outs, api);
     if (st == TC_OK) st = plan_arena(p, api);

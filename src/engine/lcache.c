@@ -134,7 +134,7 @@ tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *p
     double t1 = tc_time_now();
     char *src = k ? tc_render(dev->dialect, k) : NULL;
     double t2 = tc_time_now();
-    tc_status st = src ? TC_OK : tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    tc_status st = src ? TC_OK : tc_error_or(TC_ERR_MEMORY);
     if (src) {
         *out = (tc_lowered){.src = src, .dims = {.cpu_range = k->cpu_range}, .est_ops = k->est_ops,
                             .est_mem = k->est_mem, .codegen_s = t1 - t0, .render_s = t2 - t1};

@@ -250,10 +250,10 @@ static tc_status find_plan(const tc_skey *k, tc_node *const *nodes, int n, tc_pl
     stats.plan_misses++;
     stats.schedules_made++;
     tc_schedule *s = schedule_counted(nodes, n);
-    if (!s) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    if (!s) return tc_error_or(TC_ERR_MEMORY);
     *out = tc_plan_make(s, k);
     tc_schedule_free(s); /* the caller's nodes hold the graph */
-    return *out ? TC_OK : tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    return *out ? TC_OK : tc_error_or(TC_ERR_MEMORY);
 }
 
 /* TC_DEBUG>=1: one line per realize */

@@ -291,7 +291,7 @@ tc_status tc_skey_make(tc_node *const *nodes, int n, tc_skey **out) {
     }
     if (st != TC_OK) {
         tc_skey_free(k);
-        return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+        return tc_error_or(TC_ERR_MEMORY);
     }
     k->hash = hash_key(k->bytes, k->len);
     *out = k;
@@ -505,9 +505,11 @@ static bool is_current(const tc_plan *p) {
     for (int i = 0; i < p->n_items; i++) {
         const tc_plan_item *pi = &p->items[i];
         if (pi->it.is_copy) continue;
+        tc_error_state es;
+        tc_error_save(&es);
         tc_dev *d = tc_device_get(pi->device);
         if (!d || d->serial != pi->dev_serial) {
-            tc_error_clear(); /* a closed device is not this realize's error */
+            tc_error_restore(&es); /* a closed device is not this realize's error */
             return false;
         }
     }
@@ -540,9 +542,11 @@ void tc_scache_insert(tc_skey *k, tc_plan *p) {
     for (int i = 0; i < p->n_items; i++)
         if (p->items[i].low.src) p->bytes += strlen(p->items[i].low.src) + 1;
     size_t bytes = p->bytes + k->len + sizeof(entry);
+    tc_error_state es;
+    tc_error_save(&es);
     entry *e = bytes <= max_bytes ? tc_malloc(sizeof *e) : NULL;
     if (!e) { /* too big to keep, or no memory: a later realize schedules again */
-        tc_error_clear();
+        tc_error_restore(&es);
         tc_plan_free(p);
         return;
     }

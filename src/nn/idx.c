@@ -131,6 +131,7 @@ static tc_status idx_read(const char *path, const char *api, idx_data *d) {
 }
 
 TC_API tc_tensor *tc_idx_load(const char *path, const char *device) {
+    TC_API_ENTER();
     idx_data d;
     if (idx_read(path, "tc_idx_load", &d) != TC_OK) return NULL;
     tc_tensor *t = tc_from_data(d.data, d.dtype, d.ndim, d.shape, device);
@@ -222,6 +223,7 @@ static tc_status mnist_read(const char *dir, const char *device, idx_data d[4], 
 }
 
 TC_API tc_status tc_mnist_load(const char *dir, const char *device, tc_mnist *out) {
+    TC_API_ENTER();
     if (!dir || !out)
         return tc_error_set(TC_ERR_INVALID, "tc_mnist_load: %s is NULL", dir ? "out" : "dir");
     idx_data d[4];
@@ -238,6 +240,7 @@ TC_API tc_status tc_mnist_load(const char *dir, const char *device, tc_mnist *ou
 }
 
 TC_API void tc_mnist_release(tc_mnist *m) {
+    TC_API_ENTER();
     if (!m) return;
     tc_release(m->train_images);
     tc_release(m->train_labels);

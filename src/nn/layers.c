@@ -115,6 +115,7 @@ static tc_layer *new_layer(tc_layer_kind kind, int64_t in, int64_t out) {
 
 TC_API tc_layer *tc_nn_linear(int64_t in_features, int64_t out_features, bool bias,
                               const char *device) {
+    TC_API_ENTER();
     const char *api = "tc_nn_linear";
     if (in_features <= 0 || out_features <= 0) {
         tc_error_set(TC_ERR_INVALID, "%s: features must be > 0, got in %lld out %lld", api,
@@ -133,6 +134,7 @@ TC_API tc_layer *tc_nn_linear(int64_t in_features, int64_t out_features, bool bi
 
 TC_API tc_layer *tc_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_size,
                               int stride, int padding, bool bias, const char *device) {
+    TC_API_ENTER();
     const char *api = "tc_nn_conv2d";
     if (in_channels <= 0 || out_channels <= 0 || kernel_size <= 0 || stride <= 0 || padding < 0) {
         tc_error_set(TC_ERR_INVALID,
@@ -155,6 +157,7 @@ TC_API tc_layer *tc_nn_conv2d(int64_t in_channels, int64_t out_channels, int ker
 
 TC_API tc_layer *tc_nn_batchnorm2d(int64_t channels, double eps, double momentum,
                                    const char *device) {
+    TC_API_ENTER();
     const char *api = "tc_nn_batchnorm2d";
     if (channels <= 0 || !(eps > 0) || !(momentum >= 0 && momentum <= 1)) {
         tc_error_set(TC_ERR_INVALID,
@@ -176,6 +179,7 @@ TC_API tc_layer *tc_nn_batchnorm2d(int64_t channels, double eps, double momentum
 
 TC_API tc_layer *tc_nn_layernorm(int64_t features, double eps, bool elementwise_affine,
                                  bool bias, const char *device) {
+    TC_API_ENTER();
     const char *api = "tc_nn_layernorm";
     if (features <= 0 || !(eps > 0)) {
         tc_error_set(TC_ERR_INVALID, "%s: features %lld, eps %g (want features > 0, eps > 0)",
@@ -193,6 +197,7 @@ TC_API tc_layer *tc_nn_layernorm(int64_t features, double eps, bool elementwise_
 
 TC_API tc_layer *tc_nn_embedding(int64_t num_embeddings, int64_t embedding_dim,
                                  const char *device) {
+    TC_API_ENTER();
     const char *api = "tc_nn_embedding";
     if (num_embeddings <= 0 || embedding_dim <= 0) {
         tc_error_set(TC_ERR_INVALID, "%s: num_embeddings %lld, embedding_dim %lld must be > 0",
@@ -207,6 +212,7 @@ TC_API tc_layer *tc_nn_embedding(int64_t num_embeddings, int64_t embedding_dim,
 }
 
 TC_API void tc_layer_free(tc_layer *l) {
+    TC_API_ENTER();
     if (!l) return;
     for (int i = 0; i < l->n_tensors; i++) tc_release(l->tensors[i]);
     tc_free(l);
@@ -272,6 +278,7 @@ static tc_tensor *layernorm_forward(const tc_layer *l, tc_tensor *x) {
 }
 
 TC_API tc_tensor *tc_layer_forward(tc_layer *l, tc_tensor *x) {
+    TC_API_ENTER();
     if (!l) {
         tc_error_set(TC_ERR_INVALID, "tc_layer_forward: layer is NULL");
         return NULL;
@@ -296,16 +303,23 @@ TC_API tc_tensor *tc_layer_forward(tc_layer *l, tc_tensor *x) {
 }
 
 TC_API tc_status tc_layer_set_training(tc_layer *l, bool training) {
+    TC_API_ENTER();
     if (!l) return tc_error_set(TC_ERR_INVALID, "tc_layer_set_training: layer is NULL");
     l->is_training = training;
     return TC_OK;
 }
 
 TC_API tc_layer_kind tc_layer_get_kind(const tc_layer *l) {
-    return l ? l->kind : TC_LAYER_COUNT;
+    TC_API_ENTER();
+    if (!l) {
+        tc_error_set(TC_ERR_INVALID, "tc_layer_get_kind: layer is NULL");
+        return TC_LAYER_COUNT;
+    }
+    return l->kind;
 }
 
 TC_API tc_tensor *tc_layer_tensor(tc_layer *l, const char *name) {
+    TC_API_ENTER();
     if (!l || !name) {
         tc_error_set(TC_ERR_INVALID, "tc_layer_tensor: %s is NULL", l ? "name" : "layer");
         return NULL;
@@ -331,11 +345,13 @@ static tc_status check_list_args(const char *api, const void *l, tc_tensor **out
 }
 
 TC_API int tc_layer_parameters(tc_layer *l, tc_tensor **out, int cap) {
+    TC_API_ENTER();
     if (check_list_args("tc_layer_parameters", l, out, cap) != TC_OK) return -1;
     return list(l, 0, l->n_params, out, cap);
 }
 
 TC_API int tc_layer_buffers(tc_layer *l, tc_tensor **out, int cap) {
+    TC_API_ENTER();
     if (check_list_args("tc_layer_buffers", l, out, cap) != TC_OK) return -1;
     return list(l, l->n_params, l->n_tensors, out, cap);
 }
@@ -365,10 +381,12 @@ static int collect(const char *api, tc_layer **layers, int n, tc_tensor **out, i
 }
 
 TC_API int tc_nn_parameters(tc_layer **layers, int n, tc_tensor **out, int cap) {
+    TC_API_ENTER();
     return collect("tc_nn_parameters", layers, n, out, cap, true);
 }
 
 TC_API int tc_nn_buffers(tc_layer **layers, int n, tc_tensor **out, int cap) {
+    TC_API_ENTER();
     return collect("tc_nn_buffers", layers, n, out, cap, false);
 }
 
@@ -412,6 +430,7 @@ static tc_status state_of(const char *api, tc_layer **layers, int n, layer_state
 }
 
 TC_API tc_status tc_nn_save(const char *path, tc_layer **layers, int n) {
+    TC_API_ENTER();
     layer_state st;
     tc_status s = state_of("tc_nn_save", layers, n, &st);
     if (s == TC_OK)
@@ -421,6 +440,7 @@ TC_API tc_status tc_nn_save(const char *path, tc_layer **layers, int n) {
 }
 
 TC_API tc_status tc_nn_load(const char *path, tc_layer **layers, int n) {
+    TC_API_ENTER();
     layer_state st;
     tc_status s = state_of("tc_nn_load", layers, n, &st);
     if (s == TC_OK)

@@ -119,6 +119,7 @@ static tc_optimizer *create(opt_kind kind, const char *api, tc_tensor **params, 
 
 TC_API tc_optimizer *tc_sgd_ex(tc_tensor **params, int n, double lr, double momentum,
                                double dampening, double weight_decay, bool nesterov) {
+    TC_API_ENTER();
     const char *api = "tc_sgd";
     if (check_params(api, params, n) != TC_OK || check_value(api, "lr", lr, false) != TC_OK ||
         check_value(api, "momentum", momentum, false) != TC_OK ||
@@ -140,6 +141,7 @@ TC_API tc_optimizer *tc_sgd_ex(tc_tensor **params, int n, double lr, double mome
 }
 
 TC_API tc_optimizer *tc_sgd(tc_tensor **params, int n, double lr, double momentum) {
+    TC_API_ENTER();
     return tc_sgd_ex(params, n, lr, momentum, 0, 0, false);
 }
 
@@ -158,15 +160,18 @@ static tc_optimizer *adam_common(opt_kind kind, const char *api, tc_tensor **par
 
 TC_API tc_optimizer *tc_adam(tc_tensor **params, int n, double lr, double b1, double b2,
                              double eps) {
+    TC_API_ENTER();
     return adam_common(OPT_ADAM, "tc_adam", params, n, lr, b1, b2, eps, 0);
 }
 
 TC_API tc_optimizer *tc_adamw(tc_tensor **params, int n, double lr, double b1, double b2,
                               double eps, double weight_decay) {
+    TC_API_ENTER();
     return adam_common(OPT_ADAMW, "tc_adamw", params, n, lr, b1, b2, eps, weight_decay);
 }
 
 TC_API void tc_optimizer_free(tc_optimizer *o) {
+    TC_API_ENTER();
     if (!o) return;
     for (int i = 0; i < o->n; i++) {
         if (o->params) tc_release(o->params[i]);
@@ -294,6 +299,7 @@ static tc_status build_step(tc_optimizer *o, tc_tensor **out, int *n) {
 }
 
 TC_API tc_status tc_optimizer_step_with(tc_optimizer *o, tc_tensor **also, int n_also) {
+    TC_API_ENTER();
     if (!o) return tc_error_set(TC_ERR_INVALID, "tc_optimizer_step: optimizer is NULL");
     if (n_also < 0 || (n_also > 0 && !also))
         return tc_error_set(TC_ERR_INVALID, "tc_optimizer_step: %s",
@@ -313,6 +319,7 @@ TC_API tc_status tc_optimizer_step_with(tc_optimizer *o, tc_tensor **also, int n
 }
 
 TC_API int tc_optimizer_schedule_step(tc_optimizer *o, tc_tensor **out, int cap) {
+    TC_API_ENTER();
     if (!o || cap < 0 || (cap > 0 && !out)) {
         tc_error_set(TC_ERR_INVALID, "tc_optimizer_schedule_step: %s",
                      !o        ? "optimizer is NULL"
@@ -330,10 +337,12 @@ TC_API int tc_optimizer_schedule_step(tc_optimizer *o, tc_tensor **out, int cap)
 }
 
 TC_API tc_status tc_optimizer_step(tc_optimizer *o) {
+    TC_API_ENTER();
     return tc_optimizer_step_with(o, NULL, 0);
 }
 
 TC_API tc_status tc_optimizer_zero_grad(tc_optimizer *o) {
+    TC_API_ENTER();
     if (!o) return tc_error_set(TC_ERR_INVALID, "tc_optimizer_zero_grad: optimizer is NULL");
     for (int i = 0; i < o->n; i++) {
         tc_status s = tc_zero_grad(o->params[i]);
@@ -343,6 +352,7 @@ TC_API tc_status tc_optimizer_zero_grad(tc_optimizer *o) {
 }
 
 TC_API tc_status tc_optimizer_set_lr(tc_optimizer *o, double lr) {
+    TC_API_ENTER();
     if (!o) return tc_error_set(TC_ERR_INVALID, "tc_optimizer_set_lr: optimizer is NULL");
     if (check_value("tc_optimizer_set_lr", "lr", lr, false) != TC_OK) return TC_ERR_INVALID;
     tc_tensor *v = scalar(lr, tc_device(o->lr));
@@ -354,5 +364,10 @@ TC_API tc_status tc_optimizer_set_lr(tc_optimizer *o, double lr) {
 }
 
 TC_API double tc_optimizer_get_lr(const tc_optimizer *o) {
-    return o ? o->lr_value : NAN;
+    TC_API_ENTER();
+    if (!o) {
+        tc_error_set(TC_ERR_INVALID, "tc_optimizer_get_lr: optimizer is NULL");
+        return NAN;
+    }
+    return o->lr_value;
 }

@@ -132,6 +132,7 @@ tc_status tc_safe_save_as(const char *api, const char *path, const char *const *
 }
 
 TC_API tc_status tc_safe_save(const char *path, const char *const *names, tc_tensor **ts, int n) {
+    TC_API_ENTER();
     return tc_safe_save_as("tc_safe_save", path, names, ts, n);
 }
 
@@ -563,5 +564,6 @@ tc_status tc_safe_load_into(const char *api, const char *path, const char *const
 }
 
 TC_API tc_status tc_safe_load(const char *path, const char *const *names, tc_tensor **ts, int n) {
+    TC_API_ENTER();
     return tc_safe_load_into("tc_safe_load", path, names, ts, n, false);
 }

@@ -338,5 +338,7 @@ tc_status tc_cache_key(char key[33], const char *who, const char *fmt, ...) {
 }
 
 void tc_cache_put(const char *key, const char *ext, const void *data, size_t n) {
-    if (tc_cache_store(key, ext, data, n) != TC_OK) tc_error_clear();
+    tc_error_state es;
+    tc_error_save(&es);
+    if (tc_cache_store(key, ext, data, n) != TC_OK) tc_error_restore(&es);
 }

@@ -228,9 +228,11 @@ static tc_status is_built(cpu_ctx *ctx, const char *dir, const char *key, const 
 static tc_status cpu_prebuild(tc_dev *d, const char *const *srcs, const char *const *fn_names,
                               int n) {
     cpu_ctx *ctx = d->ctx;
+    tc_error_state es;
+    tc_error_save(&es);
     const char *dir = n >= 2 ? tc_cachedir() : NULL;
     if (!dir || tc_cpu_cc_make_dirs(dir) != TC_OK) { /* nothing to gain, or compile will say why */
-        tc_error_clear();
+        tc_error_restore(&es);
         return TC_OK;
     }
     char(*keys)[33] = tc_malloc((size_t)n * sizeof *keys);
@@ -247,7 +249,7 @@ static tc_status cpu_prebuild(tc_dev *d, const char *const *srcs, const char *co
     }
     if (st == TC_OK) st = tc_cpu_cc_build_all(dir, ks, m);
     tc_free(ks), tc_free(keys);
-    if (st == TC_OK) tc_error_clear(); /* failed builds: compile reports them */
+    if (st == TC_OK) tc_error_restore(&es); /* failed builds: compile reports them */
     else tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory building kernels");
     return st;
 }

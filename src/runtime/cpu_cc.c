@@ -396,6 +396,8 @@ tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, con
 /* publishes <dir>/<key>.ref, sealed: key's kernel is sym in <dir>/<bkey>.so.
  * A failure only costs a later compile of that kernel alone. */
 static tc_status write_ref(const char *dir, const char *key, const char *bkey, const char *sym) {
+    tc_error_state es;
+    tc_error_save(&es);
     char *text = fmt_alloc("tinyc-batch %s %s\n", bkey, sym);
     char *ref = text ? tc_cpu_cc_path(dir, key, ".ref") : NULL;
     char *tmp = ref ? write_temp(dir, key, ".tmp", text) : NULL;
@@ -404,7 +406,7 @@ static tc_status write_ref(const char *dir, const char *key, const char *bkey, c
     else if (!tmp) st = tc_error_code() == TC_ERR_MEMORY ? TC_ERR_MEMORY : TC_OK;
     else if (tc_cache_seal_file(tmp, key) != TC_OK || rename(tmp, ref) != 0) unlink(tmp);
     tc_free(text), tc_free(ref), tc_free(tmp);
-    if (st == TC_OK) tc_error_clear();
+    if (st == TC_OK) tc_error_restore(&es);
     return st;
 }
 
@@ -573,6 +575,8 @@ static tc_status task_start(builder *b, int t) {
     const task *tk = &b->tasks[t];
     int slot = (b->head + b->n_running) % b->max_jobs;
     const tc_cpu_kernel *k = &b->ks[b->order[tk->first]];
+    tc_error_state es;
+    tc_error_save(&es);
     char *text = NULL, *what;
     if (tk->n == 1) {
         what = fmt_alloc("'%s'", k->fn_name);
@@ -591,7 +595,7 @@ static tc_status task_start(builder *b, int t) {
         return TC_OK;
     }
     if (st == TC_ERR_MEMORY) return st;
-    tc_error_clear();
+    tc_error_restore(&es);
     return TC_OK;
 }
 
@@ -601,10 +605,12 @@ static tc_status task_finish(builder *b) {
     int slot = b->head, t = b->job_task[slot];
     b->head = (b->head + 1) % b->max_jobs;
     b->n_running--;
+    tc_error_state es;
+    tc_error_save(&es);
     tc_status st = job_finish(&b->jobs[slot], NULL);
     const task tk = b->tasks[t];
     if (st != TC_OK) {
-        tc_error_clear();
+        tc_error_restore(&es);
         for (int i = 0; i < tk.n && tk.n > 1; i++) add_task(b, &b->order[tk.first + i], 1);
         return TC_OK;
     }
@@ -627,6 +633,8 @@ static int cc_jobs(void) {
 
 tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n) {
     if (n <= 0) return TC_OK;
+    tc_error_state es;
+    tc_error_save(&es);
     builder *b = tc_calloc(1, sizeof *b);
     if (b) {
         b->order = tc_malloc(2 * (size_t)n * sizeof *b->order);
@@ -647,6 +655,6 @@ tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n) {
     tc_free(b);
     if (st != TC_OK)
         return tc_error_set(TC_ERR_MEMORY, "CPU compile: out of memory building kernels");
-    tc_error_clear();
+    tc_error_restore(&es);
     return TC_OK;
 }

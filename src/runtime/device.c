@@ -306,9 +306,11 @@ static bool cache_put(int device, void *ptr, size_t size) {
     while (cache_n > 0 && cache_bytes + (int64_t)size > limit) cache_drop(0);
     if (cache_n == cache_cap) {
         int cap = cache_cap ? cache_cap * 2 : 64;
+        tc_error_state es;
+        tc_error_save(&es);
         cached_block *c = tc_realloc(cache, sizeof *c * (size_t)cap);
         if (!c) {
-            tc_error_clear(); /* not an error: the block goes back to the device */
+            tc_error_restore(&es); /* not an error: the block goes back to the device */
             return false;
         }
         cache = c;
@@ -337,10 +339,14 @@ tc_buffer *tc_buffer_new(int device, size_t nbytes) {
     if (!b) return NULL;
     size_t size = size_class(nbytes);
     b->ptr = cache_take(device, size);
-    if (!b->ptr) b->ptr = d->alloc(d, size);
-    if (!b->ptr && cache_trim(device) > 0) { /* out of memory: give the cache back, retry */
+    if (!b->ptr) {
+        tc_error_state es;
+        tc_error_save(&es);
         b->ptr = d->alloc(d, size);
-        if (b->ptr) tc_error_clear();
+        if (!b->ptr && cache_trim(device) > 0) { /* out of memory: give the cache back, retry */
+            b->ptr = d->alloc(d, size);
+            if (b->ptr) tc_error_restore(&es);
+        }
     }
     if (!b->ptr) {
         tc_free(b);

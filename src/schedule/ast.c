@@ -321,7 +321,7 @@ static tc_status build_kernel_item(tc_sched_ctx *c, tc_binfo *rep) {
         rep->item = c->items.n;
         if (sink) sink->srcs[0] = build_scatter(&bc, it, rep->node);
         tc_status st = sink && sink->srcs[0] ? (it->ast = sink, finish_item(c, it, &bc.slots))
-                                             : tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+                                             : tc_error_or(TC_ERR_MEMORY);
         tc_ptrvec_free(&bc.slots);
         return st;
     }

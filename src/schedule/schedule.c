@@ -345,8 +345,13 @@ static void log_schedule(const tc_schedule *s) {
  * graph is. */
 tc_schedule *tc_schedule_create(tc_node *const *nodes, int n) {
     bool is_cycle = false;
+    tc_error_state es;
+    tc_error_save(&es);
     tc_schedule *s = create(nodes, n, false, &is_cycle);
-    if (!s && is_cycle) s = create(nodes, n, true, &is_cycle);
+    if (!s && is_cycle) {
+        tc_error_restore(&es); /* the retry's outcome is the one to report */
+        s = create(nodes, n, true, &is_cycle);
+    }
     if (s) log_schedule(s);
     return s;
 }

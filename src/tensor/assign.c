@@ -89,6 +89,7 @@ static void forget_history(tc_tensor *dst) {
 }
 
 TC_API tc_status tc_assign(tc_tensor *dst, tc_tensor *value) {
+    TC_API_ENTER();
     tc_lock();
     tc_status s = tc_tensor_check(dst, "tc_assign", "dst");
     if (s == TC_OK) s = tc_tensor_check(value, "tc_assign", "value");

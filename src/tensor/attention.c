@@ -58,10 +58,12 @@ done:
 }
 
 TC_API tc_tensor *tc_tril(tc_tensor *x, int64_t diagonal) {
+    TC_API_ENTER();
     return triangle("tc_tril", x, diagonal, false);
 }
 
 TC_API tc_tensor *tc_triu(tc_tensor *x, int64_t diagonal) {
+    TC_API_ENTER();
     return triangle("tc_triu", x, diagonal, true);
 }
 
@@ -81,6 +83,7 @@ static tc_status check_mask(const char *api, const char *what, const tc_node *x,
 }
 
 TC_API tc_tensor *tc_masked_fill(tc_tensor *x, tc_tensor *mask, double value) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL, *ts[2] = {x, mask};
     static const char *const names[2] = {"x", "mask"};
@@ -199,6 +202,7 @@ static tc_tensor *sdpa(tc_tensor *q, tc_tensor *k, tc_tensor *v, tc_tensor *attn
 
 TC_API tc_tensor *tc_scaled_dot_product_attention(tc_tensor *q, tc_tensor *k, tc_tensor *v,
                                                   tc_tensor *attn_mask, bool is_causal) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (check_sdpa("tc_scaled_dot_product_attention", q, k, v, attn_mask, is_causal) == TC_OK)
@@ -210,6 +214,7 @@ TC_API tc_tensor *tc_scaled_dot_product_attention(tc_tensor *q, tc_tensor *k, tc
 TC_API tc_tensor *tc_scaled_dot_product_attention_ex(tc_tensor *q, tc_tensor *k, tc_tensor *v,
                                                      tc_tensor *attn_mask, bool is_causal,
                                                      double dropout_p) {
+    TC_API_ENTER();
     const char *api = "tc_scaled_dot_product_attention_ex";
     tc_lock();
     tc_tensor *out = NULL;

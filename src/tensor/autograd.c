@@ -94,6 +94,7 @@ void tc_tensor_destroy(tc_tensor *t) {
 /* ---- public calls ---- */
 
 TC_API bool tc_set_grad_enabled(bool on) {
+    TC_API_ENTER();
     tc_lock();
     bool was = grad_enabled;
     grad_enabled = on;
@@ -102,6 +103,7 @@ TC_API bool tc_set_grad_enabled(bool on) {
 }
 
 TC_API bool tc_is_grad_enabled(void) {
+    TC_API_ENTER();
     tc_lock();
     bool on = grad_enabled;
     tc_unlock();
@@ -109,6 +111,7 @@ TC_API bool tc_is_grad_enabled(void) {
 }
 
 TC_API tc_status tc_set_requires_grad(tc_tensor *t, bool on) {
+    TC_API_ENTER();
     tc_lock();
     tc_status s = tc_tensor_check(t, "tc_set_requires_grad", "t");
     if (s == TC_OK && on && !tc_dtypes[t->node->dtype].is_float)
@@ -123,6 +126,7 @@ TC_API tc_status tc_set_requires_grad(tc_tensor *t, bool on) {
 }
 
 TC_API bool tc_requires_grad(const tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     bool r = t && t->requires_grad;
     tc_unlock();
@@ -130,6 +134,7 @@ TC_API bool tc_requires_grad(const tc_tensor *t) {
 }
 
 TC_API tc_tensor *tc_grad(tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *g = NULL;
     if (tc_tensor_check(t, "tc_grad", "t") == TC_OK) {
@@ -141,6 +146,7 @@ TC_API tc_tensor *tc_grad(tc_tensor *t) {
 }
 
 TC_API tc_status tc_zero_grad(tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     tc_status s = tc_tensor_check(t, "tc_zero_grad", "t");
     if (s == TC_OK && t->grad) {
@@ -153,6 +159,7 @@ TC_API tc_status tc_zero_grad(tc_tensor *t) {
 }
 
 TC_API tc_tensor *tc_detach(tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(t, "tc_detach", "t") == TC_OK)
@@ -194,7 +201,7 @@ static tc_status topo_sort(tc_tensor *loss, tc_tensor **head) {
 
 /* adds g (consumed) to t's pending gradient */
 static tc_status accumulate(tc_tensor *t, tc_node *g) {
-    if (!g) return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    if (!g) return tc_error_or(TC_ERR_MEMORY);
     t->ag_pending = t->ag_pending ? tc_ew_binary(TC_OP_ADD, t->ag_pending, g) : g;
     return t->ag_pending ? TC_OK : tc_error_code();
 }
@@ -267,6 +274,7 @@ static tc_status check_loss(tc_tensor *loss) {
 }
 
 TC_API tc_status tc_backward(tc_tensor *loss) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *order = NULL;
     tc_ptrvec leaves = {0}; /* pairs (leaf, its new grad node) */

@@ -220,69 +220,90 @@ static tc_tensor *binary_op(const char *api, tc_tensor *a, tc_tensor *b, binary_
 }
 
 TC_API tc_tensor *tc_add(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_add", a, b, B_ANY, TC_OP_ADD, TC_AG_ADD);
 }
 TC_API tc_tensor *tc_sub(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_sub", a, b, B_NOBOOL, tc_ew_sub, TC_AG_SUB);
 }
 TC_API tc_tensor *tc_mul(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_mul", a, b, B_ANY, TC_OP_MUL, TC_AG_MUL);
 }
 TC_API tc_tensor *tc_div(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_div", a, b, B_FLOAT, build_div, TC_AG_DIV);
 }
 TC_API tc_tensor *tc_idiv(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_idiv", a, b, B_INT, TC_OP_IDIV, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_mod(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_mod", a, b, B_INT, TC_OP_MOD, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_maximum(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_maximum", a, b, B_ANY, TC_OP_MAX, TC_AG_MAXIMUM);
 }
 TC_API tc_tensor *tc_minimum(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_minimum", a, b, B_ANY, build_minimum, TC_AG_MINIMUM);
 }
 TC_API tc_tensor *tc_pow(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_pow", a, b, B_FLOAT, tc_ew_pow, TC_AG_POW);
 }
 TC_API tc_tensor *tc_lt(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_lt", a, b, B_ANY, TC_OP_CMPLT, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_gt(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_gt", a, b, B_ANY, build_gt, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_le(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_le", a, b, B_ANY, build_le, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_ge(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_ge", a, b, B_ANY, build_ge, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_eq(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_eq", a, b, B_ANY, build_eq, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_ne(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_ne", a, b, B_ANY, TC_OP_CMPNE, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_lshift(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_lshift", a, b, B_INT, build_lshift, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_rshift(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary("tc_rshift", a, b, B_INT, build_rshift, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_and(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_logical_and", a, b, B_LOGIC, TC_OP_AND, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_or(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_logical_or", a, b, B_LOGIC, TC_OP_OR, TC_AG_NONE);
 }
 TC_API tc_tensor *tc_logical_xor(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return binary_op("tc_logical_xor", a, b, B_LOGIC, TC_OP_XOR, TC_AG_NONE);
 }
 
 /* ---- where and cast ---- */
 
 TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL, *ts[3] = {cond, a, b};
     static const char *const names[3] = {"cond", "a", "b"};
@@ -299,6 +320,7 @@ TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b) {
 }
 
 TC_API tc_tensor *tc_cast(tc_tensor *a, tc_dtype dt) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(a, "tc_cast", "a") == TC_OK &&

@@ -111,6 +111,7 @@ static tc_status scale_grads(tc_tensor **params, int n, tc_tensor *coef) {
 }
 
 TC_API tc_tensor *tc_clip_grad_norm(tc_tensor **params, int n, double max_norm, double norm_type) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *total = NULL, *coef = NULL;
     if (check_clip(params, n, max_norm, norm_type) != TC_OK) goto done;

@@ -145,10 +145,12 @@ static tc_tensor *matmul_api(const char *api, tc_tensor *a, tc_tensor *b) {
 }
 
 TC_API tc_tensor *tc_matmul(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return matmul_api("tc_matmul", a, b);
 }
 
 TC_API tc_tensor *tc_dot(tc_tensor *a, tc_tensor *b) {
+    TC_API_ENTER();
     return matmul_api("tc_dot", a, b);
 }
 
@@ -174,6 +176,7 @@ static tc_status check_linear(tc_tensor *x, tc_tensor *w, tc_tensor *b) {
 }
 
 TC_API tc_tensor *tc_linear(tc_tensor *x, tc_tensor *w, tc_tensor *b) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (check_linear(x, w, b) == TC_OK) {
@@ -232,10 +235,12 @@ static tc_tensor *softmax(const char *api, tc_tensor *a, int axis, bool is_log) 
 }
 
 TC_API tc_tensor *tc_softmax(tc_tensor *a, int axis) {
+    TC_API_ENTER();
     return softmax("tc_softmax", a, axis, false);
 }
 
 TC_API tc_tensor *tc_log_softmax(tc_tensor *a, int axis) {
+    TC_API_ENTER();
     return softmax("tc_log_softmax", a, axis, true);
 }
 
@@ -252,6 +257,7 @@ static tc_tensor *finite_max(tc_scope *s, tc_tensor *x, int naxes, const int *ax
 }
 
 TC_API tc_tensor *tc_logsumexp(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     uint32_t mask = 0;
@@ -272,6 +278,7 @@ TC_API tc_tensor *tc_logsumexp(tc_tensor *a, int naxes, const int *axes, bool ke
 }
 
 TC_API tc_tensor *tc_layernorm(tc_tensor *a, int axis, double eps) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int ax = 0;
@@ -303,6 +310,7 @@ done:
 /* ---- argmax, dropout ---- */
 
 TC_API tc_tensor *tc_argmax(tc_tensor *a, int axis, bool keepdim) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int ax = 0;
@@ -336,6 +344,7 @@ done:
 }
 
 TC_API tc_tensor *tc_dropout(tc_tensor *x, double p, bool training) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(x, "tc_dropout", "x") != TC_OK) goto done;

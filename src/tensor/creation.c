@@ -27,6 +27,7 @@ static int64_t shape_numel(int ndim, const int64_t *shape) {
 
 TC_API tc_tensor *tc_from_data(const void *data, tc_dtype dt, int ndim, const int64_t *shape,
                                const char *device) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int dev = -1;
@@ -44,6 +45,7 @@ done:
 }
 
 TC_API tc_tensor *tc_empty(int ndim, const int64_t *shape, tc_dtype dt, const char *device) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int dev = -1;
@@ -102,18 +104,22 @@ static tc_tensor *full(const char *api, int ndim, const int64_t *shape, double v
 
 TC_API tc_tensor *tc_full(int ndim, const int64_t *shape, double value, tc_dtype dt,
                           const char *device) {
+    TC_API_ENTER();
     return full("tc_full", ndim, shape, value, dt, device);
 }
 
 TC_API tc_tensor *tc_zeros(int ndim, const int64_t *shape, tc_dtype dt, const char *device) {
+    TC_API_ENTER();
     return full("tc_zeros", ndim, shape, 0, dt, device);
 }
 
 TC_API tc_tensor *tc_ones(int ndim, const int64_t *shape, tc_dtype dt, const char *device) {
+    TC_API_ENTER();
     return full("tc_ones", ndim, shape, 1, dt, device);
 }
 
 TC_API tc_tensor *tc_full_like(tc_tensor *a, double value) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(a, "tc_full_like", "a") == TC_OK &&
@@ -146,6 +152,7 @@ static int64_t arange_count(int64_t start, int64_t stop, int64_t step, size_t el
 
 TC_API tc_tensor *tc_arange(int64_t start, int64_t stop, int64_t step, tc_dtype dt,
                             const char *device) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int dev = -1;
@@ -197,6 +204,7 @@ static tc_node *eye_node(int64_t n, tc_dtype dt, int dev) {
 }
 
 TC_API tc_tensor *tc_eye(int64_t n, tc_dtype dt, const char *device) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int dev = -1;

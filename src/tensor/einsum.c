@@ -318,6 +318,7 @@ static tc_status check_args(const char *formula, int n, tc_tensor *const *xs) {
 }
 
 TC_API tc_tensor *tc_einsum(const char *formula, int n, tc_tensor *const *xs) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL, *views[MAX_OPERANDS] = {NULL};
     einsum_plan p;

@@ -215,47 +215,62 @@ done:
 }
 
 TC_API tc_tensor *tc_neg(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_neg", a, U_NOBOOL, build_neg, TC_AG_NEG);
 }
 TC_API tc_tensor *tc_exp(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_exp", a, U_FLOAT, tc_ew_exp, TC_AG_EXP);
 }
 TC_API tc_tensor *tc_log(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_log", a, U_FLOAT, tc_ew_log, TC_AG_LOG);
 }
 TC_API tc_tensor *tc_exp2(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_exp2", a, U_FLOAT, build_exp2, TC_AG_EXP2);
 }
 TC_API tc_tensor *tc_log2(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_log2", a, U_FLOAT, build_log2, TC_AG_LOG2);
 }
 TC_API tc_tensor *tc_sqrt(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_sqrt", a, U_FLOAT, build_sqrt, TC_AG_SQRT);
 }
 TC_API tc_tensor *tc_sin(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_sin", a, U_FLOAT, build_sin, TC_AG_SIN);
 }
 TC_API tc_tensor *tc_cos(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_cos", a, U_FLOAT, build_cos, TC_AG_COS);
 }
 TC_API tc_tensor *tc_relu(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_relu", a, U_ANY, build_relu, TC_AG_RELU);
 }
 TC_API tc_tensor *tc_sigmoid(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_sigmoid", a, U_FLOAT, tc_ew_sigmoid, TC_AG_SIGMOID);
 }
 TC_API tc_tensor *tc_tanh(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_tanh", a, U_FLOAT, tc_ew_tanh, TC_AG_TANH);
 }
 TC_API tc_tensor *tc_recip(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_recip", a, U_FLOAT, build_recip, TC_AG_RECIP);
 }
 TC_API tc_tensor *tc_abs(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_abs", a, U_ANY, tc_ew_abs, TC_AG_ABS);
 }
 TC_API tc_tensor *tc_square(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_square", a, U_ANY, build_square, TC_AG_SQUARE);
 }
 TC_API tc_tensor *tc_logical_not(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_logical_not", a, U_ANY, build_logical_not, TC_AG_NONE);
 }

@@ -79,6 +79,7 @@ static tc_tensor *as_float(tc_tensor *x) {
 }
 
 TC_API tc_tensor *tc_erf(tc_tensor *x) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(x, "tc_erf", "x") == TC_OK) {
@@ -107,6 +108,7 @@ static tc_tensor *gelu_inner(tc_scope *s, tc_tensor *x, bool approximate) {
 }
 
 TC_API tc_tensor *tc_gelu(tc_tensor *x, bool approximate) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(x, "tc_gelu", "x") == TC_OK) {

@@ -441,5 +441,5 @@ tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
         tc_node_release(grads[i]);
         grads[i] = NULL;
     }
-    return tc_error_code() ? tc_error_code() : TC_ERR_MEMORY;
+    return tc_error_or(TC_ERR_MEMORY);
 }

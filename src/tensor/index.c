@@ -56,6 +56,7 @@ static tc_tensor *gather_prim(tc_scope *s, tc_tensor *x, tc_tensor *index, int a
 }
 
 TC_API tc_tensor *tc_gather(tc_tensor *x, int axis, tc_tensor *index) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int ax = 0;
@@ -85,6 +86,7 @@ done:
 }
 
 TC_API tc_tensor *tc_index(tc_tensor *x, int axis, tc_tensor *index) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int ax = 0;

@@ -63,6 +63,7 @@ static void drop_capture(tc_jit *j) {
 }
 
 TC_API tc_jit *tc_jit_new(tc_jit_fn fn, void *user) {
+    TC_API_ENTER();
     if (!fn) {
         tc_error_set(TC_ERR_INVALID, "tc_jit_new: the step function is NULL");
         return NULL;
@@ -76,6 +77,7 @@ TC_API tc_jit *tc_jit_new(tc_jit_fn fn, void *user) {
 }
 
 TC_API void tc_jit_free(tc_jit *j) {
+    TC_API_ENTER();
     if (!j) return;
     tc_lock();
     drop_capture(j);
@@ -84,6 +86,7 @@ TC_API void tc_jit_free(tc_jit *j) {
 }
 
 TC_API int tc_jit_kernel_count(const tc_jit *j) {
+    TC_API_ENTER();
     if (!j) {
         tc_error_set(TC_ERR_INVALID, "tc_jit_kernel_count: jit is NULL");
         return -1;
@@ -169,7 +172,9 @@ static tc_status capture(tc_jit *j, tc_tensor *const *in, int n_in, tc_tensor **
     /* intermediates whose lifetimes do not overlap share memory from now on
      * (the inputs and outputs are held above, so they stay apart) */
     int64_t before = 0, after = 0;
-    if (tc_capture_plan(j->capture, &before, &after) != TC_OK) tc_error_clear(); /* replays anyway */
+    tc_error_state es;
+    tc_error_save(&es);
+    if (tc_capture_plan(j->capture, &before, &after) != TC_OK) tc_error_restore(&es); /* replays anyway */
     if (tc_flag_get(TC_FLAG_DEBUG) >= 1)
         fprintf(stderr, "jit: captured %d kernels; intermediates %.3f MB -> %.3f MB shared\n",
                 tc_capture_kernels(j->capture), (double)before / 1e6, (double)after / 1e6);
@@ -202,6 +207,7 @@ static tc_status replay(tc_jit *j, tc_tensor *const *in, tc_tensor **out) {
 
 TC_API tc_status tc_jit_run(tc_jit *j, tc_tensor *const *inputs, int n_inputs, tc_tensor **outputs,
                             int n_outputs) {
+    TC_API_ENTER();
     if (!j || n_inputs < 0 || n_outputs < 0 || (n_inputs && !inputs) || (n_outputs && !outputs))
         return tc_error_set(TC_ERR_INVALID, "tc_jit_run: NULL jit or bad input/output arrays");
     tc_lock();

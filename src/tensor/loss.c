@@ -156,6 +156,7 @@ static tc_tensor *cross_entropy_ex(tc_scope *s, tc_tensor *logits, tc_tensor *la
 
 TC_API tc_tensor *tc_cross_entropy_ex(tc_tensor *logits, tc_tensor *labels, tc_reduction reduction,
                                       int64_t ignore_index, double label_smoothing) {
+    TC_API_ENTER();
     const char *api = "tc_cross_entropy_ex";
     tc_lock();
     tc_tensor *out = NULL;
@@ -190,6 +191,7 @@ done:
 }
 
 TC_API tc_tensor *tc_cross_entropy(tc_tensor *logits, tc_tensor *labels) {
+    TC_API_ENTER();
     const char *api = "tc_cross_entropy";
     tc_lock();
     tc_tensor *out = NULL;

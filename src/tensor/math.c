@@ -268,49 +268,64 @@ tc_node *tc_math_grad(tc_ag_op op, tc_node *x, tc_node *y) {
 /* ---- public ---- */
 
 TC_API tc_tensor *tc_trunc(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_trunc", a, U_ANY, build_trunc, TC_AG_STEP);
 }
 TC_API tc_tensor *tc_floor(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_floor", a, U_ANY, build_floor, TC_AG_STEP);
 }
 TC_API tc_tensor *tc_ceil(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_ceil", a, U_ANY, build_ceil, TC_AG_STEP);
 }
 TC_API tc_tensor *tc_round(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_round", a, U_ANY, build_round, TC_AG_STEP);
 }
 TC_API tc_tensor *tc_sign(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_sign", a, U_ANY, tc_ew_sign, TC_AG_STEP);
 }
 TC_API tc_tensor *tc_sinh(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_sinh", a, U_FLOAT, build_sinh, TC_AG_SINH);
 }
 TC_API tc_tensor *tc_cosh(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_cosh", a, U_FLOAT, build_cosh, TC_AG_COSH);
 }
 TC_API tc_tensor *tc_asinh(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_asinh", a, U_FLOAT, build_asinh, TC_AG_ASINH);
 }
 TC_API tc_tensor *tc_acosh(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_acosh", a, U_FLOAT, build_acosh, TC_AG_ACOSH);
 }
 TC_API tc_tensor *tc_atanh(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_atanh", a, U_FLOAT, build_atanh, TC_AG_ATANH);
 }
 TC_API tc_tensor *tc_softsign(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_softsign", a, U_FLOAT, build_softsign, TC_AG_SOFTSIGN);
 }
 TC_API tc_tensor *tc_hardswish(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_hardswish", a, U_FLOAT, build_hardswish, TC_AG_HARDSWISH);
 }
 TC_API tc_tensor *tc_mish(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_mish", a, U_FLOAT, build_mish, TC_AG_MISH);
 }
 TC_API tc_tensor *tc_quick_gelu(tc_tensor *a) {
+    TC_API_ENTER();
     return tc_unary_api("tc_quick_gelu", a, U_FLOAT, build_quick_gelu, TC_AG_QUICK_GELU);
 }
 
 TC_API tc_tensor *tc_celu(tc_tensor *a, double alpha) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(a, "tc_celu", "a") != TC_OK) goto done;

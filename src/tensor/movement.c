@@ -55,6 +55,7 @@ static tc_status resolve_reshape(const tc_node *x, int ndim, const int64_t *shap
 }
 
 TC_API tc_tensor *tc_reshape(tc_tensor *a, int ndim, const int64_t *shape) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int64_t s[TC_MAX_DIMS];
@@ -95,6 +96,7 @@ static tc_tensor *permute(const char *api, tc_tensor *a, const int *order) {
 }
 
 TC_API tc_tensor *tc_permute(tc_tensor *a, const int *order) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out =
         arg_ok("tc_permute", a, order, "order") ? permute("tc_permute", a, order) : NULL;
@@ -103,6 +105,7 @@ TC_API tc_tensor *tc_permute(tc_tensor *a, const int *order) {
 }
 
 TC_API tc_tensor *tc_transpose(tc_tensor *a, int axis0, int axis1) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int ax0 = 0, ax1 = 0, order[TC_MAX_DIMS];
@@ -137,6 +140,7 @@ static tc_status resolve_expand(const tc_node *x, int ndim, const int64_t *shape
 }
 
 TC_API tc_tensor *tc_expand(tc_tensor *a, int ndim, const int64_t *shape) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int64_t s[TC_MAX_DIMS];
@@ -166,6 +170,7 @@ static tc_tensor *pad_or_shrink(tc_tensor *a, const int64_t *ba, bool is_noop, t
 }
 
 TC_API tc_tensor *tc_pad(tc_tensor *a, const int64_t *before_after) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (!arg_ok("tc_pad", a, before_after, "before_after")) goto done;
@@ -192,6 +197,7 @@ done:
 }
 
 TC_API tc_tensor *tc_shrink(tc_tensor *a, const int64_t *begin_end) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (!arg_ok("tc_shrink", a, begin_end, "begin_end")) goto done;
@@ -216,6 +222,7 @@ done:
 
 /* naxes 0 flips every axis (numpy's flip(a, axis=None)) */
 TC_API tc_tensor *tc_flip(tc_tensor *a, int naxes, const int *axes) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     uint32_t mask = 0;
@@ -243,6 +250,7 @@ bool tc_tensor_is_contiguous_buffer(const tc_node *n) {
 }
 
 TC_API tc_tensor *tc_contiguous(tc_tensor *a) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(a, "tc_contiguous", "a") == TC_OK) {

@@ -220,6 +220,7 @@ static bool has_conv_rule(const tc_tensor *w, const conv_args *a) {
 
 TC_API tc_tensor *tc_conv2d_ex(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride_h,
                                int stride_w, int pad_h, int pad_w, int dilation, int groups) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     conv_args a = {{stride_h, stride_w}, {pad_h, pad_w}, {dilation, dilation}, groups};
@@ -285,6 +286,7 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
 }
 
 TC_API tc_tensor *tc_conv2d(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride, int padding) {
+    TC_API_ENTER();
     return tc_conv2d_ex(x, w, bias, stride, stride, padding, padding, 1, 1);
 }
 
@@ -319,10 +321,12 @@ done:
 }
 
 TC_API tc_tensor *tc_max_pool2d(tc_tensor *x, int kernel, int stride) {
+    TC_API_ENTER();
     return pool2d("tc_max_pool2d", x, kernel, stride, true);
 }
 
 TC_API tc_tensor *tc_avg_pool2d(tc_tensor *x, int kernel, int stride) {
+    TC_API_ENTER();
     return pool2d("tc_avg_pool2d", x, kernel, stride, false);
 }
 
@@ -410,6 +414,7 @@ static tc_tensor *batchnorm(tc_scope *s, tc_tensor *const *ts, bool training, do
 TC_API tc_tensor *tc_batchnorm(tc_tensor *x, tc_tensor *weight, tc_tensor *bias,
                                tc_tensor *running_mean, tc_tensor *running_var, bool training,
                                double momentum, double eps) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL, *ts[5] = {x, weight, bias, running_mean, running_var};
     if (check_batchnorm(ts, training, momentum, eps) == TC_OK) {

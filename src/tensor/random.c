@@ -30,6 +30,7 @@ void tc_random_reset(void) {
 }
 
 TC_API void tc_manual_seed(uint64_t seed) {
+    TC_API_ENTER();
     tc_lock();
     rng_seed = seed;
     rng_counter = 0;
@@ -169,17 +170,20 @@ done:
 }
 
 TC_API tc_tensor *tc_rand(int ndim, const int64_t *shape, tc_dtype dt, const char *device) {
+    TC_API_ENTER();
     draw d = {.kind = DRAW_UNIFORM, .a = 0, .b = 1};
     return random_tensor("tc_rand", ndim, shape, dt, device, &d);
 }
 
 TC_API tc_tensor *tc_randn(int ndim, const int64_t *shape, tc_dtype dt, const char *device) {
+    TC_API_ENTER();
     draw d = {.kind = DRAW_NORMAL, .a = 0, .b = 1};
     return random_tensor("tc_randn", ndim, shape, dt, device, &d);
 }
 
 TC_API tc_tensor *tc_uniform(int ndim, const int64_t *shape, double low, double high, tc_dtype dt,
                              const char *device) {
+    TC_API_ENTER();
     if (!isfinite(low) || !isfinite(high) || low > high)
         return tc_error_set(TC_ERR_INVALID, "tc_uniform: [low, high) = [%g, %g) needs finite "
                             "low <= high", low, high), NULL;
@@ -189,6 +193,7 @@ TC_API tc_tensor *tc_uniform(int ndim, const int64_t *shape, double low, double 
 
 TC_API tc_tensor *tc_normal(int ndim, const int64_t *shape, double mean, double std, tc_dtype dt,
                             const char *device) {
+    TC_API_ENTER();
     if (!isfinite(mean) || !isfinite(std) || std < 0)
         return tc_error_set(TC_ERR_INVALID, "tc_normal: mean %g and std %g must be finite, std "
                             ">= 0", mean, std), NULL;
@@ -204,6 +209,7 @@ static void int_range(tc_dtype dt, int64_t *lo, int64_t *hi) {
 
 TC_API tc_tensor *tc_randint(int ndim, const int64_t *shape, int64_t low, int64_t high,
                              tc_dtype dt, const char *device) {
+    TC_API_ENTER();
     if (low >= high)
         return tc_error_set(TC_ERR_INVALID, "tc_randint: low %lld must be below high %lld",
                             (long long)low, (long long)high), NULL;

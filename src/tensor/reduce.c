@@ -274,26 +274,34 @@ static tc_tensor *reduce(const char *api, tc_tensor *a, int naxes, const int *ax
 }
 
 TC_API tc_tensor *tc_sum(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    TC_API_ENTER();
     return reduce("tc_sum", a, naxes, axes, keepdim, R_SUM, 0);
 }
 TC_API tc_tensor *tc_max(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    TC_API_ENTER();
     return reduce("tc_max", a, naxes, axes, keepdim, R_MAX, 0);
 }
 TC_API tc_tensor *tc_min(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    TC_API_ENTER();
     return reduce("tc_min", a, naxes, axes, keepdim, R_MIN, 0);
 }
 TC_API tc_tensor *tc_mean(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    TC_API_ENTER();
     return reduce("tc_mean", a, naxes, axes, keepdim, R_MEAN, 0);
 }
 TC_API tc_tensor *tc_var(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction) {
+    TC_API_ENTER();
     return reduce("tc_var", a, naxes, axes, keepdim, R_VAR, correction);
 }
 TC_API tc_tensor *tc_any(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    TC_API_ENTER();
     return reduce("tc_any", a, naxes, axes, keepdim, R_ANY, 0);
 }
 TC_API tc_tensor *tc_all(tc_tensor *a, int naxes, const int *axes, bool keepdim) {
+    TC_API_ENTER();
     return reduce("tc_all", a, naxes, axes, keepdim, R_ALL, 0);
 }
 TC_API tc_tensor *tc_std(tc_tensor *a, int naxes, const int *axes, bool keepdim, int correction) {
+    TC_API_ENTER();
     return reduce("tc_std", a, naxes, axes, keepdim, R_STD, correction);
 }

@@ -23,6 +23,7 @@ static tc_node **nodes_of(const char *api, tc_tensor **ts, int n) {
 }
 
 TC_API tc_status tc_realize(tc_tensor **ts, int n) {
+    TC_API_ENTER();
     tc_lock();
     tc_node **nodes = nodes_of("tc_realize", ts, n);
     tc_status s = nodes ? tc_engine_realize(nodes, n, "tc_realize") : tc_error_code();
@@ -32,6 +33,7 @@ TC_API tc_status tc_realize(tc_tensor **ts, int n) {
 }
 
 TC_API int tc_schedule_kernel_count(tc_tensor **ts, int n) {
+    TC_API_ENTER();
     tc_lock();
     tc_node **nodes = nodes_of("tc_schedule_kernel_count", ts, n);
     int count = nodes ? tc_engine_kernel_count(nodes, n) : -1;
@@ -41,6 +43,7 @@ TC_API int tc_schedule_kernel_count(tc_tensor **ts, int n) {
 }
 
 TC_API tc_status tc_to_host(tc_tensor *t, void *dst, size_t nbytes) {
+    TC_API_ENTER();
     tc_lock();
     tc_status s = tc_tensor_check(t, "tc_to_host", "t");
     if (s == TC_OK) {
@@ -59,6 +62,7 @@ TC_API tc_status tc_to_host(tc_tensor *t, void *dst, size_t nbytes) {
 }
 
 TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int dev = -1;
@@ -74,6 +78,7 @@ TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device) {
 }
 
 TC_API tc_status tc_synchronize(const char *device) {
+    TC_API_ENTER();
     tc_lock();
     int id = tc_device_open(device, "tc_synchronize");
     tc_dev *d = id >= 0 ? tc_device_get(id) : NULL;
@@ -83,12 +88,18 @@ TC_API tc_status tc_synchronize(const char *device) {
 }
 
 TC_API void tc_get_counters(tc_counters *out) {
+    TC_API_ENTER();
+    if (!out) {
+        tc_error_set(TC_ERR_INVALID, "tc_get_counters: out is NULL");
+        return;
+    }
     tc_lock();
-    if (out) tc_engine_get_counters(out);
+    tc_engine_get_counters(out);
     tc_unlock();
 }
 
 TC_API void tc_reset_counters(void) {
+    TC_API_ENTER();
     tc_lock();
     tc_engine_reset_counters();
     tc_unlock();
@@ -96,6 +107,7 @@ TC_API void tc_reset_counters(void) {
 
 TC_API tc_status tc_export_c(const char *dir, const char *name, tc_tensor **outs, int n_outs,
                              tc_tensor **ins, int n_ins) {
+    TC_API_ENTER();
     const char *api = "tc_export_c";
     if (n_outs <= 0 || !outs)
         return tc_error_set(TC_ERR_INVALID, "%s: %s", api,

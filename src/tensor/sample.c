@@ -127,6 +127,7 @@ static tc_tensor *without_replacement(tc_scope *s, tc_tensor *w, int64_t k) {
 }
 
 TC_API tc_tensor *tc_multinomial(tc_tensor *probs, int64_t num_samples, bool replacement) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     if (check_args(probs, num_samples, replacement) != TC_OK) goto done;

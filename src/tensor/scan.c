@@ -129,6 +129,7 @@ void tc_cumsum_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
 }
 
 TC_API tc_tensor *tc_cumsum(tc_tensor *x, int axis) {
+    TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
     int ax = 0;

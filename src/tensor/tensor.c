@@ -91,6 +91,7 @@ tc_tensor *tc_tensor_wrap(tc_node *n) {
 }
 
 TC_API tc_tensor *tc_retain(tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     if (t) t->refcount++;
     tc_unlock();
@@ -98,6 +99,7 @@ TC_API tc_tensor *tc_retain(tc_tensor *t) {
 }
 
 TC_API void tc_release(tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     if (t && --t->refcount == 0) tc_tensor_destroy(t);
     tc_unlock();
@@ -106,6 +108,7 @@ TC_API void tc_release(tc_tensor *t) {
 /* ---- properties ---- */
 
 TC_API int tc_ndim(const tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     int r = tc_tensor_check(t, "tc_ndim", "t") == TC_OK ? t->node->ndim : -1;
     tc_unlock();
@@ -113,6 +116,7 @@ TC_API int tc_ndim(const tc_tensor *t) {
 }
 
 TC_API const int64_t *tc_shape(const tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     const int64_t *r = tc_tensor_check(t, "tc_shape", "t") == TC_OK ? t->node->shape : NULL;
     tc_unlock();
@@ -121,6 +125,7 @@ TC_API const int64_t *tc_shape(const tc_tensor *t) {
 
 /* TC_DTYPE_COUNT (not a dtype) for NULL */
 TC_API tc_dtype tc_get_dtype(const tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     tc_dtype r = tc_tensor_check(t, "tc_get_dtype", "t") == TC_OK ? t->node->dtype : TC_DTYPE_COUNT;
     tc_unlock();
@@ -128,6 +133,7 @@ TC_API tc_dtype tc_get_dtype(const tc_tensor *t) {
 }
 
 TC_API int64_t tc_numel(const tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     int64_t r = tc_tensor_check(t, "tc_numel", "t") == TC_OK ? tc_node_numel(t->node) : -1;
     tc_unlock();
@@ -135,6 +141,7 @@ TC_API int64_t tc_numel(const tc_tensor *t) {
 }
 
 TC_API const char *tc_device(const tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     const char *r = NULL;
     if (tc_tensor_check(t, "tc_device", "t") == TC_OK) {
@@ -146,6 +153,7 @@ TC_API const char *tc_device(const tc_tensor *t) {
 }
 
 TC_API bool tc_is_realized(const tc_tensor *t) {
+    TC_API_ENTER();
     tc_lock();
     bool r = false;
     if (tc_tensor_check(t, "tc_is_realized", "t") == TC_OK)
@@ -157,14 +165,17 @@ TC_API bool tc_is_realized(const tc_tensor *t) {
 /* ---- library ---- */
 
 TC_API const char *tc_version(void) {
+    TC_API_ENTER();
     return PROJECT_VERSION;
 }
 
 TC_API size_t tc_dtype_size(tc_dtype dt) {
+    TC_API_ENTER();
     return tc_dtype_valid((int)dt) ? tc_dtypes[dt].size : 0;
 }
 
 TC_API const char *tc_dtype_name(tc_dtype dt) {
+    TC_API_ENTER();
     return tc_dtype_valid((int)dt) ? tc_dtypes[dt].name : "unknown";
 }
 
@@ -179,6 +190,7 @@ static int flag_of(const char *api, const char *name) {
 }
 
 TC_API tc_status tc_set_flag(const char *name, int64_t value) {
+    TC_API_ENTER();
     tc_lock();
     int f = flag_of("tc_set_flag", name);
     tc_status s = f < 0 ? TC_ERR_INVALID : TC_OK;
@@ -191,6 +203,7 @@ TC_API tc_status tc_set_flag(const char *name, int64_t value) {
 }
 
 TC_API int64_t tc_get_flag(const char *name) {
+    TC_API_ENTER();
     tc_lock();
     int f = flag_of("tc_get_flag", name);
     int64_t v = f < 0 ? -1 : tc_flag_get((tc_flag)f);
@@ -199,6 +212,7 @@ TC_API int64_t tc_get_flag(const char *name) {
 }
 
 TC_API void tc_shutdown(void) {
+    TC_API_ENTER();
     tc_lock();
     tc_engine_shutdown();
     tc_runtime_shutdown();

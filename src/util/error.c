@@ -4,16 +4,73 @@
 
 #include <string.h>
 
-static _Thread_local char err_msg[2048]; /* last message on this thread */
-static _Thread_local tc_status err_code;  /* last code on this thread */
+static _Thread_local char err_msg[TC_ERROR_MSG_MAX]; /* last message on this thread */
+static _Thread_local tc_status err_code;              /* last code on this thread */
+static _Thread_local unsigned long long err_seq;      /* errors set on this thread so far */
+static _Thread_local const char *api_name;            /* outermost open public call; NULL: none */
+static _Thread_local unsigned long long api_seq;      /* err_seq when api_name opened */
+
+/* true when msg already starts with "name:" */
+static bool named(const char *msg, const char *name) {
+    size_t n = strlen(name);
+    return strncmp(msg, name, n) == 0 && msg[n] == ':';
+}
+
+/* appends src at buf[*at], cut to leave room for the terminator */
+static void append(char *buf, size_t cap, size_t *at, const char *src) {
+    while (*src && *at + 1 < cap) buf[(*at)++] = *src++;
+    buf[*at] = 0;
+}
 
 tc_status tc_error_set(tc_status code, const char *fmt, ...) {
+    char what[TC_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
+    size_t at = 0;
+    err_msg[0] = 0;
+    if (api_name && !named(what, api_name)) { /* "name: what", cut to the buffer */
+        append(err_msg, sizeof err_msg, &at, api_name);
+        append(err_msg, sizeof err_msg, &at, ": ");
+    }
+    append(err_msg, sizeof err_msg, &at, what);
     err_code = code;
+    err_seq++;
     return code;
+}
+
+tc_api_frame tc_api_enter(const char *name) {
+    tc_api_frame f = {api_name, api_seq};
+    if (!api_name) {
+        api_name = name;
+        api_seq = err_seq;
+    }
+    return f;
+}
+
+void tc_api_leave(tc_api_frame *f) {
+    api_name = f->prev;
+    api_seq = f->seq;
+}
+
+tc_status tc_error_or(tc_status fallback) {
+    bool fresh = api_name ? err_seq != api_seq : err_code != TC_OK;
+    if (fresh && err_code != TC_OK) return err_code;
+    return tc_error_set(fallback, "failed with %s; the failing step recorded no detail",
+                        tc_status_string(fallback));
+}
+
+void tc_error_save(tc_error_state *st) {
+    st->code = err_code;
+    st->seq = err_seq;
+    memcpy(st->msg, err_msg, strlen(err_msg) + 1);
+}
+
+void tc_error_restore(const tc_error_state *st) {
+    err_code = st->code;
+    err_seq = st->seq;
+    memcpy(err_msg, st->msg, strlen(st->msg) + 1);
 }
 
 tc_status tc_error_internal(const char *file, int line, const char *fmt, ...) {

@@ -18,6 +18,37 @@ tc_status tc_error_set(tc_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 tc_status tc_error_code(void); /* code of the last error on this thread */
 void tc_error_clear(void);
+/* The public-call scope. Every TC_API function that can fail opens with
+ * TC_API_ENTER(): the outermost such call on a thread names every message
+ * set under it ("tc_realize: CPU compile of 'E_4' failed: ..."; a message
+ * already starting with that name is kept as is), and tc_error_or tells
+ * whether an error was set during it. Nested public calls (tc_safe_load
+ * using tc_assign) keep the outer name. The frame closes itself at scope
+ * exit (the cleanup attribute of gcc and clang). */
+typedef struct {
+    const char *prev;   /* the name open before this call; NULL: none */
+    unsigned long long seq; /* the error sequence before this call */
+} tc_api_frame;
+tc_api_frame tc_api_enter(const char *name);
+void tc_api_leave(tc_api_frame *f);
+#define TC_API_ENTER()                                                                   \
+    tc_api_frame tc_api_frame_ __attribute__((cleanup(tc_api_leave))) = tc_api_enter(__func__)
+/* the code of an error set since the outermost public call began (outside
+ * any call: the last code); else sets fallback with a message saying no
+ * detail was recorded. Replaces the stale
+ * `tc_error_code() ? tc_error_code() : TC_ERR_MEMORY` */
+tc_status tc_error_or(tc_status fallback);
+/* an internal step whose failure is not the caller's (a retry, a cache
+ * write, a candidate build) saves the state first and restores it after,
+ * instead of tc_error_clear(), which would wipe the user's last message */
+#define TC_ERROR_MSG_MAX 2048 /* bytes of the per-thread message, with its NUL */
+typedef struct {
+    tc_status code;
+    unsigned long long seq;
+    char msg[TC_ERROR_MSG_MAX];
+} tc_error_state;
+void tc_error_save(tc_error_state *st);
+void tc_error_restore(const tc_error_state *st);
 /* an internal invariant broke: TC_ERR_INTERNAL with file:line */
 #define TC_INTERNAL(...) tc_error_internal(__FILE__, __LINE__, __VA_ARGS__)
 tc_status tc_error_internal(const char *file, int line, const char *fmt, ...)
