@@ -125,7 +125,7 @@ TC_API tc_tensor *tc_randint(int ndim, const int64_t *shape, int64_t low, int64_
  * Uniforms from tc_rand, so tc_manual_seed makes the draws reproducible. */
 TC_API tc_tensor *tc_multinomial(tc_tensor *probs, int64_t num_samples, bool replacement);
 TC_API void tc_manual_seed(uint64_t seed);
-TC_API tc_tensor *tc_retain(tc_tensor *t); /* returns t with one more reference */
+TC_API tc_tensor *tc_retain(tc_tensor *t); /* returns t with one more reference; NULL for NULL */
 TC_API void tc_release(tc_tensor *t);      /* NULL is fine */
 
 /* ---- properties --------------------------------------------------------- */
@@ -319,7 +319,7 @@ TC_API tc_status tc_optimizer_step_with(tc_optimizer *o, tc_tensor **also, int n
  * advanced (it matters only to SGD with dampening, whose first step differs). */
 TC_API int tc_optimizer_schedule_step(tc_optimizer *o, tc_tensor **out, int cap);
 TC_API tc_status tc_optimizer_set_lr(tc_optimizer *o, double lr); /* from the next step on */
-TC_API double tc_optimizer_get_lr(const tc_optimizer *o);         /* NaN for NULL */
+TC_API double tc_optimizer_get_lr(const tc_optimizer *o);         /* NaN (an error) for NULL */
 TC_API void tc_optimizer_free(tc_optimizer *o);                   /* NULL is fine */
 
 /* ---- nn: layers ------------------------------------------------------------
@@ -364,7 +364,7 @@ TC_API tc_tensor *tc_layer_forward(tc_layer *l, tc_tensor *x);
  * updates the running ones when they are next realized (pass them to
  * tc_optimizer_step_with); otherwise it uses the running statistics */
 TC_API tc_status tc_layer_set_training(tc_layer *l, bool training);
-TC_API tc_layer_kind tc_layer_get_kind(const tc_layer *l); /* TC_LAYER_COUNT for NULL */
+TC_API tc_layer_kind tc_layer_get_kind(const tc_layer *l); /* TC_LAYER_COUNT (an error) for NULL */
 /* a new reference to the tensor called name ("weight", ...); NULL if none */
 TC_API tc_tensor *tc_layer_tensor(tc_layer *l, const char *name);
 /* Lists fill out[0..cap-1] with BORROWED tensors (the layer keeps them; retain

@@ -200,7 +200,9 @@ static void test_kernel_count_and_counters(void **state) {
     tc_reset_counters();
     tc_get_counters(&c);
     assert_int_equal(c.kernel_count, 0);
-    tc_get_counters(NULL); /* ignored */
+    tc_get_counters(NULL); /* an error, and nothing else */
+    assert_int_equal(tc_last_status(), TC_ERR_INVALID);
+    assert_string_equal(tc_last_error(), "tc_get_counters: out is NULL");
     tc_release(a);
     tc_release(s);
 }
