@@ -448,6 +448,33 @@ static void test_failed_calls_change_nothing(void **state) {
     tc_release(a);
 }
 
+/* the thread's error state: a success leaves an earlier failure's message
+ * alone (as errno does), and a public call that fails through another
+ * (tc_conv2d through tc_conv2d_ex, tc_sgd through tc_sgd_ex) is named first */
+static void test_error_state(void **state) {
+    (void)state;
+    float v[4] = {1, 2, 3, 4};
+    tc_tensor *a = f32(1, SHAPE(4), v);
+    assert_null(tc_reshape(a, 1, SHAPE(5)));
+    tc_tensor *b = tc_add(a, a);
+    assert_non_null(b);
+    assert_int_equal(tc_realize(&b, 1), TC_OK);
+    assert_tc_error(TC_ERR_SHAPE, "tc_reshape: cannot reshape (4,) to (5,)");
+    tc_release(b);
+
+    tc_tensor *x = tc_zeros(4, SHAPE(1, 2, 5, 5), TC_FLOAT32, NULL);
+    tc_tensor *w = tc_zeros(4, SHAPE(3, 4, 3, 3), TC_FLOAT32, NULL); /* 4 in-channels, x has 2 */
+    assert_null(tc_conv2d(x, w, NULL, 1, 0));
+    assert_int_equal(tc_last_status(), TC_ERR_SHAPE);
+    assert_int_equal(strncmp(tc_last_error(), "tc_conv2d: ", 11), 0);
+    tc_release(x), tc_release(w);
+
+    assert_null(tc_sgd(&a, 1, -1, 0));
+    assert_int_equal(tc_last_status(), TC_ERR_INVALID);
+    assert_int_equal(strncmp(tc_last_error(), "tc_sgd: ", 8), 0);
+    tc_release(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_null_handles),
@@ -461,6 +488,7 @@ int main(void) {
         TEST(test_movement_errors),
         TEST(test_to_host_errors),
         TEST(test_failed_calls_change_nothing),
+        TEST(test_error_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
