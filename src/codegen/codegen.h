@@ -242,6 +242,6 @@ bool tc_ub_insert_first(tc_ub *ub, tc_uop *u);
  * returns false, opening nothing, when cond is the constant true */
 bool tc_ub_if(tc_ub *ub, tc_uop *cond);
 void tc_ub_end_if(tc_ub *ub); /* closes the innermost block (an IF) */
-tc_status tc_ub_linearize(tc_ub *ub);                  /* fills k->uops */
+TC_MUST_USE tc_status tc_ub_linearize(tc_ub *ub);                  /* fills k->uops */
 
 #endif /* TC_CODEGEN_H */

@@ -34,7 +34,7 @@ int tc_lw_next_epoch(void) {
 
 
 /* (index, valid) of tracker st at the current loop indices */
-tc_status tc_lw_st_index(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out) {
+TC_MUST_USE tc_status tc_lw_st_index(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out) {
     tc_ub *ub = &c->ub;
     ub->index_mode = true;
     const tc_view *v = &st->views[st->n_views - 1];
@@ -561,7 +561,7 @@ static tc_uop *block_range(lower_ctx *c) {
     return tc_ub_range(&c->ub, TC_MAX_DIMS, c->idt, c->it->full_shape[c->kaxis] / c->kblock);
 }
 
-static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
+TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
     if (it->is_scatter) {

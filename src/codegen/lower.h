@@ -87,7 +87,7 @@ int tc_lw_next_epoch(void); /* a new stage number */
 int tc_lw_vec_lanes_now(const lower_ctx *c); /* lanes of the CPU vectors being lowered (0: none) */
 /* lower_index.c: a GATHER's load; the whole kernel of a SCATTER item */
 tc_uop *tc_lw_gather(lower_ctx *c, tc_ast *a);
-tc_status tc_lw_scatter_kernel(lower_ctx *c, tc_kernel_uops *k);
+TC_MUST_USE tc_status tc_lw_scatter_kernel(lower_ctx *c, tc_kernel_uops *k);
 tc_uop *tc_lw_reduce_init(lower_ctx *c, tc_op op, tc_dtype dt);
 tc_uop *tc_lw_lower(lower_ctx *c, tc_ast *a);
 void tc_lw_prelower_reduces(lower_ctx *c, tc_ast *a);
@@ -96,7 +96,7 @@ void tc_lw_close_stage(lower_ctx *c, int opened);
 tc_op tc_lw_acc_op(const tc_ast *a);
 bool tc_lw_store_is_full(const lower_ctx *c, const tc_ast *st);
 /* (index, valid) of tracker st at the current loop indices */
-tc_status tc_lw_st_index(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out);
+TC_MUST_USE tc_status tc_lw_st_index(lower_ctx *c, const tc_st *st, tc_uop **idx_out, tc_uop **valid_out);
 /* upcast: u is AST node a's value in copy rep (computed in stage epoch) */
 void tc_lw_memo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epoch);
 void tc_lw_set_copy(lower_ctx *c, int r);      /* makes copy r current (its indices) */
@@ -112,6 +112,6 @@ void tc_lw_gv_operands(lower_ctx *c, tc_op op, tc_uop **s, int n);
 tc_uop *tc_lw_gv_acc(lower_ctx *c, const tc_ast *a, tc_uop *init);
 void tc_lw_group_partials(lower_ctx *c, tc_ast *a);
 tc_uop *tc_lw_group_value(lower_ctx *c, tc_ast *a);
-tc_status tc_lw_lower_grid(lower_ctx *c, tc_kernel_uops *k);
+TC_MUST_USE tc_status tc_lw_lower_grid(lower_ctx *c, tc_kernel_uops *k);
 
 #endif /* TC_LOWER_H */

@@ -321,7 +321,7 @@ static int gv_choose(lower_ctx *c, int inner) {
 /* GPU: work-group ids (and lanes) index the kept axes, looped axes open
  * their loops, and an ungrouped kernel whose lanes overrun the innermost
  * axis gates everything in an IF block (left open to the end) */
-tc_status tc_lw_lower_grid(lower_ctx *c, tc_kernel_uops *k) {
+TC_MUST_USE tc_status tc_lw_lower_grid(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     tc_ub *ub = &c->ub;
     grid_plan p;

@@ -18,7 +18,7 @@
 
 /* a's buffer address for the index UOp k (any integer dtype), and whether
  * it is inside the axis (and a's own mask) */
-static tc_status indexed(lower_ctx *c, const tc_ast *a, tc_uop *k, tc_uop **addr, tc_uop **valid) {
+TC_MUST_USE static tc_status indexed(lower_ctx *c, const tc_ast *a, tc_uop *k, tc_uop **addr, tc_uop **valid) {
     tc_uop *base, *in;
     if (tc_lw_st_index(c, a->st, &base, &in) != TC_OK) return tc_error_code();
     tc_ub *ub = &c->ub;
@@ -53,7 +53,7 @@ static void zero_output(lower_ctx *c) {
     tc_ub_end_range(&c->ub);
 }
 
-tc_status tc_lw_scatter_kernel(lower_ctx *c, tc_kernel_uops *k) {
+TC_MUST_USE tc_status tc_lw_scatter_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     if (c->tg->has_local)
         return tc_error_set(TC_ERR_DEVICE, "tc_realize: kernel %s adds at indexed places (the "

@@ -706,7 +706,7 @@ static void drop_dead(tc_ptrvec *l) {
     l->n = n;
 }
 
-tc_status tc_ub_linearize(tc_ub *ub) {
+TC_MUST_USE tc_status tc_ub_linearize(tc_ub *ub) {
     if (ub->failed) return tc_error_or(TC_ERR_MEMORY);
     tc_ptrvec out = {0};
     if (!flatten(ub, &ub->top, &out)) {

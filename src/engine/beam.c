@@ -96,7 +96,7 @@ static void keep(cand *beam, int *n, int width, const tc_kopt *p, double t) {
     beam[at] = (cand){*p, t};
 }
 
-static tc_status run_search(search *s, int width, tc_kopt *out) {
+TC_MUST_USE static tc_status run_search(search *s, int width, tc_kopt *out) {
     cand beam[MAX_BEAM], *all = tc_malloc(sizeof(cand) * 4096);
     tc_kopt *next = tc_malloc(sizeof(tc_kopt) * MAX_NEIGHBORS);
     if (!all || !next) {
@@ -140,7 +140,7 @@ static tc_status run_search(search *s, int width, tc_kopt *out) {
     return TC_OK;
 }
 
-tc_status tc_beam_plan(tc_dev *dev, const tc_sched_item *it, tc_kopt *plan) {
+TC_MUST_USE tc_status tc_beam_plan(tc_dev *dev, const tc_sched_item *it, tc_kopt *plan) {
     tc_opt_choose(it, &dev->target, plan);
     int64_t width = tc_flag_get(TC_FLAG_BEAM), work = 1;
     for (int a = 0; a < it->ndim; a++) work *= it->full_shape[a];

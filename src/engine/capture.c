@@ -67,7 +67,7 @@ static record *add(tc_capture *c, int n_bufs, tc_buffer *const *bufs) {
     return r;
 }
 
-tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs,
+TC_MUST_USE tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs,
                                    int n_bufs, int n_outs, const tc_launch_dims *dims,
                                    int64_t est_ops, int64_t est_mem, const char *name) {
     if (!active) return TC_OK;
@@ -83,7 +83,7 @@ tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *con
     return TC_OK;
 }
 
-tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
+TC_MUST_USE tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
     if (!active) return TC_OK;
     tc_buffer *bufs[2] = {dst, src};
     record *r = add(active, 2, bufs);
@@ -94,7 +94,7 @@ tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) 
     return TC_OK;
 }
 
-tc_status tc_capture_replay(tc_capture *c, tc_buffer *const *from, tc_buffer *const *to, int n) {
+TC_MUST_USE tc_status tc_capture_replay(tc_capture *c, tc_buffer *const *from, tc_buffer *const *to, int n) {
     tc_buffer *stack_args[64];
     for (int i = 0; i < c->n; i++) {
         record *r = &c->recs[i];
@@ -201,7 +201,7 @@ int tc_mem_plan(tc_mem_life *lives, int n, tc_mem_block *blocks) {
     return n_blocks;
 }
 
-tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after) {
+TC_MUST_USE tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after) {
     *before = *after = 0;
     int n = 0, n_lives = 0;
     use_info *u = collect_uses(c, &n);

@@ -10,11 +10,11 @@
 /* realizes the bases of nodes[0..n-1]: schedules, compiles and runs the
  * kernels; on success each base is a BUFFER. `api` names the public call for
  * error messages. */
-tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api);
+TC_MUST_USE tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api);
 /* kernels tc_engine_realize would launch now (copies excluded), -1 on error */
 int tc_engine_kernel_count(tc_node *const *nodes, int n);
 /* realizes n if needed and copies its elements (row-major, n's dtype) to dst */
-tc_status tc_engine_to_host(tc_node *n, void *dst, size_t nbytes, const char *api);
+TC_MUST_USE tc_status tc_engine_to_host(tc_node *n, void *dst, size_t nbytes, const char *api);
 /* n reads a contiguous run of its base's elements in order (n is a base, or
  * a view of one view without a mask and with row-major strides); *offset:
  * the run's first element */
@@ -31,7 +31,7 @@ void tc_engine_shutdown(void); /* frees the program cache */
  * ins[0..n_ins-1] (run-time arguments); every other realized buffer the
  * graph reads is embedded as data, and those it assigns to become state the
  * generated code keeps. Schedules the graph but changes nothing in it. */
-tc_status tc_engine_export_c(const char *dir, const char *name, tc_node *const *outs, int n_outs,
+TC_MUST_USE tc_status tc_engine_export_c(const char *dir, const char *name, tc_node *const *outs, int n_outs,
                              tc_node *const *ins, int n_ins, const char *api);
 
 /* ---- launching and capture (realize.c, capture.c) ------------------------
@@ -39,17 +39,17 @@ tc_status tc_engine_export_c(const char *dir, const char *name, tc_node *const *
  * JIT capture, while active, records them (program, buffers, sizes) so they
  * can be replayed later without scheduling, lowering or compiling again. */
 /* bufs[0..n_outs-1] are written, the rest read */
-tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs, int n_bufs,
+TC_MUST_USE tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs, int n_bufs,
                            int n_outs, const tc_launch_dims *dims, int64_t est_ops,
                            int64_t est_mem, const char *name, int index);
-tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
+TC_MUST_USE tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
 typedef struct tc_capture tc_capture; /* a recorded list of launches and copies */
 tc_capture *tc_capture_begin(void);   /* starts recording (one capture at a time) */
 void tc_capture_end(void);            /* stops recording (the capture stays valid) */
 int tc_capture_kernels(const tc_capture *c); /* kernels recorded */
 /* replays c: every recorded use of from[i] uses to[i] instead */
-tc_status tc_capture_replay(tc_capture *c, tc_buffer *const *from, tc_buffer *const *to, int n);
+TC_MUST_USE tc_status tc_capture_replay(tc_capture *c, tc_buffer *const *from, tc_buffer *const *to, int n);
 void tc_capture_free(tc_capture *c); /* releases every buffer it holds */
 /* memory planning, once a capture is complete and its owner holds its
  * inputs and outputs: buffers only the capture holds, first written by one
@@ -57,7 +57,7 @@ void tc_capture_free(tc_capture *c); /* releases every buffer it holds */
  * last use) do not overlap get one shared buffer per group. *before and
  * *after: the intermediates' bytes without and with sharing. On failure
  * (out of memory) the capture is unchanged and still replays right. */
-tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after);
+TC_MUST_USE tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *after);
 /* the planner of tc_capture_plan, also used by tc_export_c for its arena:
  * buffers that live from step `first` (their first write) to step `last`
  * (their last use) get blocks to share. In the order given (callers list
@@ -80,10 +80,10 @@ typedef struct {
 /* fills lives[i].block; blocks has room for n; returns the blocks used */
 int tc_mem_plan(tc_mem_life *lives, int n, tc_mem_block *blocks);
 /* called by tc_engine_launch/copy: record when a capture is active */
-tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs,
+TC_MUST_USE tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs,
                                    int n_bufs, int n_outs, const tc_launch_dims *dims,
                                    int64_t est_ops, int64_t est_mem, const char *name);
-tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
+TC_MUST_USE tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
 /* ---- the lowering cache (lcache.c) ------------------------------------------
  * A kernel item lowered once in this process (codegen + render for a device
@@ -99,7 +99,7 @@ typedef struct {
     double render_s;    /* ... and in the renderer */
 } tc_lowered;
 /* out: the lowered item (out->src owned by the caller) */
-tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan,
+TC_MUST_USE tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan,
                           tc_lowered *out);
 void tc_lcache_clear(void); /* empties it (tc_shutdown) */
 int tc_lcache_size(void);   /* entries (tests) */
@@ -112,7 +112,7 @@ int tc_lcache_size(void);   /* entries (tests) */
 typedef struct tc_skey tc_skey; /* a graph in canonical form: its bases numbered, its key */
 /* the canonical form of the graph under nodes[0..n-1]; *out owned by the
  * caller. It points at the graph's nodes without holding them. */
-tc_status tc_skey_make(tc_node *const *nodes, int n, tc_skey **out);
+TC_MUST_USE tc_status tc_skey_make(tc_node *const *nodes, int n, tc_skey **out);
 void tc_skey_free(tc_skey *k); /* NULL is fine */
 
 typedef struct {
@@ -166,13 +166,13 @@ void tc_engine_get_stats(tc_engine_stats *out);
 /* TC_BEAM=n (beam.c): the CPU optimizer's plan for item on dev, searched by
  * timing with a beam of n (cached on disk); without TC_BEAM, on targets with
  * work-groups and for small kernels: opt.c's heuristic plan */
-tc_status tc_beam_plan(tc_dev *dev, const tc_sched_item *it, tc_kopt *plan);
+TC_MUST_USE tc_status tc_beam_plan(tc_dev *dev, const tc_sched_item *it, tc_kopt *plan);
 
 /* The reference evaluator (ref.c): evaluates the lazy graph under n op by op
  * on the host with plain loops over views, and writes n's elements
  * (row-major, n's dtype) to out. It shares no code with the scheduler,
  * codegen or renderers, so tests use it as the oracle. Realized buffers are
  * read back from their devices. */
-tc_status tc_ref_eval(tc_node *n, void *out);
+TC_MUST_USE tc_status tc_ref_eval(tc_node *n, void *out);
 
 #endif /* TC_ENGINE_H */

@@ -42,7 +42,7 @@
 #include <string.h>
 
 /* name is a C identifier of at most TC_EXPORT_NAME_MAX characters */
-static tc_status check_name(const char *name, const char *api) {
+TC_MUST_USE static tc_status check_name(const char *name, const char *api) {
     if (!name) return tc_error_set(TC_ERR_INVALID, "%s: name is NULL", api);
     size_t n = strlen(name);
     bool ok =
@@ -62,7 +62,7 @@ static bool reads_whole_buffer(const tc_node *n) {
     return n == base || (tc_st_is_contiguous(n->st) && tc_node_numel(n) == tc_node_numel(base));
 }
 
-static tc_status check_device(int device, const char *api, const char *what) {
+TC_MUST_USE static tc_status check_device(int device, const char *api, const char *what) {
     tc_dev *d = tc_device_get(device);
     if (!d) return tc_error_code();
     if (strcmp(d->name, "CPU") == 0) return TC_OK;
@@ -104,12 +104,12 @@ static int leaf_buf(xplan *p, const tc_node *n) {
     return at;
 }
 
-static tc_status no_memory(const char *api) {
+TC_MUST_USE static tc_status no_memory(const char *api) {
     return tc_error_set(TC_ERR_MEMORY, "%s: out of memory planning the export", api);
 }
 
 /* ins: each a realized CPU buffer seen whole, none twice */
-static tc_status add_inputs(xplan *p, tc_node *const *ins, int n_ins, const char *api) {
+TC_MUST_USE static tc_status add_inputs(xplan *p, tc_node *const *ins, int n_ins, const char *api) {
     p->ins = tc_calloc((size_t)n_ins + 1, sizeof *p->ins);
     if (!p->ins) return no_memory(api);
     p->n_ins = n_ins;
@@ -147,7 +147,7 @@ static tc_status add_inputs(xplan *p, tc_node *const *ins, int n_ins, const char
 
 /* the buffer output k of item i writes: the target's storage for an
  * assign (state), else a new intermediate */
-static tc_status item_output(xplan *p, int i, int k, int *out, const char *api) {
+TC_MUST_USE static tc_status item_output(xplan *p, int i, int k, int *out, const char *api) {
     tc_node *o = p->s->items[i].bufs[k];
     if (o->op != TC_OP_ASSIGN) {
         *out = add_buf(p, XB_TEMP, o, o->dtype, tc_node_numel(o));
@@ -175,7 +175,7 @@ static tc_status item_output(xplan *p, int i, int k, int *out, const char *api) 
 }
 
 /* every item: its role checks and the buffer of each argument */
-static tc_status walk_items(xplan *p, const char *api) {
+TC_MUST_USE static tc_status walk_items(xplan *p, const char *api) {
     const tc_schedule *s = p->s;
     p->kernels = tc_calloc((size_t)s->n_items + 1, sizeof *p->kernels);
     if (!p->kernels) return no_memory(api);
@@ -211,7 +211,7 @@ static tc_status walk_items(xplan *p, const char *api) {
 }
 
 /* where each output is read from at the end of the run */
-static tc_status place_outputs(xplan *p, tc_node *const *outs, const char *api) {
+TC_MUST_USE static tc_status place_outputs(xplan *p, tc_node *const *outs, const char *api) {
     for (int i = 0; i < p->n_outs; i++) {
         const tc_node *n = outs[i], *base = tc_node_base((tc_node *)n);
         int64_t off = 0;
@@ -237,7 +237,7 @@ static tc_status place_outputs(xplan *p, tc_node *const *outs, const char *api) 
 }
 
 /* the intermediates share blocks of the arena by lifetime (tc_mem_plan) */
-static tc_status plan_arena(xplan *p, const char *api) {
+TC_MUST_USE static tc_status plan_arena(xplan *p, const char *api) {
     tc_mem_life *lives = tc_calloc((size_t)p->n_bufs + 1, sizeof *lives);
     tc_mem_block *blocks = lives ? tc_calloc((size_t)p->n_bufs + 1, sizeof *blocks) : NULL;
     int *of = blocks ? tc_calloc((size_t)p->n_bufs + 1, sizeof *of) : NULL;
@@ -270,7 +270,7 @@ static tc_status plan_arena(xplan *p, const char *api) {
 
 /* kernel xk in plain C99: opt.c's plan for the device's target without
  * vectors, lowered and rendered in tc_dialect_c_plain */
-static tc_status lower_plain(tc_dev *dev, xkernel *xk) {
+TC_MUST_USE static tc_status lower_plain(tc_dev *dev, xkernel *xk) {
     tc_target tg = dev->target;
     tg.has_vec = false;
     tc_kopt plan;
@@ -287,7 +287,7 @@ static tc_status lower_plain(tc_dev *dev, xkernel *xk) {
 }
 
 /* every kernel in both forms */
-static tc_status lower_kernels(xplan *p) {
+TC_MUST_USE static tc_status lower_kernels(xplan *p) {
     for (int i = 0; i < p->s->n_items; i++) {
         xkernel *xk = &p->kernels[i];
         tc_dev *dev = tc_device_get(xk->it->bufs[0]->device);
@@ -306,7 +306,7 @@ static tc_status lower_kernels(xplan *p) {
 }
 
 /* the elements of every constant and state buffer, read from the device */
-static tc_status read_data(xplan *p, const char *api) {
+TC_MUST_USE static tc_status read_data(xplan *p, const char *api) {
     for (int i = 0; i < p->n_bufs; i++) {
         xbuf *b = &p->bufs[i];
         size_t bytes = (size_t)b->numel * tc_dtypes[b->dtype].size;
@@ -322,7 +322,7 @@ static tc_status read_data(xplan *p, const char *api) {
 /* ---- files -------------------------------------------------------------------- */
 
 /* writes text to <dir>/<name><ext>.tmp; *tmp gets that path (tc_malloc'ed) */
-static tc_status write_tmp(const char *dir, const char *name, const char *ext, const char *text,
+TC_MUST_USE static tc_status write_tmp(const char *dir, const char *name, const char *ext, const char *text,
                            char **tmp, const char *api) {
     tc_strbuf path = {0};
     tc_sb_printf(&path, "%s/%s%s.tmp", dir, name, ext);
@@ -344,7 +344,7 @@ static tc_status write_tmp(const char *dir, const char *name, const char *ext, c
 }
 
 /* writes both files: to temp names first, then renamed over the final ones */
-static tc_status write_files(const char *dir, const char *name, const char *header,
+TC_MUST_USE static tc_status write_files(const char *dir, const char *name, const char *header,
                              const char *source, const char *api) {
     char *tmp[2] = {NULL, NULL};
     const char *ext[2] = {".h", ".c"}, *text[2] = {header, source};
@@ -386,7 +386,7 @@ static void plan_free(xplan *p) {
 
 /* the outputs as nodes the plan can read whole: a view that is not a plain
  * run of its base goes through a CONTIGUOUS node (new references) */
-static tc_status plain_outputs(tc_node *const *outs, int n_outs, tc_node **plain, const char *api) {
+TC_MUST_USE static tc_status plain_outputs(tc_node *const *outs, int n_outs, tc_node **plain, const char *api) {
     for (int i = 0; i < n_outs; i++) {
         int64_t off;
         char what[32];
@@ -401,7 +401,7 @@ static tc_status plain_outputs(tc_node *const *outs, int n_outs, tc_node **plain
     return TC_OK;
 }
 
-static tc_status export_plan(xplan *p, const char *dir, tc_node *const *outs, tc_node *const *ins,
+TC_MUST_USE static tc_status export_plan(xplan *p, const char *dir, tc_node *const *outs, tc_node *const *ins,
                              int n_ins, const char *api) {
     tc_status st = add_inputs(p, ins, n_ins, api);
     if (st == TC_OK && !(p->s = tc_schedule_create(outs, p->n_outs)))
@@ -422,7 +422,7 @@ static tc_status export_plan(xplan *p, const char *dir, tc_node *const *outs, tc
     return st;
 }
 
-tc_status tc_engine_export_c(const char *dir, const char *name, tc_node *const *outs, int n_outs,
+TC_MUST_USE tc_status tc_engine_export_c(const char *dir, const char *name, tc_node *const *outs, int n_outs,
                              tc_node *const *ins, int n_ins, const char *api) {
     tc_status st = check_name(name, api);
     if (st == TC_OK && !dir) st = tc_error_set(TC_ERR_INVALID, "%s: dir is NULL", api);

@@ -173,7 +173,7 @@ static void emit_call(emitter *e, int i, const char *range) {
 
 /* kernel i in form 0 (vector) or 1 (plain): its text under this export's
  * name, and its wrapper <name>_call<i>(b) */
-static tc_status emit_kernel(emitter *e, int i, int form) {
+TC_MUST_USE static tc_status emit_kernel(emitter *e, int i, int form) {
     const xplan *p = e->p;
     const xkernel *xk = &p->kernels[i];
     const xlowered *l = &xk->low[form];
@@ -202,7 +202,7 @@ static tc_status emit_kernel(emitter *e, int i, int form) {
     return TC_OK;
 }
 
-static tc_status emit_kernels(emitter *e, int form) {
+TC_MUST_USE static tc_status emit_kernels(emitter *e, int form) {
     const char *n = e->p->name;
     if (any_split(e->p, form))
         P(e,
@@ -357,7 +357,7 @@ static void emit_run(emitter *e) {
     P(e, "    return 0;\n}\n");
 }
 
-static tc_status emit_source(emitter *e) {
+TC_MUST_USE static tc_status emit_source(emitter *e) {
     const xplan *p = e->p;
     const char *n = p->name;
     P(e,
@@ -401,7 +401,7 @@ static tc_status emit_source(emitter *e) {
     return st;
 }
 
-tc_status tc_export_emit(const xplan *p, char **header, char **source) {
+TC_MUST_USE tc_status tc_export_emit(const xplan *p, char **header, char **source) {
     emitter h = {p, {0}}, c = {p, {0}};
     emit_header(&h);
     tc_status st = emit_source(&c);

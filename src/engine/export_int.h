@@ -85,6 +85,6 @@ typedef struct {
 } xplan;
 
 /* the header and the source of p (tc_malloc'ed strings); TC_ERR_MEMORY */
-tc_status tc_export_emit(const xplan *p, char **header, char **source);
+TC_MUST_USE tc_status tc_export_emit(const xplan *p, char **header, char **source);
 
 #endif /* TC_EXPORT_INT_H */

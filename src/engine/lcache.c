@@ -115,7 +115,7 @@ void tc_lcache_clear(void) {
     n_entries = 0;
 }
 
-tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan, tc_lowered *out) {
+TC_MUST_USE tc_status tc_lcache_lower(tc_dev *dev, const tc_sched_item *it, const tc_kopt *plan, tc_lowered *out) {
     memset(out, 0, sizeof *out);
     ser *s = tc_malloc(sizeof *s);
     bool keyed = s && make_key(s, dev, it, plan);

@@ -48,7 +48,7 @@ static size_t node_bytes(const tc_node *n) {
     return (size_t)tc_node_numel(n) * tc_dtypes[n->dtype].size;
 }
 
-tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs, int n_bufs,
+TC_MUST_USE tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs, int n_bufs,
                            int n_outs, const tc_launch_dims *dims, int64_t est_ops,
                            int64_t est_mem, const char *name, int index) {
     int64_t debug = tc_flag_get(TC_FLAG_DEBUG);
@@ -74,14 +74,14 @@ tc_status tc_engine_launch(tc_dev *dev, tc_program *prog, tc_buffer *const *bufs
                                     name);
 }
 
-tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
+TC_MUST_USE tc_status tc_engine_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
     tc_status st = tc_buffer_copy(dst, src, nbytes);
     return st == TC_OK ? tc_capture_record_copy(dst, src, nbytes) : st;
 }
 
 /* codegen + render of a kernel item for the device of its output (or the
  * lowering cache's copy of the same) into pi->low */
-static tc_status lower_item(const tc_sched_item *it, tc_plan_item *pi) {
+TC_MUST_USE static tc_status lower_item(const tc_sched_item *it, tc_plan_item *pi) {
     int64_t debug = tc_flag_get(TC_FLAG_DEBUG);
     tc_dev *dev = tc_device_get(it->bufs[0]->device);
     if (!dev) return tc_error_code();
@@ -102,7 +102,7 @@ static tc_status lower_item(const tc_sched_item *it, tc_plan_item *pi) {
 
 /* lowers every kernel of s into its plan's item, then has each device that
  * can build the new ones ahead, all at once (compile then finds them cached) */
-static tc_status lower_all(const tc_schedule *s, tc_plan *p) {
+TC_MUST_USE static tc_status lower_all(const tc_schedule *s, tc_plan *p) {
     tc_status st = TC_OK;
     for (int i = 0; i < s->n_items && st == TC_OK; i++)
         if (!s->items[i].is_copy) st = lower_item(&s->items[i], &p->items[i]);
@@ -135,7 +135,7 @@ static tc_status lower_all(const tc_schedule *s, tc_plan *p) {
 
 /* launch of one lowered kernel item on bufs, with the plan's program (or
  * compiled now: found in a cache when lower_all built it, and kept) */
-static tc_status run_kernel(const tc_sched_item *it, tc_plan_item *pi, tc_buffer **bufs,
+TC_MUST_USE static tc_status run_kernel(const tc_sched_item *it, tc_plan_item *pi, tc_buffer **bufs,
                             int index) {
     tc_dev *dev = tc_device_get(bufs[0]->device);
     if (!dev) return tc_error_code();
@@ -155,7 +155,7 @@ static tc_status run_kernel(const tc_sched_item *it, tc_plan_item *pi, tc_buffer
 }
 
 /* allocates (or, for ASSIGN, borrows the target's) output buffers of item */
-static tc_status out_buffer(const tc_sched_item *it, int k, tc_buffer **out) {
+TC_MUST_USE static tc_status out_buffer(const tc_sched_item *it, int k, tc_buffer **out) {
     tc_node *o = it->bufs[k];
     if (o->op == TC_OP_ASSIGN) {
         *out = tc_buffer_retain(tc_node_base(o->srcs[1])->buffer);
@@ -165,7 +165,7 @@ static tc_status out_buffer(const tc_sched_item *it, int k, tc_buffer **out) {
     return *out ? TC_OK : tc_error_code();
 }
 
-static tc_status run_item(const tc_sched_item *it, tc_plan_item *pi, int index) {
+TC_MUST_USE static tc_status run_item(const tc_sched_item *it, tc_plan_item *pi, int index) {
     tc_buffer *stack_bufs[16], **bufs = stack_bufs;
     if (it->n_bufs > 16 && !(bufs = tc_calloc((size_t)it->n_bufs, sizeof *bufs))) return TC_ERR_MEMORY;
     tc_status st = TC_OK;
@@ -239,7 +239,7 @@ static bool replaying(void) {
 /* the plan realizing the graph k describes: the cache's, or (*is_new) one
  * made from a new schedule of nodes. TC_DEBUG>=3 shows every stage (ASTs,
  * sources, UOps), so it always schedules and lowers. */
-static tc_status find_plan(const tc_skey *k, tc_node *const *nodes, int n, tc_plan **out,
+TC_MUST_USE static tc_status find_plan(const tc_skey *k, tc_node *const *nodes, int n, tc_plan **out,
                            bool *is_new) {
     *out = tc_flag_get(TC_FLAG_DEBUG) >= 3 || replaying() ? NULL : tc_scache_find(k);
     *is_new = !*out;
@@ -277,7 +277,7 @@ static void print_summary(const tc_schedule *s, const tc_counters *c0, double t0
 /* Realize: the graph's key (scache.c) finds the plan of a graph of the same
  * structure, or the scheduler makes one, which is lowered here; the plan's
  * items then run on this graph's nodes, and a new plan is kept. */
-tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
+TC_MUST_USE tc_status tc_engine_realize(tc_node *const *nodes, int n, const char *api) {
     (void)api;
     tc_counters c0 = counters;
     double t0 = tc_time_now();
@@ -335,7 +335,7 @@ bool tc_engine_plain_run(const tc_node *n, int64_t *offset) {
     return true;
 }
 
-tc_status tc_engine_to_host(tc_node *n, void *dst, size_t nbytes, const char *api) {
+TC_MUST_USE tc_status tc_engine_to_host(tc_node *n, void *dst, size_t nbytes, const char *api) {
     if (nbytes == 0) return TC_OK;
     int64_t off;
     tc_node *src = tc_node_retain(n);

@@ -55,7 +55,7 @@ static int map_find(const ctx *c, const tc_node *n) {
     }
 }
 
-static tc_status map_grow(ctx *c) {
+TC_MUST_USE static tc_status map_grow(ctx *c) {
     size_t ns = c->nslots ? c->nslots * 2 : 64;
     int *slots = tc_calloc(ns, sizeof *slots);
     if (!slots) return TC_ERR_MEMORY;
@@ -111,7 +111,7 @@ static int needed_srcs(const tc_node *n) {
 
 /* depth-first post-order of the graph under root into c->order, with an
  * explicit stack; a stack item with its low bit set means "emit" */
-static tc_status topo(ctx *c, tc_node *root) {
+TC_MUST_USE static tc_status topo(ctx *c, tc_node *root) {
     tc_ptrvec stack = {0};
     tc_status st = tc_ptrvec_push(&stack, root);
     while (st == TC_OK && stack.n) {
@@ -284,7 +284,7 @@ static tc_dtype alu_domain(const tc_node *n) {
     return n->op == TC_OP_WHERE || n->op == TC_OP_MULACC ? n->dtype : n->srcs[0]->dtype;
 }
 
-static tc_status check_alu(const tc_node *n) {
+TC_MUST_USE static tc_status check_alu(const tc_node *n) {
     tc_dtype d = alu_domain(n);
     tc_op op = n->op;
     if (is_float(d) ? tc_ops[op].is_int_only : tc_ops[op].is_float_only)
@@ -301,7 +301,7 @@ static tc_status check_alu(const tc_node *n) {
 }
 
 /* out[i] = op(in[0][i], in[1][i], in[2][i]) for every element */
-static tc_status eval_alu(const tc_node *n, void *out, void *const *in) {
+TC_MUST_USE static tc_status eval_alu(const tc_node *n, void *out, void *const *in) {
     tc_status st = check_alu(n);
     if (st != TC_OK) return st;
     int64_t numel = tc_node_numel(n);
@@ -360,7 +360,7 @@ static void accumulate(tc_op op, tc_dtype dt, void *out, int64_t oi, const void 
 
 /* sums or maxes src over n->axes into out (n's keepdim shape), visiting the
  * source in row-major order so each output accumulates in index order */
-static tc_status eval_reduce(const tc_node *n, void *out, const void *in) {
+TC_MUST_USE static tc_status eval_reduce(const tc_node *n, void *out, const void *in) {
     const tc_node *src = n->srcs[0];
     if (src->ndim != n->ndim || (n->ndim < 32 && (n->axes >> n->ndim) != 0))
         return TC_INTERNAL("tc_ref_eval: reduce node n%llu has bad axes 0x%x",
@@ -390,7 +390,7 @@ static tc_status eval_reduce(const tc_node *n, void *out, const void *in) {
 
 /* ---- leaves, views and meta ops ------------------------------------------ */
 
-static tc_status eval_const(const tc_node *n, void *out) {
+TC_MUST_USE static tc_status eval_const(const tc_node *n, void *out) {
     int64_t numel = tc_node_numel(n);
     for (int64_t i = 0; i < numel; i++) {
         if (is_float(n->dtype)) stf(out, n->dtype, i, (float)n->value);
@@ -400,7 +400,7 @@ static tc_status eval_const(const tc_node *n, void *out) {
     return TC_OK;
 }
 
-static tc_status eval_buffer(const tc_node *n, void *out) {
+TC_MUST_USE static tc_status eval_buffer(const tc_node *n, void *out) {
     size_t nbytes = (size_t)tc_node_numel(n) * tc_dtypes[n->dtype].size;
     if (!nbytes) return TC_OK;
     if (!n->buffer || n->buffer->nbytes < nbytes)
@@ -411,7 +411,7 @@ static tc_status eval_buffer(const tc_node *n, void *out) {
 }
 
 /* gathers the view's elements from its source's dense array */
-static tc_status eval_view(const tc_node *n, void *out, const void *in) {
+TC_MUST_USE static tc_status eval_view(const tc_node *n, void *out, const void *in) {
     if (!n->st || tc_st_ndim(n->st) != n->ndim)
         return TC_INTERNAL("tc_ref_eval: VIEW node n%llu has no tracker of its rank",
                            (unsigned long long)n->id);
@@ -435,7 +435,7 @@ static tc_status eval_view(const tc_node *n, void *out, const void *in) {
 }
 
 /* COPY, CONTIGUOUS and ASSIGN: the value of srcs[0] */
-static tc_status eval_same(const tc_node *n, void *out, const void *in) {
+TC_MUST_USE static tc_status eval_same(const tc_node *n, void *out, const void *in) {
     const tc_node *s = n->srcs[0];
     if (tc_node_numel(s) != tc_node_numel(n) || s->dtype != n->dtype)
         return TC_INTERNAL("tc_ref_eval: %s node n%llu differs from its source", tc_ops[n->op].name,
@@ -465,7 +465,7 @@ static int one_axis(uint32_t axes) {
 }
 
 /* out[o] = x[o with o[a] := idx[o]]; 0 for an index outside x along a */
-static tc_status eval_gather(const tc_node *n, void *out, const void *x, const void *idx) {
+TC_MUST_USE static tc_status eval_gather(const tc_node *n, void *out, const void *x, const void *idx) {
     const tc_node *xn = n->srcs[0], *in = n->srcs[1];
     int a = one_axis(n->axes);
     int64_t at[TC_MAX_DIMS], numel = tc_node_numel(n);
@@ -485,7 +485,7 @@ static tc_status eval_gather(const tc_node *n, void *out, const void *x, const v
 }
 
 /* zeros, then src[o] added at [o with o[a] := idx[o]], in index order */
-static tc_status eval_scatter(const tc_node *n, void *out, const void *idx, const void *src) {
+TC_MUST_USE static tc_status eval_scatter(const tc_node *n, void *out, const void *idx, const void *src) {
     const tc_node *in = n->srcs[0], *sn = n->srcs[1];
     int a = one_axis(n->axes);
     int64_t at[TC_MAX_DIMS], numel = tc_node_numel(n), m = tc_node_numel(sn);
@@ -503,7 +503,7 @@ static tc_status eval_scatter(const tc_node *n, void *out, const void *idx, cons
 }
 
 /* evaluates one node whose needed sources are done */
-static tc_status eval_node(ctx *c, entry *e) {
+TC_MUST_USE static tc_status eval_node(ctx *c, entry *e) {
     tc_node *n = e->node;
     void *in[3] = {NULL, NULL, NULL};
     for (int i = 0; i < needed_srcs(n); i++) in[i] = c->ents[map_find(c, n->srcs[i])].data;
@@ -557,7 +557,7 @@ static tc_status eval_node(ctx *c, entry *e) {
 }
 
 /* evaluates in order, freeing each source's array after its last consumer */
-static tc_status eval_all(ctx *c) {
+TC_MUST_USE static tc_status eval_all(ctx *c) {
     for (int k = 0; k < c->n_order; k++) {
         entry *e = &c->ents[c->order[k]];
         tc_status st = eval_node(c, e);
@@ -573,7 +573,7 @@ static tc_status eval_all(ctx *c) {
     return TC_OK;
 }
 
-tc_status tc_ref_eval(tc_node *n, void *out) {
+TC_MUST_USE tc_status tc_ref_eval(tc_node *n, void *out) {
     if (!n) return tc_error_set(TC_ERR_INVALID, "tc_ref_eval: node is NULL");
     if (!out && tc_node_numel(n) != 0)
         return tc_error_set(TC_ERR_INVALID, "tc_ref_eval: out is NULL");

@@ -76,7 +76,7 @@ static int pmap_get(const pmap *m, const void *p) {
     return m->keys[i] ? m->vals[i] : -1;
 }
 
-static tc_status pmap_put(pmap *m, const void *p, int v) {
+TC_MUST_USE static tc_status pmap_put(pmap *m, const void *p, int v) {
     if ((m->n + 1) * 2 > m->cap) {
         pmap g = {.cap = m->cap ? m->cap * 2 : 256};
         g.keys = tc_calloc(g.cap, sizeof *g.keys);
@@ -224,7 +224,7 @@ static void put_base(tc_skey *k, int i) {
     for (int s = 0; s < b->n_srcs; s++) put_src(k, b->srcs[s]);
 }
 
-static tc_status visit(tc_skey *k, tc_ptrvec *stack, tc_node *src) {
+TC_MUST_USE static tc_status visit(tc_skey *k, tc_ptrvec *stack, tc_node *src) {
     tc_node *b = tc_node_base(src);
     if (pmap_get(&k->at, b) != -1) return TC_OK;
     if (b->op == TC_OP_BUFFER) return pmap_put(&k->at, b, UNNUMBERED);
@@ -236,7 +236,7 @@ static tc_status visit(tc_skey *k, tc_ptrvec *stack, tc_node *src) {
 
 /* lists every unrealized base under nodes (and marks the realized leaves
  * where the walk stops), each once */
-static tc_status collect(tc_skey *k, tc_node *const *nodes, int n) {
+TC_MUST_USE static tc_status collect(tc_skey *k, tc_node *const *nodes, int n) {
     tc_ptrvec stack = {0};
     tc_status st = TC_OK;
     for (int i = 0; i < n && st == TC_OK; i++) st = visit(k, &stack, nodes[i]);
@@ -277,7 +277,7 @@ static void serialize(tc_skey *k, tc_node *const *nodes, int n) {
     for (int i = k->n_computed; i < k->bases.n && !k->failed; i++) put_base(k, i);
 }
 
-tc_status tc_skey_make(tc_node *const *nodes, int n, tc_skey **out) {
+TC_MUST_USE tc_status tc_skey_make(tc_node *const *nodes, int n, tc_skey **out) {
     *out = NULL;
     tc_skey *k = tc_calloc(1, sizeof *k);
     tc_status st = k ? collect(k, nodes, n) : TC_ERR_MEMORY;
@@ -328,7 +328,7 @@ static tc_st *copy_st(copier *c, const tc_st *st) {
 }
 
 /* a copy of one AST node without its sources; codegen's scratch cleared */
-static tc_status copy_node(copier *c, tc_ast *a, tc_ptrvec *stack) {
+TC_MUST_USE static tc_status copy_node(copier *c, tc_ast *a, tc_ptrvec *stack) {
     tc_ast *n = plan_alloc(c->p, sizeof *n);
     if (!n) return TC_ERR_MEMORY;
     *n = *a;
@@ -366,7 +366,7 @@ static tc_ast *copy_ast(copier *c, tc_ast *root) {
 }
 
 /* item i of the plan from the schedule's item it */
-static tc_status plan_item(copier *c, const tc_skey *k, const tc_sched_item *it, int i) {
+TC_MUST_USE static tc_status plan_item(copier *c, const tc_skey *k, const tc_sched_item *it, int i) {
     tc_plan_item *pi = &c->p->items[i];
     pi->it = *it;
     pi->it.bufs = NULL;
@@ -389,7 +389,7 @@ static tc_status plan_item(copier *c, const tc_skey *k, const tc_sched_item *it,
  * go of every node no later item reads or writes (an intermediate nothing
  * else holds then goes back to the buffer cache at once, for a later item's
  * output to reuse). The drops are bucketed by item once, in O(buffers). */
-static tc_status plan_drops(tc_plan *p, int n_bases) {
+TC_MUST_USE static tc_status plan_drops(tc_plan *p, int n_bases) {
     int *last = tc_malloc(sizeof(int) * (size_t)(n_bases ? n_bases : 1)), total = 0;
     p->drop_start = plan_alloc(p, sizeof(int) * (size_t)(p->n_items + 1));
     if (!last || !p->drop_start) {

@@ -39,7 +39,7 @@ static bool starts_gzip(FILE *f) {
 }
 
 /* loads zlib into f and opens f->path through it */
-static tc_status open_zlib(tc_gzfile *f) {
+TC_MUST_USE static tc_status open_zlib(tc_gzfile *f) {
     f->zlib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!f->zlib) f->zlib = dlopen("libz.so", RTLD_NOW | RTLD_LOCAL);
     if (!f->zlib)

@@ -25,7 +25,7 @@ static uint32_t be32(const unsigned char *p) {
 }
 
 /* reads and checks the magic and the dims of f into d */
-static tc_status read_header(tc_gzfile *f, const char *api, const char *path, idx_data *d) {
+TC_MUST_USE static tc_status read_header(tc_gzfile *f, const char *api, const char *path, idx_data *d) {
     unsigned char m[4];
     int64_t got = tc_gz_read(f, m, 4);
     if (got < 0) return TC_ERR_IO;
@@ -73,7 +73,7 @@ static void swap4(void *data, int64_t n) {
 /* reads up to want bytes into d->data, growing it (doubling from 1 MiB) as
  * bytes arrive, so a header that claims more than the file holds costs what
  * the file holds, not what it claims; *got: the bytes read */
-static tc_status read_growing(tc_gzfile *f, idx_data *d, int64_t want, int64_t *got) {
+TC_MUST_USE static tc_status read_growing(tc_gzfile *f, idx_data *d, int64_t want, int64_t *got) {
     int64_t cap = want < ((int64_t)1 << 20) ? want : (int64_t)1 << 20;
     *got = 0;
     d->data = tc_malloc(cap ? (size_t)cap : 1);
@@ -91,7 +91,7 @@ static tc_status read_growing(tc_gzfile *f, idx_data *d, int64_t want, int64_t *
 }
 
 /* reads the elements after the header into d->data, checking the length */
-static tc_status read_body(tc_gzfile *f, const char *api, const char *path, idx_data *d) {
+TC_MUST_USE static tc_status read_body(tc_gzfile *f, const char *api, const char *path, idx_data *d) {
     char buf[256];
     size_t esize = tc_dtype_size(d->dtype);
     int64_t nbytes = d->numel * (int64_t)esize;
@@ -116,7 +116,7 @@ static tc_status read_body(tc_gzfile *f, const char *api, const char *path, idx_
 }
 
 /* reads the whole IDX file at path into d (d->data owned by the caller) */
-static tc_status idx_read(const char *path, const char *api, idx_data *d) {
+TC_MUST_USE static tc_status idx_read(const char *path, const char *api, idx_data *d) {
     memset(d, 0, sizeof *d);
     tc_gzfile *f = tc_gz_open(path, api);
     if (!f) return tc_last_status();
@@ -152,7 +152,7 @@ static const char *const mnist_names[4] = {
 /* finds name in dir as it is or with .gz, or with "-idx" written ".idx"
  * ("train-images.idx3-ubyte", as some unpacked copies are named), with or
  * without .gz; writes the path found to out */
-static tc_status find_file(const char *dir, const char *name, char *out, size_t cap) {
+TC_MUST_USE static tc_status find_file(const char *dir, const char *name, char *out, size_t cap) {
     char dotted[64];
     snprintf(dotted, sizeof dotted, "%s", name);
     char *p = strstr(dotted, "-idx");
@@ -174,7 +174,7 @@ static tc_status find_file(const char *dir, const char *name, char *out, size_t 
 }
 
 /* images (N,rows,cols) and labels (N) of one split, both uint8, labels < 10 */
-static tc_status check_split(const char *ipath, const idx_data *im, const char *lpath,
+TC_MUST_USE static tc_status check_split(const char *ipath, const idx_data *im, const char *lpath,
                              const idx_data *lb) {
     const char *api = "tc_mnist_load";
     char buf[256];
@@ -202,7 +202,7 @@ static tc_status check_split(const char *ipath, const idx_data *im, const char *
 }
 
 /* reads the 4 files into d[0..3] (checked), then makes the tensors */
-static tc_status mnist_read(const char *dir, const char *device, idx_data d[4], tc_mnist *out) {
+TC_MUST_USE static tc_status mnist_read(const char *dir, const char *device, idx_data d[4], tc_mnist *out) {
     char paths[4][1024];
     for (int i = 0; i < 4; i++) {
         tc_status s = find_file(dir, mnist_names[i], paths[i], sizeof paths[i]);

@@ -228,7 +228,7 @@ static tc_tensor *get(const tc_layer *l, const char *name) {
 }
 
 /* x's shape fits the layer; the message shows the layer and what it expects */
-static tc_status check_input(const tc_layer *l, tc_tensor *x) {
+TC_MUST_USE static tc_status check_input(const tc_layer *l, tc_tensor *x) {
     const char *api = "tc_layer_forward";
     if (!x) return tc_error_set(TC_ERR_INVALID, "%s: x is NULL", api);
     int nd = tc_ndim(x);
@@ -337,7 +337,7 @@ static int list(const tc_layer *l, int from, int to, tc_tensor **out, int cap) {
     return to - from;
 }
 
-static tc_status check_list_args(const char *api, const void *l, tc_tensor **out, int cap) {
+TC_MUST_USE static tc_status check_list_args(const char *api, const void *l, tc_tensor **out, int cap) {
     if (!l) return tc_error_set(TC_ERR_INVALID, "%s: layer is NULL", api);
     if (cap < 0) return tc_error_set(TC_ERR_INVALID, "%s: cap %d is negative", api, cap);
     if (cap > 0 && !out) return tc_error_set(TC_ERR_INVALID, "%s: out is NULL (cap %d)", api, cap);
@@ -404,7 +404,7 @@ static void free_state(layer_state *st) {
     tc_free(st->text);
 }
 
-static tc_status state_of(const char *api, tc_layer **layers, int n, layer_state *st) {
+TC_MUST_USE static tc_status state_of(const char *api, tc_layer **layers, int n, layer_state *st) {
     memset(st, 0, sizeof *st);
     if (n < 0 || (n > 0 && !layers))
         return tc_error_set(TC_ERR_INVALID, "%s: %s", api, n < 0 ? "n < 0" : "layers is NULL");

@@ -27,11 +27,11 @@ void tc_gz_close(tc_gzfile *f); /* NULL is fine */
 
 /* ---- safetensors (safetensors.c) ------------------------------------------
  * tc_safe_save's work, with `api` naming the public call */
-tc_status tc_safe_save_as(const char *api, const char *path, const char *const *names,
+TC_MUST_USE tc_status tc_safe_save_as(const char *api, const char *path, const char *const *names,
                           tc_tensor **ts, int n);
 /* tc_safe_load's work, with `api` naming the public call; strict: an entry
  * of the file that is not in names is an error too */
-tc_status tc_safe_load_into(const char *api, const char *path, const char *const *names,
+TC_MUST_USE tc_status tc_safe_load_into(const char *api, const char *path, const char *const *names,
                             tc_tensor **ts, int n, bool strict);
 
 #endif /* TC_NN_H */

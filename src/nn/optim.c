@@ -59,7 +59,7 @@ static tc_tensor *zeros_like(tc_tensor *p) {
 }
 
 /* params: non-NULL, distinct, float, on one device */
-static tc_status check_params(const char *api, tc_tensor **params, int n) {
+TC_MUST_USE static tc_status check_params(const char *api, tc_tensor **params, int n) {
     if (n <= 0 || !params)
         return tc_error_set(TC_ERR_INVALID, "%s: %s", api,
                             n <= 0 ? "got no parameters (n <= 0)" : "params is NULL");
@@ -81,7 +81,7 @@ static tc_status check_params(const char *api, tc_tensor **params, int n) {
 }
 
 /* a hyperparameter >= 0, and below 1 when is_beta */
-static tc_status check_value(const char *api, const char *name, double v, bool is_beta) {
+TC_MUST_USE static tc_status check_value(const char *api, const char *name, double v, bool is_beta) {
     if (!(v >= 0) || isinf(v) || (is_beta && !(v < 1)))
         return tc_error_set(TC_ERR_INVALID, "%s: %s must be %s, got %g", api, name,
                             is_beta ? "in [0, 1)" : "finite and >= 0", v);
@@ -218,7 +218,7 @@ static tc_tensor *K(const tc_optimizer *o, double v) {
 #define R(t) tc_retain(t) /* a borrowed tensor as an owned one */
 
 /* assigns value (consumed) to dst; records dst in out[*n] */
-static tc_status put(tc_tensor *dst, tc_tensor *value, tc_tensor **out, int *n) {
+TC_MUST_USE static tc_status put(tc_tensor *dst, tc_tensor *value, tc_tensor **out, int *n) {
     tc_status s = value ? tc_assign(dst, value) : tc_last_status();
     tc_release(value);
     if (s == TC_OK) out[(*n)++] = dst;
@@ -228,7 +228,7 @@ static tc_status put(tc_tensor *dst, tc_tensor *value, tc_tensor **out, int *n) 
 /* SGD for parameter i with gradient g (consumed):
  *   d = g + wd*p;  b = momentum*b + (1-dampening)*d  (b = d on the first step);
  *   d = nesterov ? d + momentum*b : b;  p = p - lr*d */
-static tc_status sgd_param(tc_optimizer *o, int i, tc_tensor *g, tc_tensor **out, int *n) {
+TC_MUST_USE static tc_status sgd_param(tc_optimizer *o, int i, tc_tensor *g, tc_tensor **out, int *n) {
     tc_tensor *p = o->params[i], *b = o->m[i];
     tc_tensor *d = o->weight_decay ? ADD(g, MUL(R(p), K(o, o->weight_decay))) : g;
     if (o->momentum) {
@@ -257,7 +257,7 @@ static tc_status sgd_param(tc_optimizer *o, int i, tc_tensor *g, tc_tensor **out
  *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
  *   p = p*(1 - lr*wd) (AdamW only);
  *   p = p - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps) */
-static tc_status adam_param(tc_optimizer *o, int i, tc_tensor *g, tc_tensor *b1_t, tc_tensor *b2_t,
+TC_MUST_USE static tc_status adam_param(tc_optimizer *o, int i, tc_tensor *g, tc_tensor *b1_t, tc_tensor *b2_t,
                             tc_tensor **out, int *n) {
     tc_tensor *p = o->params[i], *m = o->m[i], *v = o->v[i];
     tc_tensor *gg = MUL(R(g), R(g));
@@ -277,7 +277,7 @@ static tc_status adam_param(tc_optimizer *o, int i, tc_tensor *g, tc_tensor *b1_
 }
 
 /* assigns every update; the tensors to realize go to out[0..*n-1] */
-static tc_status build_step(tc_optimizer *o, tc_tensor **out, int *n) {
+TC_MUST_USE static tc_status build_step(tc_optimizer *o, tc_tensor **out, int *n) {
     tc_status s = TC_OK;
     tc_tensor *b1_t = NULL, *b2_t = NULL; /* b1^t and b2^t of this step (lazy) */
     if (o->kind != OPT_SGD) {

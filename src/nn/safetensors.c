@@ -41,7 +41,7 @@ static void json_string(tc_strbuf *b, const char *s) {
 }
 
 /* checks save's arguments: names non-empty and distinct, tensors non-NULL */
-static tc_status check_named(const char *api, const char *path, const char *const *names,
+TC_MUST_USE static tc_status check_named(const char *api, const char *path, const char *const *names,
                              tc_tensor **ts, int n) {
     if (!path) return tc_error_set(TC_ERR_INVALID, "%s: path is NULL", api);
     if (n < 0 || (n > 0 && (!names || !ts)))
@@ -67,7 +67,7 @@ static tc_status check_named(const char *api, const char *path, const char *cons
 }
 
 /* the JSON header for ts, padded with spaces to a multiple of 8 */
-static tc_status build_header(const char *api, tc_strbuf *b, const char *const *names,
+TC_MUST_USE static tc_status build_header(const char *api, tc_strbuf *b, const char *const *names,
                               tc_tensor **ts, int n) {
     int64_t off = 0;
     tc_sb_printf(b, "{");
@@ -88,7 +88,7 @@ static tc_status build_header(const char *api, tc_strbuf *b, const char *const *
 }
 
 /* writes the header and each tensor's elements to f */
-static tc_status write_all(const char *api, FILE *f, const char *path, const tc_strbuf *hdr,
+TC_MUST_USE static tc_status write_all(const char *api, FILE *f, const char *path, const tc_strbuf *hdr,
                            tc_tensor **ts, int n) {
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hdr->len >> (8 * i));
@@ -107,7 +107,7 @@ static tc_status write_all(const char *api, FILE *f, const char *path, const tc_
     return TC_OK;
 }
 
-tc_status tc_safe_save_as(const char *api, const char *path, const char *const *names,
+TC_MUST_USE tc_status tc_safe_save_as(const char *api, const char *path, const char *const *names,
                           tc_tensor **ts, int n) {
     tc_status s = check_named(api, path, names, ts, n);
     if (s != TC_OK) return s;
@@ -154,7 +154,7 @@ typedef struct {
     int n_entries, cap;          /* used, allocated */
 } st_parser;
 
-static tc_status bad(st_parser *j, const char *what) {
+TC_MUST_USE static tc_status bad(st_parser *j, const char *what) {
     return tc_error_set(TC_ERR_IO,
                         "%s: %s is not a safetensors file: %s at byte %lld of its "
                         "header",
@@ -209,7 +209,7 @@ static long escape(st_parser *j) {
 
 /* a JSON string; *out gets it decoded (tc_malloc'ed) when out is non-NULL.
  * \uXXXX escapes become UTF-8 (surrogate pairs stay two units) */
-static tc_status parse_string(st_parser *j, char **out) {
+TC_MUST_USE static tc_status parse_string(st_parser *j, char **out) {
     if (!eat(j, '"')) return bad(j, "expected a string");
     char *s = tc_malloc((size_t)(j->end - j->p) + 1); /* decoding never grows the text */
     if (!s) return TC_ERR_MEMORY;
@@ -238,7 +238,7 @@ static tc_status parse_string(st_parser *j, char **out) {
     return TC_OK;
 }
 
-static tc_status parse_int(st_parser *j, int64_t *out) {
+TC_MUST_USE static tc_status parse_int(st_parser *j, int64_t *out) {
     ws(j);
     const char *q = j->p;
     int64_t v = 0;
@@ -253,7 +253,7 @@ static tc_status parse_int(st_parser *j, int64_t *out) {
 }
 
 /* [int, ...] with at most max values */
-static tc_status parse_ints(st_parser *j, int64_t *out, int max, int *n) {
+TC_MUST_USE static tc_status parse_ints(st_parser *j, int64_t *out, int max, int *n) {
     if (!eat(j, '[')) return bad(j, "expected '['");
     *n = 0;
     if (eat(j, ']')) return TC_OK;
@@ -266,7 +266,7 @@ static tc_status parse_ints(st_parser *j, int64_t *out, int max, int *n) {
 }
 
 /* skips any JSON value (depth-limited) */
-static tc_status skip_value(st_parser *j, int depth) {
+TC_MUST_USE static tc_status skip_value(st_parser *j, int depth) {
     ws(j);
     if (depth > 32) return bad(j, "nesting too deep");
     if (j->p >= j->end) return bad(j, "unexpected end");
@@ -289,7 +289,7 @@ static tc_status skip_value(st_parser *j, int depth) {
 }
 
 /* __metadata__: an object whose values are strings (the format's rule) */
-static tc_status parse_metadata(st_parser *j) {
+TC_MUST_USE static tc_status parse_metadata(st_parser *j) {
     if (!eat(j, '{')) return bad(j, "__metadata__ is not an object");
     if (eat(j, '}')) return TC_OK;
     do {
@@ -305,7 +305,7 @@ static tc_status parse_metadata(st_parser *j) {
 }
 
 /* {"dtype": ..., "shape": [...], "data_offsets": [b, e]} into e */
-static tc_status parse_entry(st_parser *j, st_entry *e) {
+TC_MUST_USE static tc_status parse_entry(st_parser *j, st_entry *e) {
     if (!eat(j, '{')) return bad(j, "expected an object for a tensor");
     bool has[3] = {false, false, false};
     e->dtype = -1;
@@ -343,7 +343,7 @@ static tc_status parse_entry(st_parser *j, st_entry *e) {
     return TC_OK;
 }
 
-static tc_status parse_header(st_parser *j) {
+TC_MUST_USE static tc_status parse_header(st_parser *j) {
     if (!eat(j, '{')) return bad(j, "expected '{'");
     if (eat(j, '}')) return TC_OK;
     do {
@@ -394,7 +394,7 @@ static int64_t elem_size(const char *name) {
 }
 
 /* e's data_offsets hold exactly its shape's bytes of its dtype */
-static tc_status check_size(const st_parser *j, const st_entry *e) {
+TC_MUST_USE static tc_status check_size(const st_parser *j, const st_entry *e) {
     int64_t size = elem_size(e->dtype_name), numel = 1;
     if (!size)
         return tc_error_set(TC_ERR_IO, "%s: %s: tensor %s has dtype %s, which safetensors does "
@@ -422,7 +422,7 @@ static int by_begin(const void *a, const void *b) {
 /* the format's rules on the whole file: every name once, each tensor's
  * offsets holding its bytes, and the tensors tiling the data bytes exactly
  * (no gap, no overlap, nothing after the last). O(n log n) in the tensors */
-static tc_status check_layout(const st_parser *j, int64_t data_len) {
+TC_MUST_USE static tc_status check_layout(const st_parser *j, int64_t data_len) {
     int n = j->n_entries;
     st_entry **v = tc_malloc(sizeof *v * (size_t)(n + 1));
     if (!v) return TC_ERR_MEMORY;
@@ -454,7 +454,7 @@ static tc_status check_layout(const st_parser *j, int64_t data_len) {
 
 /* reads and parses the header of f into j; the data starts at *data_start and
  * is *data_len bytes long */
-static tc_status read_header(FILE *f, st_parser *j, int64_t *data_start, int64_t *data_len) {
+TC_MUST_USE static tc_status read_header(FILE *f, st_parser *j, int64_t *data_start, int64_t *data_len) {
     unsigned char len8[8];
     if (fseek(f, 0, SEEK_END) != 0)
         return tc_error_set(TC_ERR_IO, "%s: cannot seek in %s", j->api, j->path);
@@ -487,7 +487,7 @@ static tc_status read_header(FILE *f, st_parser *j, int64_t *data_start, int64_t
 }
 
 /* the entry named name, checked against t (its offsets: check_layout) */
-static tc_status check_entry(st_parser *j, const char *name, tc_tensor *t, st_entry **out) {
+TC_MUST_USE static tc_status check_entry(st_parser *j, const char *name, tc_tensor *t, st_entry **out) {
     char a[256], b[256];
     st_entry *e = NULL;
     for (int i = 0; i < j->n_entries && !e; i++)
@@ -508,7 +508,7 @@ static tc_status check_entry(st_parser *j, const char *name, tc_tensor *t, st_en
 }
 
 /* checks every name, then reads each tensor's bytes into bufs[i] */
-static tc_status read_data(FILE *f, st_parser *j, const char *const *names, tc_tensor **ts, int n,
+TC_MUST_USE static tc_status read_data(FILE *f, st_parser *j, const char *const *names, tc_tensor **ts, int n,
                            bool strict, void **bufs) {
     int64_t start = 0, len = 0;
     tc_status s = read_header(f, j, &start, &len);
@@ -534,7 +534,7 @@ static tc_status read_data(FILE *f, st_parser *j, const char *const *names, tc_t
 }
 
 /* uploads bufs[i] and assigns it to ts[i] for every i, then realizes them together */
-static tc_status assign_all(tc_tensor **ts, int n, void **bufs) {
+TC_MUST_USE static tc_status assign_all(tc_tensor **ts, int n, void **bufs) {
     for (int i = 0; i < n; i++) {
         tc_tensor *v = tc_from_data(bufs[i], tc_get_dtype(ts[i]), tc_ndim(ts[i]), tc_shape(ts[i]),
                                     tc_device(ts[i]));
@@ -545,7 +545,7 @@ static tc_status assign_all(tc_tensor **ts, int n, void **bufs) {
     return tc_realize(ts, n);
 }
 
-tc_status tc_safe_load_into(const char *api, const char *path, const char *const *names,
+TC_MUST_USE tc_status tc_safe_load_into(const char *api, const char *path, const char *const *names,
                             tc_tensor **ts, int n, bool strict) {
     tc_status s = check_named(api, path, names, ts, n);
     if (s != TC_OK) return s;

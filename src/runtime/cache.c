@@ -185,7 +185,7 @@ void tc_cache_remove(const char *path, const tc_file_id *seen) {
     else unlink(path);
 }
 
-tc_status tc_cache_read(const char *path, const char *key, char **data, size_t *n,
+TC_MUST_USE tc_status tc_cache_read(const char *path, const char *key, char **data, size_t *n,
                         tc_cache_entry *e) {
     *data = NULL;
     *n = 0;
@@ -220,7 +220,7 @@ tc_status tc_cache_read(const char *path, const char *key, char **data, size_t *
     return TC_OK;
 }
 
-tc_status tc_cache_seal_file(const char *path, const char *key) {
+TC_MUST_USE tc_status tc_cache_seal_file(const char *path, const char *key) {
     int fd = open(path, O_RDWR | O_APPEND);
     struct stat sb;
     unsigned char buf[CHUNK];
@@ -255,7 +255,7 @@ static bool cache_path(char *buf, size_t size, const char *key, const char *ext)
 }
 
 /* mkdir -p of the cache directory (mode 0700 for what it creates) */
-static tc_status cache_mkdirs(const char *api) {
+TC_MUST_USE static tc_status cache_mkdirs(const char *api) {
     const char *dir = tc_cachedir();
     char p[4096];
     if (!dir || snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
@@ -273,7 +273,7 @@ static tc_status cache_mkdirs(const char *api) {
     return TC_OK;
 }
 
-tc_status tc_cache_load(const char *key, const char *ext, char **data, size_t *n) {
+TC_MUST_USE tc_status tc_cache_load(const char *key, const char *ext, char **data, size_t *n) {
     char path[4200];
     *data = NULL;
     *n = 0;
@@ -296,7 +296,7 @@ static int write_all(int fd, const void *data, size_t n) {
     return 0;
 }
 
-tc_status tc_cache_store(const char *key, const char *ext, const void *data, size_t n) {
+TC_MUST_USE tc_status tc_cache_store(const char *key, const char *ext, const void *data, size_t n) {
     char path[4200], tmp[4300];
     if (!cache_path(path, sizeof path, key, ext))
         return tc_error_set(TC_ERR_IO, "tc_cache_store: cache path too long");
@@ -322,7 +322,7 @@ tc_status tc_cache_store(const char *key, const char *ext, const void *data, siz
     }
     return TC_OK;
 }
-tc_status tc_cache_key(char key[33], const char *who, const char *fmt, ...) {
+TC_MUST_USE tc_status tc_cache_key(char key[33], const char *who, const char *fmt, ...) {
     tc_strbuf b = {0};
     va_list ap;
     va_start(ap, fmt);

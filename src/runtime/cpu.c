@@ -74,13 +74,13 @@ static void cpu_free(tc_dev *d, void *ptr) {
     if (ptr) tc_free(((void **)ptr)[-1]);
 }
 
-static tc_status cpu_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
+TC_MUST_USE static tc_status cpu_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
     (void)d;
     if (nbytes) memmove((char *)dst + offset, src, nbytes);
     return TC_OK;
 }
 
-static tc_status cpu_copyout(tc_dev *d, void *dst, const void *src, size_t offset,
+TC_MUST_USE static tc_status cpu_copyout(tc_dev *d, void *dst, const void *src, size_t offset,
                              size_t nbytes) {
     (void)d;
     if (nbytes) memmove(dst, (const char *)src + offset, nbytes);
@@ -125,7 +125,7 @@ static void open_sym(const char *path, const char *sym, void **handle, void **fn
  * its seal verifies and finds its entry point; *handle stays NULL when the
  * cache has no entry that loads (a batch's .so without the symbol counts as
  * none; a kernel's own .so without it is a source without that function) */
-static tc_status load_cached(cpu_ctx *ctx, const char *dir, const char *key, const char *fn_name,
+TC_MUST_USE static tc_status load_cached(cpu_ctx *ctx, const char *dir, const char *key, const char *fn_name,
                              void **handle, void **fn) {
     char *so_path, *sym;
     const char *why;
@@ -142,7 +142,7 @@ static tc_status load_cached(cpu_ctx *ctx, const char *dir, const char *key, con
 
 /* loads key's entry point from the cache, building the source alone first
  * when the cache has no entry that verifies and loads */
-static tc_status load_so(cpu_ctx *ctx, const char *dir, const char *key, const char *src,
+TC_MUST_USE static tc_status load_so(cpu_ctx *ctx, const char *dir, const char *key, const char *src,
                          const char *fn_name, void **handle, void **fn) {
     tc_status st = load_cached(ctx, dir, key, fn_name, handle, fn);
     if (st != TC_OK || *handle) return st;
@@ -208,7 +208,7 @@ static tc_program *cpu_compile(tc_dev *d, const char *src, const char *fn_name) 
 }
 
 /* whether key is loaded in this process or has an entry in the cache */
-static tc_status is_built(cpu_ctx *ctx, const char *dir, const char *key, const char *fn_name,
+TC_MUST_USE static tc_status is_built(cpu_ctx *ctx, const char *dir, const char *key, const char *fn_name,
                           bool *yes) {
     *yes = false;
     for (int k = 0; k < ctx->programs.n && !*yes; k++)
@@ -225,7 +225,7 @@ static tc_status is_built(cpu_ctx *ctx, const char *dir, const char *key, const 
  * (tc_cpu_cc_build_all). A source that fails to build here is compiled
  * again by compile, which reports the error; only running out of memory is
  * an error here. */
-static tc_status cpu_prebuild(tc_dev *d, const char *const *srcs, const char *const *fn_names,
+TC_MUST_USE static tc_status cpu_prebuild(tc_dev *d, const char *const *srcs, const char *const *fn_names,
                               int n) {
     cpu_ctx *ctx = d->ctx;
     tc_error_state es;
@@ -255,7 +255,7 @@ static tc_status cpu_prebuild(tc_dev *d, const char *const *srcs, const char *co
 }
 
 /* (re)builds p's call interface for n pointer arguments */
-static tc_status prepare_cif(tc_program *p, int n) {
+TC_MUST_USE static tc_status prepare_cif(tc_program *p, int n) {
     ffi_type **types = tc_malloc((n > 0 ? (size_t)n : 1) * sizeof *types);
     if (!types) return TC_ERR_MEMORY;
     for (int i = 0; i < n; i++) types[i] = &ffi_type_pointer;
@@ -453,7 +453,7 @@ __attribute__((destructor)) static void pool_unload(void) {
     pool_shutdown();
 }
 
-static tc_status launch_split(tc_program *p, void **bufs, int n_bufs, int64_t steps) {
+TC_MUST_USE static tc_status launch_split(tc_program *p, void **bufs, int n_bufs, int64_t steps) {
     if (n_bufs > ARGS_ON_STACK)
         return tc_error_set(TC_ERR_RUNTIME, "CPU launch of '%s': %d buffers (at most %d)",
                             p->fn_name, n_bufs, ARGS_ON_STACK);
@@ -499,7 +499,7 @@ static tc_status launch_split(tc_program *p, void **bufs, int n_bufs, int64_t st
  * loops are in the code). The argument array lives on this call's stack (or
  * heap, past ARGS_ON_STACK), so launches of a prepared program share no
  * mutable state. */
-static tc_status cpu_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
+TC_MUST_USE static tc_status cpu_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
                             const tc_launch_dims *dims) {
     (void)d;
     int64_t split = dims ? dims->cpu_range : 0;
@@ -519,7 +519,7 @@ static tc_status cpu_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
     return TC_OK;
 }
 
-static tc_status cpu_synchronize(tc_dev *d) {
+TC_MUST_USE static tc_status cpu_synchronize(tc_dev *d) {
     (void)d;
     return TC_OK;
 }

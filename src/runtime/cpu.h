@@ -46,16 +46,16 @@ typedef struct {
 void tc_cpu_checked_free(tc_cpu_checked *c);
 
 /* hash of the compiler words (TC_CC, else cc), the flags and src */
-tc_status tc_cpu_cc_key(const char *src, char key[33]);
+TC_MUST_USE tc_status tc_cpu_cc_key(const char *src, char key[33]);
 /* "<dir>/<name><ext>", tc_malloc'ed; NULL with TC_ERR_MEMORY */
 char *tc_cpu_cc_path(const char *dir, const char *name, const char *ext);
 /* mkdir -p dir (mode 0700 for what it creates) */
-tc_status tc_cpu_cc_make_dirs(const char *dir);
+TC_MUST_USE tc_status tc_cpu_cc_make_dirs(const char *dir);
 /* compiles src alone and publishes <dir>/<key>.so, sealed; a failure is
  * TC_ERR_COMPILE quoting the compiler's messages. *own is NULL when it was
  * published, else (a full directory holds the name) the path of the build's
  * own sealed file (tc_malloc'ed), for the caller to load and unlink. */
-tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, const char *fn_name,
+TC_MUST_USE tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, const char *fn_name,
                           char **own);
 /* builds ks[0..n) (distinct keys, none in the cache): ks split into as many
  * batches as compilers run at once (TC_CC_JOBS, else the cores), run
@@ -63,14 +63,14 @@ tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, con
  * fails is built again one kernel a run, so each kernel that compiles gets
  * its entry, and one that does not is left for tc_cpu_cc_build to report.
  * Only TC_ERR_MEMORY is an error. */
-tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n);
+TC_MUST_USE tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n);
 /* where key's entry point is: *so_path (tc_malloc'ed) and *sym (tc_malloc'ed;
  * fn_name for a <key>.so, the renamed symbol for a batch member), a file
  * whose seal verified (seen: the versions already checked, grown by what
  * this call checks). Both NULL when the cache has no entry that verifies
  * (or only a batch's ref whose .so is gone); what did not verify is
  * removed. */
-tc_status tc_cpu_cc_find(const char *dir, const char *key, const char *fn_name,
+TC_MUST_USE tc_status tc_cpu_cc_find(const char *dir, const char *key, const char *fn_name,
                          tc_cpu_checked *seen, char **so_path, char **sym);
 
 /* ---- batches (cpu_batch.c) ---- */

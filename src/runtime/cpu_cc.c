@@ -89,7 +89,7 @@ char *tc_cpu_cc_path(const char *dir, const char *name, const char *ext) {
     return fmt_alloc("%s/%s%s", dir, name, ext);
 }
 
-tc_status tc_cpu_cc_make_dirs(const char *path) {
+TC_MUST_USE tc_status tc_cpu_cc_make_dirs(const char *path) {
     if (!*path) return tc_error_set(TC_ERR_IO, "CPU compile: the cache directory name is empty");
     char *p = tc_strdup(path);
     if (!p) return TC_ERR_MEMORY;
@@ -188,7 +188,7 @@ static char *compiler_words(char *words[MAX_CC_WORDS + 1], int *n_words) {
     return copy;
 }
 
-tc_status tc_cpu_cc_key(const char *src, char key[33]) {
+TC_MUST_USE tc_status tc_cpu_cc_key(const char *src, char key[33]) {
     char *words[MAX_CC_WORDS + 1];
     int n_words;
     char *cc = compiler_words(words, &n_words);
@@ -289,7 +289,7 @@ static int wait_job(cc_job *j, int *status, bool *killed) {
 
 /* writes text to a temp file in dir and starts the compiler on it, its
  * output to be published as <dir>/<key>.so; on failure the job is cleared */
-static tc_status job_start(cc_job *j, const char *dir, const char *key, const char *text,
+TC_MUST_USE static tc_status job_start(cc_job *j, const char *dir, const char *key, const char *text,
                            const char *what) {
     memset(j, 0, sizeof *j);
     snprintf(j->key, sizeof j->key, "%s", key);
@@ -330,7 +330,7 @@ static tc_status job_start(cc_job *j, const char *dir, const char *key, const ch
 /* seals the output and renames it to so_path (an empty directory there is
  * removed first). When a full directory holds the name and own is not NULL,
  * *own takes the sealed output instead. */
-static tc_status publish(cc_job *j, char **own) {
+TC_MUST_USE static tc_status publish(cc_job *j, char **own) {
     tc_status st = tc_cache_seal_file(j->tmp_so, j->key);
     if (st != TC_OK) return st;
     struct stat sb;
@@ -348,7 +348,7 @@ static tc_status publish(cc_job *j, char **own) {
 
 /* waits for the compiler; when it succeeded, publishes its output (own: as
  * publish). A failure is TC_ERR_COMPILE quoting the log. Clears the job. */
-static tc_status job_finish(cc_job *j, char **own) {
+TC_MUST_USE static tc_status job_finish(cc_job *j, char **own) {
     int status = 0;
     bool killed = false;
     tc_status st = TC_OK;
@@ -378,7 +378,7 @@ static tc_status job_finish(cc_job *j, char **own) {
     return st;
 }
 
-tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, const char *fn_name,
+TC_MUST_USE tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, const char *fn_name,
                           char **own) {
     *own = NULL;
     char *what = fmt_alloc("'%s'", fn_name);
@@ -395,7 +395,7 @@ tc_status tc_cpu_cc_build(const char *dir, const char *key, const char *src, con
 
 /* publishes <dir>/<key>.ref, sealed: key's kernel is sym in <dir>/<bkey>.so.
  * A failure only costs a later compile of that kernel alone. */
-static tc_status write_ref(const char *dir, const char *key, const char *bkey, const char *sym) {
+TC_MUST_USE static tc_status write_ref(const char *dir, const char *key, const char *bkey, const char *sym) {
     tc_error_state es;
     tc_error_save(&es);
     char *text = fmt_alloc("tinyc-batch %s %s\n", bkey, sym);
@@ -412,7 +412,7 @@ static tc_status write_ref(const char *dir, const char *key, const char *bkey, c
 
 /* the batch key in <dir>/<key>.ref when that verifies and names sym, into
  * bkey (*found); a ref that does not is removed */
-static tc_status read_ref(const char *dir, const char *key, const char *sym, char bkey[33],
+TC_MUST_USE static tc_status read_ref(const char *dir, const char *key, const char *sym, char bkey[33],
                           bool *found) {
     *found = false;
     char *ref = tc_cpu_cc_path(dir, key, ".ref"), *text = NULL;
@@ -444,7 +444,7 @@ void tc_cpu_checked_free(tc_cpu_checked *c) {
 /* whether the file at path is key's whole entry: the version there now was
  * checked before (seen), or is checked now (and remembered in seen); what
  * does not verify is removed */
-static tc_status check_entry(const char *path, const char *key, tc_cpu_checked *seen,
+TC_MUST_USE static tc_status check_entry(const char *path, const char *key, tc_cpu_checked *seen,
                              bool *is_whole) {
     tc_file_id id;
     *is_whole = false;
@@ -467,7 +467,7 @@ static tc_status check_entry(const char *path, const char *key, tc_cpu_checked *
     return TC_OK;
 }
 
-tc_status tc_cpu_cc_find(const char *dir, const char *key, const char *fn_name,
+TC_MUST_USE tc_status tc_cpu_cc_find(const char *dir, const char *key, const char *fn_name,
                          tc_cpu_checked *seen, char **so_path, char **sym) {
     *so_path = *sym = NULL;
     char *so = tc_cpu_cc_path(dir, key, ".so");
@@ -533,7 +533,7 @@ static void add_task(builder *b, const int *kernels, int n) {
 /* the kernels that may join split into bins of about equal source bytes
  * (longest first into the lightest bin), one bin per compiler at once; the
  * rest alone. Tasks sorted heaviest first. */
-static tc_status plan(builder *b, int n) {
+TC_MUST_USE static tc_status plan(builder *b, int n) {
     int *join = tc_malloc(2 * (size_t)n * sizeof *join), n_join = 0;
     if (!join) return TC_ERR_MEMORY;
     int *bin = join + n;
@@ -571,7 +571,7 @@ static tc_status plan(builder *b, int n) {
 
 /* starts task t's compiler; only TC_ERR_MEMORY is an error (a kernel that
  * does not start is left for tc_cpu_cc_build to report) */
-static tc_status task_start(builder *b, int t) {
+TC_MUST_USE static tc_status task_start(builder *b, int t) {
     const task *tk = &b->tasks[t];
     int slot = (b->head + b->n_running) % b->max_jobs;
     const tc_cpu_kernel *k = &b->ks[b->order[tk->first]];
@@ -601,7 +601,7 @@ static tc_status task_start(builder *b, int t) {
 
 /* waits for the oldest run: a batch that built publishes its kernels'
  * entries, one that failed becomes one task per kernel */
-static tc_status task_finish(builder *b) {
+TC_MUST_USE static tc_status task_finish(builder *b) {
     int slot = b->head, t = b->job_task[slot];
     b->head = (b->head + 1) % b->max_jobs;
     b->n_running--;
@@ -631,7 +631,7 @@ static int cc_jobs(void) {
     return n < 1 ? 1 : n > MAX_JOBS ? MAX_JOBS : (int)n;
 }
 
-tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n) {
+TC_MUST_USE tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n) {
     if (n <= 0) return TC_OK;
     tc_error_state es;
     tc_error_save(&es);
@@ -650,7 +650,10 @@ tc_status tc_cpu_cc_build_all(const char *dir, const tc_cpu_kernel *ks, int n) {
         if (next < b->n_tasks && b->n_running < b->max_jobs) st = task_start(b, next++);
         else st = task_finish(b);
     }
-    while (b && b->n_running > 0) task_finish(b); /* after an error: wait, clean up */
+    while (b && b->n_running > 0) { /* after an error: wait, clean up; st says what failed */
+        tc_status late = task_finish(b);
+        (void)late;
+    }
     if (b) tc_free(b->order), tc_free(b->tasks);
     tc_free(b);
     if (st != TC_OK)

@@ -147,7 +147,7 @@ static const char *isa_override(tc_target *t, const char *v) {
 }
 
 /* the TC_CPU_* overrides on t; *which lists the ones set */
-static tc_status apply_overrides(tc_target *t, const char **isa, char *which, size_t size) {
+TC_MUST_USE static tc_status apply_overrides(tc_target *t, const char **isa, char *which, size_t size) {
     static const char *const names[3] = {"TC_CPU_L1D", "TC_CPU_L2", "TC_CPU_L3"};
     size_t len = 0;
     which[0] = '\0';
@@ -205,7 +205,7 @@ static void level_text(char *buf, size_t size, const tc_cache_level *c) {
         snprintf(buf + n, size - (size_t)n, " shared by %d", c->shared);
 }
 
-tc_status tc_cpu_target(tc_target *t, char *info, size_t info_size) {
+TC_MUST_USE tc_status tc_cpu_target(tc_target *t, char *info, size_t info_size) {
     *t = tc_dialect_c.target;
     const char *isa = host_simd(t);
     int from_sysfs = tc_cpu_sysfs_caches(SYSFS_CACHE, t->cache),

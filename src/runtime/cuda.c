@@ -212,7 +212,7 @@ static bool is_blank(const char *s) {
 }
 
 /* PTX of p into *ptx (tc_malloc'ed) */
-static tc_status nvrtc_ptx(nvrtcProgram p, const char *fn_name, char **ptx) {
+TC_MUST_USE static tc_status nvrtc_ptx(nvrtcProgram p, const char *fn_name, char **ptx) {
     size_t n = 0;
     if (nv.ptx_size(p, &n) != 0 || n == 0)
         return tc_error_set(TC_ERR_COMPILE, "CUDA compile of '%s': nvrtcGetPTXSize failed",
@@ -228,7 +228,7 @@ static tc_status nvrtc_ptx(nvrtcProgram p, const char *fn_name, char **ptx) {
     return TC_OK;
 }
 
-tc_status tc_cuda_compile(const char *src, const char *fn_name, const char *arch, bool is_strict,
+TC_MUST_USE tc_status tc_cuda_compile(const char *src, const char *fn_name, const char *arch, bool is_strict,
                           char **ptx) {
     if (ptx) *ptx = NULL;
     if (!load_nvrtc())
@@ -278,7 +278,7 @@ bool tc_cuda_check_enabled(void) {
     return check_state == 1;
 }
 
-tc_status tc_cuda_check_item(const tc_sched_item *it) {
+TC_MUST_USE tc_status tc_cuda_check_item(const tc_sched_item *it) {
     tc_kernel_uops *k = tc_codegen(it, &tc_dialect_cuda.target);
     if (!k) return tc_error_code();
     char *src = tc_render(&tc_dialect_cuda, k);
@@ -354,7 +354,7 @@ static void cuda_free(tc_dev *d, void *ptr) {
     if (ptr && current(d)) cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr);
 }
 
-static tc_status cuda_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
+TC_MUST_USE static tc_status cuda_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
     if (!current(d)) return tc_error_code();
     CUresult r = cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst + offset, src, nbytes);
     if (r != 0)
@@ -364,7 +364,7 @@ static tc_status cuda_copyin(tc_dev *d, void *dst, size_t offset, const void *sr
     return TC_OK;
 }
 
-static tc_status cuda_copyout(tc_dev *d, void *dst, const void *src, size_t offset, size_t nbytes) {
+TC_MUST_USE static tc_status cuda_copyout(tc_dev *d, void *dst, const void *src, size_t offset, size_t nbytes) {
     if (!current(d)) return tc_error_code();
     CUresult r = cu.cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src + offset, nbytes);
     if (r != 0)
@@ -381,7 +381,7 @@ static void program_free(tc_program *p) {
 }
 
 /* PTX of src for the device: from the cache, else NVRTC (then cached) */
-static tc_status device_ptx(const cuda_ctx *c, const char *key, const char *src,
+TC_MUST_USE static tc_status device_ptx(const cuda_ctx *c, const char *key, const char *src,
                             const char *fn_name, char **ptx) {
     size_t n = 0;
     tc_status st = tc_cache_load(key, ".ptx", ptx, &n);
@@ -439,7 +439,7 @@ static tc_program *cuda_compile(tc_dev *d, const char *src, const char *fn_name)
 }
 
 /* runs p on bufs (CUdeviceptr values) with grid = global, block = local */
-static tc_status cuda_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
+TC_MUST_USE static tc_status cuda_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
                              const tc_launch_dims *dims) {
     if (!p || !dims || n_bufs < 0 || (n_bufs > 0 && !bufs))
         return tc_error_set(TC_ERR_INVALID, "%s launch: bad arguments (%d buffers)", d->name,
@@ -473,7 +473,7 @@ static tc_status cuda_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
     return TC_OK;
 }
 
-static tc_status cuda_synchronize(tc_dev *d) {
+TC_MUST_USE static tc_status cuda_synchronize(tc_dev *d) {
     if (!current(d)) return tc_error_code();
     CUresult r = cu.cuCtxSynchronize();
     if (r != 0)

@@ -363,7 +363,7 @@ tc_buffer *tc_buffer_new(int device, size_t nbytes) {
 
 /* checks that [offset, offset+nbytes) lies inside b and that the host
  * pointer is usable; `api` and `host` name the call and the pointer */
-static tc_status check_range(const char *api, const tc_buffer *b, size_t offset, size_t nbytes,
+TC_MUST_USE static tc_status check_range(const char *api, const tc_buffer *b, size_t offset, size_t nbytes,
                              const void *host) {
     if (!b) return tc_error_set(TC_ERR_INVALID, "%s: buffer is NULL", api);
     if (!host && nbytes > 0)
@@ -378,14 +378,14 @@ static tc_status check_range(const char *api, const tc_buffer *b, size_t offset,
     return TC_OK;
 }
 
-tc_status tc_buffer_copyin(tc_buffer *b, size_t offset, const void *src, size_t nbytes) {
+TC_MUST_USE tc_status tc_buffer_copyin(tc_buffer *b, size_t offset, const void *src, size_t nbytes) {
     tc_status st = check_range("tc_buffer_copyin", b, offset, nbytes, src);
     if (st != TC_OK || nbytes == 0) return st;
     tc_dev *d = tc_device_get(b->device);
     return d->copyin(d, b->ptr, offset, src, nbytes);
 }
 
-tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbytes) {
+TC_MUST_USE tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbytes) {
     tc_status st = check_range("tc_buffer_copyout", b, offset, nbytes, dst);
     if (st != TC_OK || nbytes == 0) return st;
     tc_dev *d = tc_device_get(b->device);
@@ -395,7 +395,7 @@ tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbyte
 /* Copies between two devices. One side on the host (CPU, id 0) is a single
  * copyin/copyout by the other side; otherwise the bytes travel through a
  * host staging buffer. */
-tc_status tc_buffer_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
+TC_MUST_USE tc_status tc_buffer_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
     const char *api = "tc_buffer_copy";
     if (!dst || !src)
         return tc_error_set(TC_ERR_INVALID, "%s: %s buffer is NULL", api,

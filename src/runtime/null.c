@@ -51,12 +51,12 @@ static void null_free(tc_dev *d, void *ptr) {
     (void)d, (void)ptr; /* nothing was reserved */
 }
 
-static tc_status null_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
+TC_MUST_USE static tc_status null_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
     (void)d, (void)dst, (void)offset, (void)src, (void)nbytes; /* the bytes go nowhere */
     return TC_OK;
 }
 
-static tc_status null_copyout(tc_dev *d, void *dst, const void *src, size_t offset, size_t nbytes) {
+TC_MUST_USE static tc_status null_copyout(tc_dev *d, void *dst, const void *src, size_t offset, size_t nbytes) {
     (void)d, (void)src, (void)offset;
     if (nbytes) memset(dst, 0, nbytes);
     return TC_OK;
@@ -71,7 +71,7 @@ static tc_program *null_compile(tc_dev *d, const char *src, const char *fn_name)
     return &c->program;
 }
 
-static tc_status null_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
+TC_MUST_USE static tc_status null_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
                              const tc_launch_dims *dims) {
     null_ctx *c = d->ctx;
     (void)dims;
@@ -84,7 +84,7 @@ static tc_status null_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
     return TC_OK;
 }
 
-static tc_status null_synchronize(tc_dev *d) {
+TC_MUST_USE static tc_status null_synchronize(tc_dev *d) {
     (void)d;
     return TC_OK;
 }

@@ -174,7 +174,7 @@ static void ocl_free(tc_dev *d, void *ptr) {
     if (ptr) clReleaseMemObject((cl_mem)ptr), live_objects--;
 }
 
-static tc_status ocl_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
+TC_MUST_USE static tc_status ocl_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
     ocl_ctx *c = d->ctx;
     cl_int err =
         clEnqueueWriteBuffer(c->queue, (cl_mem)dst, CL_TRUE, offset, nbytes, src, 0, NULL, NULL);
@@ -185,7 +185,7 @@ static tc_status ocl_copyin(tc_dev *d, void *dst, size_t offset, const void *src
     return TC_OK;
 }
 
-static tc_status ocl_copyout(tc_dev *d, void *dst, const void *src, size_t offset, size_t nbytes) {
+TC_MUST_USE static tc_status ocl_copyout(tc_dev *d, void *dst, const void *src, size_t offset, size_t nbytes) {
     ocl_ctx *c = d->ctx;
     cl_int err =
         clEnqueueReadBuffer(c->queue, (cl_mem)src, CL_TRUE, offset, nbytes, dst, 0, NULL, NULL);
@@ -322,7 +322,7 @@ static tc_program *ocl_compile(tc_dev *d, const char *src, const char *fn_name) 
 }
 
 /* runs prog on bufs (cl_mem) over global*local work-items */
-static tc_status ocl_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
+TC_MUST_USE static tc_status ocl_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
                             const tc_launch_dims *dims) {
     ocl_ctx *c = d->ctx;
     if (!p || !dims || n_bufs < 0 || (n_bufs > 0 && !bufs))
@@ -355,7 +355,7 @@ static tc_status ocl_launch(tc_dev *d, tc_program *p, void **bufs, int n_bufs,
     return TC_OK;
 }
 
-static tc_status ocl_synchronize(tc_dev *d) {
+TC_MUST_USE static tc_status ocl_synchronize(tc_dev *d) {
     ocl_ctx *c = d->ctx;
     cl_int err = clFinish(c->queue);
     if (err != CL_SUCCESS)

@@ -67,10 +67,10 @@ tc_dev *tc_device_get(int id); /* an opened device; NULL + TC_ERR_DEVICE for a b
 
 /* a buffer of nbytes on device id (refcount 1); NULL with an error set */
 tc_buffer *tc_buffer_new(int device, size_t nbytes);
-tc_status tc_buffer_copyin(tc_buffer *b, size_t offset, const void *src, size_t nbytes);
-tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbytes);
+TC_MUST_USE tc_status tc_buffer_copyin(tc_buffer *b, size_t offset, const void *src, size_t nbytes);
+TC_MUST_USE tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbytes);
 /* device-to-device copy of nbytes (same or different devices) */
-tc_status tc_buffer_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
+TC_MUST_USE tc_status tc_buffer_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes);
 
 void tc_runtime_shutdown(void); /* closes every device; buffers must be released first */
 /* bytes of live buffers on all devices now, the most since start or the
@@ -93,7 +93,7 @@ tc_dev *tc_cpu_device_create(int id);
  * call. info (when not NULL) gets one line of what was read and where from
  * (TC_DEBUG=1 prints it when the CPU device opens). A malformed override is
  * TC_ERR_DEVICE naming it (the CPU device does not open). */
-tc_status tc_cpu_target(tc_target *t, char *info, size_t info_size);
+TC_MUST_USE tc_status tc_cpu_target(tc_target *t, char *info, size_t info_size);
 /* the L1d, L2 and L3 that a sysfs cache directory (.../cpu0/cache) lists
  * into cache[0..2] (levels already set are kept); the levels it gave */
 int tc_cpu_sysfs_caches(const char *dir, tc_cache_level cache[3]);
@@ -148,11 +148,11 @@ void tc_cache_check(const char *path, const char *key, tc_cache_entry *e);
 /* a whole entry's bytes before its seal (tc_malloc'ed, NUL-terminated) into
  * *data, or *data NULL (no entry, or e says what is in the way); only
  * TC_ERR_MEMORY is an error */
-tc_status tc_cache_read(const char *path, const char *key, char **data, size_t *n,
+TC_MUST_USE tc_status tc_cache_read(const char *path, const char *key, char **data, size_t *n,
                         tc_cache_entry *e);
 /* appends key's seal to the file at path (a temp file, before its rename):
  * TC_ERR_IO when it cannot */
-tc_status tc_cache_seal_file(const char *path, const char *key);
+TC_MUST_USE tc_status tc_cache_seal_file(const char *path, const char *key);
 /* removes what a check found at path and did not want (seen: its id), unless
  * a rename has put something else there since: a file, or an empty
  * directory (a full one is left alone: its files are not the cache's) */
@@ -163,12 +163,12 @@ void tc_cache_remove(const char *path, const tc_file_id *seen);
  * entry's bytes (tc_malloc'ed, NUL-terminated) or *data NULL when it is
  * absent or does not verify (then it is removed: the caller builds it
  * again). */
-tc_status tc_cache_load(const char *key, const char *ext, char **data, size_t *n);
-tc_status tc_cache_store(const char *key, const char *ext, const void *data, size_t n);
+TC_MUST_USE tc_status tc_cache_load(const char *key, const char *ext, char **data, size_t *n);
+TC_MUST_USE tc_status tc_cache_store(const char *key, const char *ext, const void *data, size_t n);
 /* key = the 32-hex-character hash of the printf-formatted text (what a
  * program depends on: backend, device or arch, compiler version, source);
  * TC_ERR_MEMORY with "<who> compile: out of memory ..." when it cannot */
-tc_status tc_cache_key(char key[33], const char *who, const char *fmt, ...)
+TC_MUST_USE tc_status tc_cache_key(char key[33], const char *who, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* tc_cache_store when a failure only costs a later compile: clears the error */
 void tc_cache_put(const char *key, const char *ext, const void *data, size_t n);
@@ -199,13 +199,13 @@ tc_dev *tc_cuda_device_create(int id, int index);
  * arch ("sm_80"; NULL: TC_CUDA_ARCH, else sm_80). Errors, and warnings when
  * is_strict, fail with TC_ERR_COMPILE quoting NVRTC's log; no NVRTC is
  * TC_ERR_DEVICE. *ptx (when ptx is not NULL) gets the tc_malloc'ed PTX. */
-tc_status tc_cuda_compile(const char *src, const char *fn_name, const char *arch, bool is_strict,
+TC_MUST_USE tc_status tc_cuda_compile(const char *src, const char *fn_name, const char *arch, bool is_strict,
                           char **ptx);
 bool tc_nvrtc_available(char *why, size_t why_size); /* NVRTC loads on this machine */
 /* TC_CUDA_CHECK=1: the engine also renders every kernel it runs for CUDA and
  * compiles it with NVRTC, failing on errors and warnings. Without NVRTC it
  * prints "CUDA compile checks skipped" once and stays off. */
 bool tc_cuda_check_enabled(void);
-tc_status tc_cuda_check_item(const tc_sched_item *it); /* codegen + render + NVRTC, strict */
+TC_MUST_USE tc_status tc_cuda_check_item(const tc_sched_item *it); /* codegen + render + NVRTC, strict */
 
 #endif /* TC_RUNTIME_H */

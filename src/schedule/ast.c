@@ -233,7 +233,7 @@ static void name_kernel(tc_sched_item *it) {
     if (it->ndim == 0) snprintf(it->name + at, sizeof it->name - at, "_1");
 }
 
-static tc_status finish_item(tc_sched_ctx *c, tc_sched_item *it, tc_ptrvec *slots) {
+TC_MUST_USE static tc_status finish_item(tc_sched_ctx *c, tc_sched_item *it, tc_ptrvec *slots) {
     it->bufs = tc_arena_alloc(&c->s->arena, sizeof(tc_node *) * (size_t)(slots->n ? slots->n : 1));
     if (!it->bufs || tc_ptrvec_push(&c->items, it) != TC_OK) return TC_ERR_MEMORY;
     /* listed first: on a later failure, create releases what listed items hold */
@@ -242,7 +242,7 @@ static tc_status finish_item(tc_sched_ctx *c, tc_sched_item *it, tc_ptrvec *slot
     return TC_OK;
 }
 
-static tc_status build_copy_item(tc_sched_ctx *c, tc_node *b) {
+TC_MUST_USE static tc_status build_copy_item(tc_sched_ctx *c, tc_node *b) {
     tc_sched_item *it = tc_arena_alloc(&c->s->arena, sizeof *it);
     if (!it) return TC_ERR_MEMORY;
     it->is_copy = true;
@@ -311,7 +311,7 @@ static tc_ast *build_scatter(build_ctx *bc, tc_sched_item *it, tc_node *sc) {
     return a;
 }
 
-static tc_status build_kernel_item(tc_sched_ctx *c, tc_binfo *rep) {
+TC_MUST_USE static tc_status build_kernel_item(tc_sched_ctx *c, tc_binfo *rep) {
     build_ctx bc = {.c = c};
     tc_sched_item *it = tc_arena_alloc(&c->s->arena, sizeof *it);
     if (!it) return TC_ERR_MEMORY;
@@ -425,7 +425,7 @@ static void item_edges(tc_sched_ctx *c, item_graph *g, tc_ptrmap *writers) {
     }
 }
 
-static tc_status order_items(tc_sched_ctx *c) {
+TC_MUST_USE static tc_status order_items(tc_sched_ctx *c) {
     int n = c->items.n;
     tc_sched_item **its = (tc_sched_item **)c->items.items;
     item_graph g = {tc_calloc((size_t)n + 1, sizeof(tc_ptrvec)), tc_calloc((size_t)n + 1, sizeof(int))};
@@ -463,7 +463,7 @@ static tc_status order_items(tc_sched_ctx *c) {
     return st;
 }
 
-tc_status tc_build_items(tc_sched_ctx *c) {
+TC_MUST_USE tc_status tc_build_items(tc_sched_ctx *c) {
     for (int i = c->bases.n - 1; i >= 0; i--) { /* sources before consumers */
         tc_node *b = c->bases.items[i];
         tc_binfo *bi = tc_binfo_of(b);

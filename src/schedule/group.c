@@ -526,7 +526,7 @@ static bool group_pass(tc_sched_ctx *c) {
     return stable && tc_hazard_protect_targets(c) && tc_hazard_split_old_readers(c);
 }
 
-tc_status tc_group_reduces(tc_sched_ctx *c) {
+TC_MUST_USE tc_status tc_group_reduces(tc_sched_ctx *c) {
     bool nofuse = tc_flag_get(TC_FLAG_NOFUSE) != 0;
     for (int i = 0; i < c->bases.n && nofuse; i++) {
         tc_node *b = c->bases.items[i];

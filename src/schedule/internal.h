@@ -96,7 +96,7 @@ bool tc_sched_cone_has(tc_sched_ctx *c, tc_node *b, bool stop_at_reduce,
 bool tc_sched_unsafe_pad(const tc_node *n); /* f(0) != 0 (EXP2, LOG2, RECIP, IDIV) */
 
 /* kgraph.c */
-tc_status tc_kg_init(tc_sched_ctx *c); /* once per schedule: by_id, the assigns index */
+TC_MUST_USE tc_status tc_kg_init(tc_sched_ctx *c); /* once per schedule: by_id, the assigns index */
 void tc_kg_free(tc_sched_ctx *c);
 void tc_kg_reset(tc_sched_ctx *c);                /* a pass starts: every root alone in its group */
 void tc_kg_realize(tc_sched_ctx *c, tc_binfo *b); /* b becomes a root */
@@ -113,13 +113,13 @@ bool tc_kg_needs_node(tc_sched_ctx *c, tc_node *k, tc_node *a);
 bool tc_kg_conflict(tc_sched_ctx *c, const tc_ptrvec *reps, const tc_ptrmap *inline_ok);
 
 /* group.c: places every unrealized reduce, groups the roots (all passes) */
-tc_status tc_group_reduces(tc_sched_ctx *c);
+TC_MUST_USE tc_status tc_group_reduces(tc_sched_ctx *c);
 /* hazard.c: elementwise groups that share loops become one kernel */
 void tc_hazard_merge_elementwise(tc_sched_ctx *c);
 /* hazard.c: the assign rules; false when they realized something */
 bool tc_hazard_protect_targets(tc_sched_ctx *c);
 bool tc_hazard_split_old_readers(tc_sched_ctx *c);
 
-tc_status tc_build_items(tc_sched_ctx *c); /* ast.c: one item per group, ordered */
+TC_MUST_USE tc_status tc_build_items(tc_sched_ctx *c); /* ast.c: one item per group, ordered */
 
 #endif /* TC_SCHEDULE_INTERNAL_H */

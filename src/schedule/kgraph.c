@@ -61,7 +61,7 @@ static void free_lists(tc_ptrmap *m) {
     tc_ptrmap_free(m);
 }
 
-tc_status tc_kg_init(tc_sched_ctx *c) {
+TC_MUST_USE tc_status tc_kg_init(tc_sched_ctx *c) {
     for (int i = 0; i < c->bases.n; i++) {
         tc_node *b = c->bases.items[i];
         tc_sched_push(c, &c->by_id, b);

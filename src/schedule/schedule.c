@@ -22,7 +22,7 @@ static bool is_realized(const tc_node *n) {
     return n->op == TC_OP_BUFFER;
 }
 
-static tc_status add_base(tc_sched_ctx *c, tc_node *b) {
+TC_MUST_USE static tc_status add_base(tc_sched_ctx *c, tc_node *b) {
     tc_binfo *bi = tc_arena_alloc(&c->s->arena, sizeof *bi);
     if (!bi || tc_ptrvec_push(&c->bases, b) != TC_OK) return TC_ERR_MEMORY;
     bi->node = b;
@@ -33,7 +33,7 @@ static tc_status add_base(tc_sched_ctx *c, tc_node *b) {
 
 /* walks from the outputs through unrealized bases without recursion, and
  * records for every base who reads it through which view. O(n + edges) */
-static tc_status collect(tc_sched_ctx *c, tc_node *const *nodes, int n) {
+TC_MUST_USE static tc_status collect(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     tc_ptrvec stack = {0};
     tc_status st = TC_OK;
     for (int i = 0; i < n && st == TC_OK; i++) {
@@ -197,7 +197,7 @@ static bool is_cheap_convert(tc_sched_ctx *c, tc_node *b) {
 
 /* realize points that follow from the op or from how a base is read: one
  * pass over the bases, with a bounded walk per base read through an expand */
-static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) {
+TC_MUST_USE static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     for (int i = 0; i < n; i++) {
         tc_node *b = tc_node_base(nodes[i]);
         if (!is_realized(b)) tc_binfo_of(b)->realize = true;
@@ -297,7 +297,7 @@ static int large_loads(tc_sched_ctx *c, tc_node *b) {
     return n;
 }
 
-static tc_status realize_shared(tc_sched_ctx *c) {
+TC_MUST_USE static tc_status realize_shared(tc_sched_ctx *c) {
     if (tc_flag_get(TC_FLAG_NOFUSE)) return TC_OK;
     count_reducers(c);
     for (int i = 0; i < c->bases.n && !c->failed; i++) {
@@ -315,7 +315,7 @@ static tc_status realize_shared(tc_sched_ctx *c) {
     return c->failed ? TC_ERR_MEMORY : TC_OK;
 }
 
-static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes, int n) {
+TC_MUST_USE static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     tc_status st = collect(c, nodes, n);
     if (st == TC_OK) st = tc_kg_init(c);
     if (st == TC_OK) st = decide_realizes(c, nodes, n);

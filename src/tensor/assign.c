@@ -17,7 +17,7 @@
 #include <string.h>
 
 /* value's shape broadcasts to dst's (one way: value's dims are 1 or equal) */
-static tc_status check_shapes(const tc_node *dst, const tc_node *value) {
+TC_MUST_USE static tc_status check_shapes(const tc_node *dst, const tc_node *value) {
     bool ok = value->ndim <= dst->ndim;
     int extra = dst->ndim - value->ndim;
     for (int i = 0; ok && i < value->ndim; i++)
@@ -30,7 +30,7 @@ static tc_status check_shapes(const tc_node *dst, const tc_node *value) {
 }
 
 /* makes dst's node read a realized buffer (see the file comment) */
-static tc_status realize_dst(tc_tensor *dst) {
+TC_MUST_USE static tc_status realize_dst(tc_tensor *dst) {
     tc_node *base = tc_node_base(dst->node);
     /* a broadcast of a smaller buffer (a realized tc_zeros: one element seen
      * everywhere) has no place to write each element: it gets its own */

@@ -68,7 +68,7 @@ TC_API tc_tensor *tc_triu(tc_tensor *x, int64_t diagonal) {
 }
 
 /* mask is bool and broadcasts to x's shape (numpy rules, x's shape kept) */
-static tc_status check_mask(const char *api, const char *what, const tc_node *x, const tc_node *m) {
+TC_MUST_USE static tc_status check_mask(const char *api, const char *what, const tc_node *x, const tc_node *m) {
     char b1[256], b2[256];
     bool fits = m->ndim <= x->ndim;
     for (int i = 1; i <= m->ndim && fits; i++) {
@@ -126,7 +126,7 @@ static bool batch_shape(const tc_node *const *ns, int n, int64_t *batch, int *nb
 }
 
 /* the shapes of q, k, v and the mask; dtypes and devices checked */
-static tc_status check_shapes(const char *api, const tc_node *qn, const tc_node *kn,
+TC_MUST_USE static tc_status check_shapes(const char *api, const tc_node *qn, const tc_node *kn,
                               const tc_node *vn, const tc_node *mn) {
     char b1[256], b2[256], b3[256];
     tc_fmt_shape(b1, sizeof b1, qn->ndim, qn->shape);
@@ -156,7 +156,7 @@ static tc_status check_shapes(const char *api, const tc_node *qn, const tc_node 
     return TC_OK;
 }
 
-static tc_status check_sdpa(const char *api, tc_tensor *q, tc_tensor *k, tc_tensor *v,
+TC_MUST_USE static tc_status check_sdpa(const char *api, tc_tensor *q, tc_tensor *k, tc_tensor *v,
                             tc_tensor *mask, bool is_causal) {
     static const char *const names[4] = {"q", "k", "v", "attn_mask"};
     tc_tensor *ts[4] = {q, k, v, mask};

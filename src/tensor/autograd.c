@@ -173,7 +173,7 @@ TC_API tc_tensor *tc_detach(tc_tensor *t) {
 /* the tensors reachable from loss through contexts, in post-order (inputs
  * before the tensors made from them), linked through ag_next from *head
  * (the last in post-order, i.e. loss, comes first) */
-static tc_status topo_sort(tc_tensor *loss, tc_tensor **head) {
+TC_MUST_USE static tc_status topo_sort(tc_tensor *loss, tc_tensor **head) {
     uint64_t mark = ++ag_epoch;
     tc_ptrvec stack = {0}; /* tensor pointers; the low bit set means "emit" */
     tc_tensor *order = NULL;
@@ -200,7 +200,7 @@ static tc_status topo_sort(tc_tensor *loss, tc_tensor **head) {
 }
 
 /* adds g (consumed) to t's pending gradient */
-static tc_status accumulate(tc_tensor *t, tc_node *g) {
+TC_MUST_USE static tc_status accumulate(tc_tensor *t, tc_node *g) {
     if (!g) return tc_error_or(TC_ERR_MEMORY);
     t->ag_pending = t->ag_pending ? tc_ew_binary(TC_OP_ADD, t->ag_pending, g) : g;
     return t->ag_pending ? TC_OK : tc_error_code();
@@ -208,7 +208,7 @@ static tc_status accumulate(tc_tensor *t, tc_node *g) {
 
 /* one step of the sweep: t's pending gradient through its rule to its
  * parents, or (a leaf) onto *leaves as a pair (t, new grad node) */
-static tc_status step(tc_tensor *t, tc_ptrvec *leaves) {
+TC_MUST_USE static tc_status step(tc_tensor *t, tc_ptrvec *leaves) {
     tc_node *g = t->ag_pending;
     t->ag_pending = NULL;
     if (!g) return TC_OK; /* no path from loss carries a gradient here */
@@ -235,7 +235,7 @@ static tc_status step(tc_tensor *t, tc_ptrvec *leaves) {
 
 /* swaps the new leaf gradients in when every step succeeded (wrapping them
  * all first, so a failure changes no leaf) and frees what is left */
-static tc_status finish(tc_tensor *order, tc_ptrvec *leaves, tc_status s) {
+TC_MUST_USE static tc_status finish(tc_tensor *order, tc_ptrvec *leaves, tc_status s) {
     for (int i = 1; i < leaves->n; i += 2) { /* node -> handle, in place */
         tc_node *g = leaves->items[i];
         leaves->items[i] = s == TC_OK ? tc_tensor_wrap(g) : NULL;
@@ -259,7 +259,7 @@ static tc_status finish(tc_tensor *order, tc_ptrvec *leaves, tc_status s) {
     return s;
 }
 
-static tc_status check_loss(tc_tensor *loss) {
+TC_MUST_USE static tc_status check_loss(tc_tensor *loss) {
     tc_status s = tc_tensor_check(loss, "tc_backward", "loss");
     if (s != TC_OK) return s;
     const tc_node *n = loss->node;

@@ -23,7 +23,7 @@ static const char *device_name(int id) {
 
 /* checks n handles (names[i] for messages) for NULL, one device and
  * broadcastable shapes; the broadcast shape goes to ndim/shape */
-static tc_status check_operands(const char *api, int n, tc_tensor *const *ts,
+TC_MUST_USE static tc_status check_operands(const char *api, int n, tc_tensor *const *ts,
                                 const char *const *names, int *ndim, int64_t *shape) {
     for (int i = 0; i < n; i++)
         if (tc_tensor_check(ts[i], api, names[i]) != TC_OK) return TC_ERR_INVALID;
@@ -171,7 +171,7 @@ typedef enum {
 } binary_kind;
 
 /* the promoted dtype of a op b into *dt, or a TC_ERR_DTYPE naming api */
-static tc_status binary_dtype(const char *api, binary_kind kind, tc_dtype a, tc_dtype b,
+TC_MUST_USE static tc_status binary_dtype(const char *api, binary_kind kind, tc_dtype a, tc_dtype b,
                               tc_dtype *dt) {
     tc_dtype p = tc_dtype_promote(a, b);
     bool is_float = tc_dtypes[p].is_float;

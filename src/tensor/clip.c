@@ -36,7 +36,7 @@ static tc_tensor *part(tc_tensor *g, double q) {
     return tc_scope_end(&s, s.failed ? NULL : TC_S(&s, tc_cast(r, TC_FLOAT32)));
 }
 
-static tc_status check_clip(tc_tensor **params, int n, double max_norm, double q) {
+TC_MUST_USE static tc_status check_clip(tc_tensor **params, int n, double max_norm, double q) {
     const char *api = "tc_clip_grad_norm";
     if (n < 0 || (n > 0 && !params))
         return tc_error_set(TC_ERR_INVALID, "%s: %s", api, n < 0 ? "n < 0" : "params is NULL");
@@ -86,7 +86,7 @@ static tc_tensor *coefficient(tc_tensor *total, double max_norm) {
 
 /* every gradient times coef, all made before any is replaced: a failure
  * changes nothing */
-static tc_status scale_grads(tc_tensor **params, int n, tc_tensor *coef) {
+TC_MUST_USE static tc_status scale_grads(tc_tensor **params, int n, tc_tensor *coef) {
     tc_tensor **scaled = tc_calloc((size_t)(n > 0 ? n : 1), sizeof *scaled);
     if (!scaled) return TC_ERR_MEMORY;
     bool ok = true;

@@ -46,7 +46,7 @@ tc_tensor *tc_scope_scalar(tc_scope *s, const tc_tensor *like, double value) {
     return TC_S(s, tc_full(0, NULL, value, dt, tc_device(like)));
 }
 
-tc_status tc_tensor_same_device(const char *api, int n, tc_tensor *const *ts,
+TC_MUST_USE tc_status tc_tensor_same_device(const char *api, int n, tc_tensor *const *ts,
                                 const char *const *names) {
     int first = -1;
     for (int i = 0; i < n; i++) {
@@ -65,7 +65,7 @@ tc_status tc_tensor_same_device(const char *api, int n, tc_tensor *const *ts,
 
 /* numpy's rules for a @ b: ranks >= 1, contracted sizes equal, batch dims
  * broadcastable */
-static tc_status check_matmul(const char *api, const tc_tensor *a, const tc_tensor *b) {
+TC_MUST_USE static tc_status check_matmul(const char *api, const tc_tensor *a, const tc_tensor *b) {
     static const char *const names[2] = {"a", "b"};
     tc_tensor *ts[2] = {(tc_tensor *)a, (tc_tensor *)b};
     tc_status s = tc_tensor_check(a, api, "a");
@@ -154,7 +154,7 @@ TC_API tc_tensor *tc_dot(tc_tensor *a, tc_tensor *b) {
     return matmul_api("tc_dot", a, b);
 }
 
-static tc_status check_linear(tc_tensor *x, tc_tensor *w, tc_tensor *b) {
+TC_MUST_USE static tc_status check_linear(tc_tensor *x, tc_tensor *w, tc_tensor *b) {
     static const char *const names[3] = {"x", "w", "b"};
     tc_tensor *ts[3] = {x, w, b};
     tc_status s = tc_tensor_check(x, "tc_linear", "x");

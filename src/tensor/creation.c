@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* checks the arguments every creation call shares; the device id goes to *dev */
-static tc_status creation_args(const char *api, int ndim, const int64_t *shape, int dt,
+TC_MUST_USE static tc_status creation_args(const char *api, int ndim, const int64_t *shape, int dt,
                                const char *device, int *dev) {
     tc_status s = tc_tensor_check_shape(api, ndim, shape);
     if (s == TC_OK) s = tc_tensor_check_dtype(api, dt);
@@ -65,7 +65,7 @@ done:
 }
 
 /* value must be representable in the integer dtype dt (after truncation) */
-static tc_status check_value(const char *api, double value, tc_dtype dt) {
+TC_MUST_USE static tc_status check_value(const char *api, double value, tc_dtype dt) {
     double lo = 0, hi = 0; /* valid: lo <= trunc(value) < hi */
     switch (dt) {
     case TC_FLOAT32:

@@ -84,7 +84,7 @@ static int parse_term(const char *f, const char *s, const char *e, int *out) {
 }
 
 /* records size s for label l of operand k; equal sizes, or 1, broadcast */
-static tc_status note_size(einsum_plan *p, const char *f, int l, int64_t s, int k) {
+TC_MUST_USE static tc_status note_size(einsum_plan *p, const char *f, int l, int64_t s, int k) {
     int64_t *have = &p->size[l];
     if (*have < 0 || *have == 1) *have = s;
     else if (s != 1 && s != *have)
@@ -95,7 +95,7 @@ static tc_status note_size(einsum_plan *p, const char *f, int l, int64_t s, int 
 }
 
 /* operand k's term (letters, -1 for "...") against its shape: labels and sizes */
-static tc_status bind_operand(einsum_plan *p, const char *f, int k, const int *term, int n_term,
+TC_MUST_USE static tc_status bind_operand(einsum_plan *p, const char *f, int k, const int *term, int n_term,
                               const tc_node *x, int n_ell_max) {
     bool has_ell = false;
     for (int i = 0; i < n_term; i++) has_ell |= term[i] < 0;
@@ -128,7 +128,7 @@ static tc_status bind_operand(einsum_plan *p, const char *f, int k, const int *t
 }
 
 /* appends label l to the output */
-static tc_status push_out(einsum_plan *p, const char *f, int l) {
+TC_MUST_USE static tc_status push_out(einsum_plan *p, const char *f, int l) {
     if (p->n_out == TC_MAX_DIMS)
         return tc_error_set(TC_ERR_SHAPE, "%s: \"%s\": the output has more than %d dims", API, f,
                             TC_MAX_DIMS);
@@ -137,7 +137,7 @@ static tc_status push_out(einsum_plan *p, const char *f, int l) {
 }
 
 /* the output's labels: from its term (explicit) or the numpy rule */
-static tc_status plan_output(einsum_plan *p, const char *f, const int *term, int n_term,
+TC_MUST_USE static tc_status plan_output(einsum_plan *p, const char *f, const int *term, int n_term,
                              bool is_explicit, int n_ell_max) {
     int count[N_LABELS] = {0};
     for (int k = 0; k < p->n_ops; k++)
@@ -182,7 +182,7 @@ static tc_status plan_output(einsum_plan *p, const char *f, const int *term, int
 }
 
 /* parses f for the n operands xs into p */
-static tc_status plan(einsum_plan *p, const char *raw, int n, tc_tensor *const *xs) {
+TC_MUST_USE static tc_status plan(einsum_plan *p, const char *raw, int n, tc_tensor *const *xs) {
     char f[MAX_FORMULA + 1];
     size_t len = 0;
     for (const char *c = raw; *c; c++) {
@@ -302,7 +302,7 @@ static tc_tensor *contract(const einsum_plan *p, tc_tensor *const *views) {
     return tc_scope_end(&s, TC_S(&s, tc_expand(prod, total, shape)));
 }
 
-static tc_status check_args(const char *formula, int n, tc_tensor *const *xs) {
+TC_MUST_USE static tc_status check_args(const char *formula, int n, tc_tensor *const *xs) {
     if (!formula) return tc_error_set(TC_ERR_INVALID, "%s: formula is NULL", API);
     if (n < 1 || n > MAX_OPERANDS)
         return tc_error_set(TC_ERR_INVALID, "%s: %d operands given (1..%d)", API, n,

@@ -407,7 +407,7 @@ static void where_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     grads[2] = c->parents[2] ? unbroadcast(gb, c->inputs[2]) : (tc_node_release(gb), NULL);
 }
 
-tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
+TC_MUST_USE tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     for (int i = 0; i < 3; i++) grads[i] = NULL;
     if (c->op <= TC_AG_NONE || c->op >= TC_AG_COUNT) {
         tc_node_release(g);

@@ -22,7 +22,7 @@ static bool is_int_dtype(tc_dtype dt) {
     return dt == TC_INT32 || dt == TC_INT64 || dt == TC_UINT8;
 }
 
-static tc_status check_args(const char *api, tc_tensor *x, int axis, tc_tensor *index, int *ax) {
+TC_MUST_USE static tc_status check_args(const char *api, tc_tensor *x, int axis, tc_tensor *index, int *ax) {
     static const char *const names[2] = {"x", "index"};
     tc_tensor *ts[2] = {x, index};
     tc_status s = tc_tensor_check(x, api, "x");

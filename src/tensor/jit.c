@@ -103,7 +103,7 @@ static tc_buffer *whole_buffer(const tc_node *n) {
 }
 
 /* inputs must be realized buffers seen whole: realize (and copy) them first */
-static tc_status prepare_inputs(tc_tensor *const *in, int n, tc_tensor **plain) {
+TC_MUST_USE static tc_status prepare_inputs(tc_tensor *const *in, int n, tc_tensor **plain) {
     for (int i = 0; i < n; i++) plain[i] = NULL;
     for (int i = 0; i < n; i++) {
         if (!in[i]) return tc_error_set(TC_ERR_INVALID, "tc_jit_run: input %d is NULL", i);
@@ -121,7 +121,7 @@ static tc_status prepare_inputs(tc_tensor *const *in, int n, tc_tensor **plain) 
 }
 
 /* outputs must be realized buffers too: the capture records whatever it takes */
-static tc_status realize_outputs(tc_tensor **out, int n) {
+TC_MUST_USE static tc_status realize_outputs(tc_tensor **out, int n) {
     for (int i = 0; i < n; i++) {
         if (!out[i]) return tc_error_set(TC_ERR_INVALID, "tc_jit_run: the step left output %d NULL", i);
         tc_status st = tc_realize(&out[i], 1);
@@ -137,14 +137,14 @@ static tc_status realize_outputs(tc_tensor **out, int n) {
     return TC_OK;
 }
 
-static tc_status run_step(tc_jit *j, tc_tensor *const *in, int n_in, tc_tensor **out, int n_out) {
+TC_MUST_USE static tc_status run_step(tc_jit *j, tc_tensor *const *in, int n_in, tc_tensor **out, int n_out) {
     for (int i = 0; i < n_out; i++) out[i] = NULL;
     tc_status st = j->fn(j->user, in, n_in, out, n_out);
     if (st == TC_OK) st = realize_outputs(out, n_out);
     return st;
 }
 
-static tc_status capture(tc_jit *j, tc_tensor *const *in, int n_in, tc_tensor **out, int n_out) {
+TC_MUST_USE static tc_status capture(tc_jit *j, tc_tensor *const *in, int n_in, tc_tensor **out, int n_out) {
     drop_capture(j);
     j->capture = tc_capture_begin();
     if (!j->capture) return tc_error_code();
@@ -191,7 +191,7 @@ static bool matches(const tc_jit *j, tc_tensor *const *in, int n_in, int n_out) 
     return true;
 }
 
-static tc_status replay(tc_jit *j, tc_tensor *const *in, tc_tensor **out) {
+TC_MUST_USE static tc_status replay(tc_jit *j, tc_tensor *const *in, tc_tensor **out) {
     tc_buffer *stack_to[16], **to = j->n_in <= 16 ? stack_to : tc_malloc(sizeof(tc_buffer *) * (size_t)j->n_in);
     if (!to) return TC_ERR_MEMORY;
     for (int i = 0; i < j->n_in; i++) to[i] = whole_buffer(tc_tensor_node(in[i]));

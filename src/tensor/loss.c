@@ -21,7 +21,7 @@
 
 /* labels realized and read whole: every value in [0, c) or == ignore (when
  * has_ignore) */
-static tc_status check_labels(const char *api, tc_tensor *labels, int64_t c, bool has_ignore,
+TC_MUST_USE static tc_status check_labels(const char *api, tc_tensor *labels, int64_t c, bool has_ignore,
                               int64_t ignore) {
     tc_node *n = labels->node;
     if (!tc_tensor_is_contiguous_buffer(n)) return TC_OK; /* lazy: documented, not checked */
@@ -43,7 +43,7 @@ static tc_status check_labels(const char *api, tc_tensor *labels, int64_t c, boo
 }
 
 /* shapes, dtypes and devices; not the labels' values */
-static tc_status check_args(const char *api, tc_tensor *logits, tc_tensor *labels) {
+TC_MUST_USE static tc_status check_args(const char *api, tc_tensor *logits, tc_tensor *labels) {
     static const char *const names[2] = {"logits", "labels"};
     tc_tensor *ts[2] = {logits, labels};
     tc_status s = tc_tensor_check(logits, api, "logits");

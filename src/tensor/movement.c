@@ -20,7 +20,7 @@ static bool arg_ok(const char *api, const tc_tensor *a, const void *p, const cha
 /* ---- reshape ---- */
 
 /* shape with its -1 resolved against numel into out; TC_ERR_SHAPE otherwise */
-static tc_status resolve_reshape(const tc_node *x, int ndim, const int64_t *shape, int64_t *out) {
+TC_MUST_USE static tc_status resolve_reshape(const tc_node *x, int ndim, const int64_t *shape, int64_t *out) {
     char b1[256], b2[256];
     int infer = -1;
     int64_t known = 1;
@@ -123,7 +123,7 @@ TC_API tc_tensor *tc_transpose(tc_tensor *a, int axis0, int axis1) {
 
 /* ---- expand ---- */
 
-static tc_status resolve_expand(const tc_node *x, int ndim, const int64_t *shape, int64_t *out) {
+TC_MUST_USE static tc_status resolve_expand(const tc_node *x, int ndim, const int64_t *shape, int64_t *out) {
     char b1[256], b2[256];
     int extra = ndim - x->ndim;
     if (ndim < x->ndim || ndim > TC_MAX_DIMS)

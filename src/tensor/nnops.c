@@ -124,7 +124,7 @@ typedef struct {
     int64_t groups;      /* >= 1, divides cin and cout */
 } conv_args;
 
-static tc_status check_conv(tc_tensor *x, tc_tensor *w, tc_tensor *bias, const conv_args *a) {
+TC_MUST_USE static tc_status check_conv(tc_tensor *x, tc_tensor *w, tc_tensor *bias, const conv_args *a) {
     const char *api = "tc_conv2d";
     static const char *const names[3] = {"x", "w", "bias"};
     tc_tensor *ts[3] = {x, w, bias};
@@ -333,14 +333,14 @@ TC_API tc_tensor *tc_avg_pool2d(tc_tensor *x, int kernel, int stride) {
 /* ---- batchnorm ---- */
 
 /* the (C) tensor t (NULL is fine) checked against C */
-static tc_status check_channel(const char *name, const tc_tensor *t, int64_t c) {
+TC_MUST_USE static tc_status check_channel(const char *name, const tc_tensor *t, int64_t c) {
     if (!t || (t->node->ndim == 1 && t->node->shape[0] == c)) return TC_OK;
     char b[256];
     return tc_error_set(TC_ERR_SHAPE, "tc_batchnorm: %s has shape %s, expected (%lld)", name,
                         tc_fmt_shape(b, sizeof b, t->node->ndim, t->node->shape), (long long)c);
 }
 
-static tc_status check_batchnorm(tc_tensor *const *ts, bool training, double momentum,
+TC_MUST_USE static tc_status check_batchnorm(tc_tensor *const *ts, bool training, double momentum,
                                  double eps) {
     static const char *const names[5] = {"x", "weight", "bias", "running_mean", "running_var"};
     tc_status s = tc_tensor_check(ts[0], "tc_batchnorm", "x");
@@ -367,7 +367,7 @@ static tc_status check_batchnorm(tc_tensor *const *ts, bool training, double mom
 }
 
 /* r.assign((1 - momentum) * r + factor * stat.detach()) */
-static tc_status update_running(tc_scope *s, tc_tensor *r, tc_tensor *stat, double momentum,
+TC_MUST_USE static tc_status update_running(tc_scope *s, tc_tensor *r, tc_tensor *stat, double momentum,
                                 double factor) {
     tc_tensor *keep = tc_scope_scalar(s, r, 1 - momentum), *take = tc_scope_scalar(s, r, factor);
     tc_tensor *sd = TC_S(s, tc_detach(stat));

@@ -22,7 +22,7 @@
 static const char *const API = "tc_multinomial";
 
 /* the realized weights w (rows, n) are a distribution to draw k from */
-static tc_status check_values(tc_tensor *w, int64_t rows, int64_t n, int64_t k, bool replace) {
+TC_MUST_USE static tc_status check_values(tc_tensor *w, int64_t rows, int64_t n, int64_t k, bool replace) {
     size_t nbytes = (size_t)(rows * n) * sizeof(float);
     float *v = tc_malloc(nbytes ? nbytes : 1);
     if (!v) return TC_ERR_MEMORY;
@@ -49,7 +49,7 @@ static tc_status check_values(tc_tensor *w, int64_t rows, int64_t n, int64_t k, 
     return s;
 }
 
-static tc_status check_args(tc_tensor *probs, int64_t k, bool replace) {
+TC_MUST_USE static tc_status check_args(tc_tensor *probs, int64_t k, bool replace) {
     if (tc_tensor_check(probs, API, "probs") != TC_OK) return TC_ERR_INVALID;
     const tc_node *p = probs->node;
     char buf[256];

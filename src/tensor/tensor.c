@@ -15,12 +15,12 @@
 
 /* ---- argument checks ---- */
 
-tc_status tc_tensor_check(const tc_tensor *t, const char *api, const char *arg) {
+TC_MUST_USE tc_status tc_tensor_check(const tc_tensor *t, const char *api, const char *arg) {
     if (!t) return tc_error_set(TC_ERR_INVALID, "%s: tensor %s is NULL", api, arg);
     return TC_OK;
 }
 
-tc_status tc_tensor_check_shape(const char *api, int ndim, const int64_t *shape) {
+TC_MUST_USE tc_status tc_tensor_check_shape(const char *api, int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > TC_MAX_DIMS)
         return tc_error_set(TC_ERR_SHAPE, "%s: ndim %d is out of range 0..%d", api, ndim,
                             TC_MAX_DIMS);
@@ -44,12 +44,12 @@ tc_status tc_tensor_check_shape(const char *api, int ndim, const int64_t *shape)
     return TC_OK;
 }
 
-tc_status tc_tensor_check_dtype(const char *api, int dt) {
+TC_MUST_USE tc_status tc_tensor_check_dtype(const char *api, int dt) {
     if (!tc_dtype_valid(dt)) return tc_error_set(TC_ERR_DTYPE, "%s: unknown dtype %d", api, dt);
     return TC_OK;
 }
 
-tc_status tc_tensor_axis(const char *api, int ndim, int axis, int *out) {
+TC_MUST_USE tc_status tc_tensor_axis(const char *api, int ndim, int axis, int *out) {
     if (axis < -ndim || axis >= ndim || ndim == 0)
         return tc_error_set(TC_ERR_SHAPE, "%s: axis %d is out of range for %d dims", api, axis,
                             ndim);
@@ -57,7 +57,7 @@ tc_status tc_tensor_axis(const char *api, int ndim, int axis, int *out) {
     return TC_OK;
 }
 
-tc_status tc_tensor_axes_mask(const char *api, int ndim, int naxes, const int *axes,
+TC_MUST_USE tc_status tc_tensor_axes_mask(const char *api, int ndim, int naxes, const int *axes,
                               uint32_t *mask) {
     if (naxes > 0 && !axes) return tc_error_set(TC_ERR_INVALID, "%s: axes is NULL", api);
     if (naxes < 0 || naxes > (ndim ? ndim : 1))

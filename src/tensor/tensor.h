@@ -38,15 +38,15 @@ static inline tc_node *tc_tensor_node(const tc_tensor *t) {
 
 /* ---- argument checks (tensor.c): each sets an error naming `api` ---------- */
 /* TC_ERR_INVALID when t is NULL (`arg` names the parameter: "a", "cond") */
-tc_status tc_tensor_check(const tc_tensor *t, const char *api, const char *arg);
+TC_MUST_USE tc_status tc_tensor_check(const tc_tensor *t, const char *api, const char *arg);
 /* 0..TC_MAX_DIMS dims, shape non-NULL when ndim > 0, sizes >= 0, numel fits int64 */
-tc_status tc_tensor_check_shape(const char *api, int ndim, const int64_t *shape);
-tc_status tc_tensor_check_dtype(const char *api, int dt); /* a valid tc_dtype */
+TC_MUST_USE tc_status tc_tensor_check_shape(const char *api, int ndim, const int64_t *shape);
+TC_MUST_USE tc_status tc_tensor_check_dtype(const char *api, int dt); /* a valid tc_dtype */
 /* one axis in -ndim..ndim-1 -> 0..ndim-1 in *out */
-tc_status tc_tensor_axis(const char *api, int ndim, int axis, int *out);
+TC_MUST_USE tc_status tc_tensor_axis(const char *api, int ndim, int axis, int *out);
 /* axes -> bitmask of dims; naxes 0 = all dims; duplicates are errors; a 0-d
  * tensor accepts one axis 0 or -1 (torch's and tinygrad's rule), mask 0 */
-tc_status tc_tensor_axes_mask(const char *api, int ndim, int naxes, const int *axes,
+TC_MUST_USE tc_status tc_tensor_axes_mask(const char *api, int ndim, int naxes, const int *axes,
                               uint32_t *mask);
 
 /* ---- node combinators (elementwise.c) -------------------------------------
@@ -180,7 +180,7 @@ tc_tensor *tc_ag_record(tc_tensor *out, tc_ag_op op, int n_inputs, tc_tensor *co
 /* the gradients of ctx's inputs from g, the gradient of its output (consumed):
  * grads[i] (new reference, the input's shape and dtype) for each non-NULL
  * parents[i], NULL for the others. On failure every grads[i] is NULL. */
-tc_status tc_ag_rule(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
+TC_MUST_USE tc_status tc_ag_rule(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* the derivative of math.c's op (TC_AG_SINH .. TC_AG_QUICK_GELU) at x (the
  * input in the output's dtype) with output y, both borrowed; a new node */
 tc_node *tc_math_grad(tc_ag_op op, tc_node *x, tc_node *y);
@@ -225,7 +225,7 @@ tc_tensor *tc_scope_end(tc_scope *s, tc_tensor *result);
 /* a 0-d tensor of value with like's dtype (float32 for non-floats) and device */
 tc_tensor *tc_scope_scalar(tc_scope *s, const tc_tensor *like, double value);
 /* checks that ts[0..n-1] (NULL entries skipped) are on one device */
-tc_status tc_tensor_same_device(const char *api, int n, tc_tensor *const *ts,
+TC_MUST_USE tc_status tc_tensor_same_device(const char *api, int n, tc_tensor *const *ts,
                                 const char *const *names);
 
 /* ---- random (random.c) ---------------------------------------------------- */

@@ -94,7 +94,7 @@ void tc_arena_free(tc_arena *a) {
 }
 
 /* ---- pointer vector ---- */
-tc_status tc_ptrvec_push(tc_ptrvec *v, void *p) {
+TC_MUST_USE tc_status tc_ptrvec_push(tc_ptrvec *v, void *p) {
     if (v->n == v->cap) {
         int cap = v->cap ? v->cap * 2 : 8;
         void **items = tc_realloc(v->items, sizeof(void *) * (size_t)cap);

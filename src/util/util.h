@@ -9,6 +9,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+/* a fallible internal call whose result must be looked at: ignoring it is
+ * a warning (an error with TC_WERROR, as the test command builds). Every
+ * internal function returning tc_status carries it, but the error setters
+ * (their result is a convenience for `return tc_error_set(...)`). */
+#define TC_MUST_USE __attribute__((warn_unused_result))
+
 /* ---- errors (error.c) ---------------------------------------------------
  * The message lives in a fixed thread-local buffer: setting it never
  * allocates, so out-of-memory is reportable. */
@@ -57,11 +63,11 @@ tc_status tc_error_internal(const char *file, int line, const char *fmt, ...)
 /* ---- memory (mem.c) -----------------------------------------------------
  * All library allocations go through these, so a test can make the Nth one
  * fail (Lua's failing allocator). Failure sets TC_ERR_MEMORY and returns NULL. */
-void *tc_malloc(size_t n);
-void *tc_calloc(size_t count, size_t size);
-void *tc_realloc(void *p, size_t n);
+TC_MUST_USE void *tc_malloc(size_t n);
+TC_MUST_USE void *tc_calloc(size_t count, size_t size);
+TC_MUST_USE void *tc_realloc(void *p, size_t n);
 void tc_free(void *p);
-char *tc_strdup(const char *s);
+TC_MUST_USE char *tc_strdup(const char *s);
 /* test hook: the nth allocation from now fails (1 = the next); 0 turns it off */
 void tc_mem_fail_after(int64_t n);
 
@@ -70,7 +76,7 @@ typedef struct tc_arena_block tc_arena_block;
 typedef struct {
     tc_arena_block *head; /* newest block first */
 } tc_arena;
-void *tc_arena_alloc(tc_arena *a, size_t n); /* zeroed, 16-byte aligned; NULL on OOM */
+TC_MUST_USE void *tc_arena_alloc(tc_arena *a, size_t n); /* zeroed, 16-byte aligned; NULL on OOM */
 char *tc_arena_strdup(tc_arena *a, const char *s);
 void tc_arena_free(tc_arena *a); /* frees every block; the arena may be reused */
 
@@ -80,9 +86,6 @@ typedef struct {
     int n;
     int cap;
 } tc_ptrvec;
-/* a fallible internal call whose result must be looked at: ignoring it is
- * a warning (an error with TC_WERROR, as the test command builds) */
-#define TC_MUST_USE __attribute__((warn_unused_result))
 TC_MUST_USE tc_status tc_ptrvec_push(tc_ptrvec *v, void *p); /* TC_ERR_MEMORY on failure */
 void tc_ptrvec_free(tc_ptrvec *v);              /* frees the array, not the items */
 
@@ -97,7 +100,7 @@ typedef struct {
     int cap;      /* 0 or a power of two */
     bool failed;  /* an insert ran out of memory */
 } tc_ptrmap;
-bool tc_ptrmap_put(tc_ptrmap *m, const void *key, void *val); /* false: out of memory */
+TC_MUST_USE bool tc_ptrmap_put(tc_ptrmap *m, const void *key, void *val); /* false: out of memory */
 bool tc_ptrmap_get(const tc_ptrmap *m, const void *key, void **val); /* val may be NULL */
 bool tc_ptrset_add(tc_ptrmap *m, const void *key); /* true: newly added */
 void tc_ptrmap_clear(tc_ptrmap *m);                 /* empty; keeps the table */

@@ -287,8 +287,9 @@ static void run_source(tc_dev *d, const tc_kernel_uops *k, const char *src, tc_b
     float junk[256];
     for (int i = 0; i < 256; i++) junk[i] = -1e6f;
     for (int64_t r = 0; r < rows; r += 256)
-        tc_buffer_copyin(o, sizeof(float) * (size_t)r, junk,
-                         sizeof(float) * (size_t)(rows - r < 256 ? rows - r : 256));
+        assert_int_equal(tc_buffer_copyin(o, sizeof(float) * (size_t)r, junk,
+                                          sizeof(float) * (size_t)(rows - r < 256 ? rows - r : 256)),
+                         TC_OK);
     void *args[2] = {o->ptr, in->ptr};
     tc_launch_dims dims;
     memcpy(dims.global, k->global_size, sizeof dims.global);
