@@ -325,7 +325,7 @@ static bool reads_target_bent(tc_sched_ctx *c, tc_node *a) {
     bool crooked = false;
     tc_sched_push(c, &stack, value);
     tc_sched_push(c, &stack, NULL);
-    while (stack.n && !crooked) {
+    while (stack.n >= 2 && !crooked && !c->failed) { /* pairs; a failed push ends the walk */
         bool bent = stack.items[--stack.n] != NULL;
         tc_node *x = stack.items[--stack.n];
         tc_binfo *xi = tc_binfo_of(x);
@@ -348,7 +348,7 @@ static bool reads_target_bent(tc_sched_ctx *c, tc_node *a) {
 
 bool tc_hazard_protect_targets(tc_sched_ctx *c) {
     bool unchanged = true;
-    for (int i = 0; i < c->bases.n; i++) {
+    for (int i = 0; i < c->bases.n && !c->failed; i++) {
         tc_node *a = c->bases.items[i];
         if (a->op != TC_OP_ASSIGN) continue;
         tc_node *value = tc_node_base(a->srcs[0]);

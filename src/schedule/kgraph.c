@@ -181,7 +181,7 @@ void tc_kg_reset(tc_sched_ctx *c) {
 static void raise_readers(tc_sched_ctx *c, tc_binfo *g0) {
     tc_ptrvec work = {0};
     tc_sched_push(c, &work, g0);
-    while (work.n) {
+    while (work.n && !c->failed) {
         tc_binfo *g = work.items[--work.n];
         for (tc_binfo *m = g; m; m = m->next_member) {
             for (int k = 0; k < m->readers.n; k++) {
