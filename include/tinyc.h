@@ -450,6 +450,23 @@ TC_API tc_tensor *tc_gather(tc_tensor *x, int axis, tc_tensor *index);
  * embedding lookup */
 TC_API tc_tensor *tc_index(tc_tensor *x, int axis, tc_tensor *index);
 
+/* resampling (torch's F.interpolate with a size, tinygrad's interpolate):
+ * the last n axes of x take the sizes size[0..n-1], one axis at a time,
+ * through indexed loads (O(output) work; gradients on the CPU only, as
+ * tc_index's). nearest: x[floor(dst * in/out)]; nearest-exact: x[floor((dst
+ * + 0.5) * in/out)]; linear (linear, bilinear, trilinear: any n): the two
+ * neighbours weighted, half-pixel centres, or corner-aligned with
+ * align_corners (linear only; float x only). An axis whose size does not
+ * change is left as it is. */
+typedef enum {
+    TC_INTERP_NEAREST,       /* torch's "nearest" */
+    TC_INTERP_NEAREST_EXACT, /* torch's "nearest-exact" */
+    TC_INTERP_LINEAR,        /* torch's "linear", "bilinear", "trilinear" */
+    TC_INTERP_COUNT          /* number of modes */
+} tc_interp_mode;
+TC_API tc_tensor *tc_interpolate(tc_tensor *x, int n, const int64_t *size, tc_interp_mode mode,
+                                 bool align_corners);
+
 /* ---- composites: built from the ops above, so they fuse and differentiate --
  * Optional tensors may be NULL. Shapes are checked at the call. */
 /* numpy matmul: 1-D operands get a dim added (and removed from the result),

@@ -17,6 +17,9 @@ from .dtype import dtypes
 
 Tensor = None  # the Tensor class; tensor.py sets it once the class exists
 
+# interpolate's modes -> tc_interp_mode (torch's names; linear at any rank)
+_INTERP_MODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "bilinear": 2, "trilinear": 2}
+
 
 class NNOps:
     """composite ops; mixed into Tensor"""
@@ -185,3 +188,19 @@ class NNOps:
     def one_hot(self, num_classes):
         return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(
             dtypes.int32)
+
+    def interpolate(self, size, mode="linear", align_corners=False):
+        """tinygrad's interpolate: the last len(size) axes resampled to size
+        (torch's F.interpolate(x, size=size[-k:]) for mode "nearest",
+        "nearest-exact", "linear"/"bilinear"/"trilinear"); tc_interpolate."""
+        fn = _lib.need("tc_interpolate", "Tensor.interpolate")
+        if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+            size = (size,)
+        if not isinstance(size, (tuple, list)) or not all(
+                isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in size):
+            raise TypeError("tinyc: interpolate: size must be a tuple of ints, got %r" % (size,))
+        if mode not in _INTERP_MODES:
+            raise ValueError("tinyc: interpolate: mode must be one of %s, got %r"
+                             % (", ".join(sorted(_INTERP_MODES)), mode))
+        return self._wrap(fn(self._h, len(size), _lib.int64_array([int(v) for v in size]),
+                             _INTERP_MODES[mode], bool(align_corners)))
