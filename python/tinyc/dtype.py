@@ -51,6 +51,44 @@ class dtypes:
     def is_int(dt):
         return to_dtype(dt).is_int
 
+    @staticmethod
+    def is_unsigned(dt):
+        return to_dtype(dt).name.startswith("uint")
+
+    @staticmethod
+    def min(dt):
+        """the smallest value of dt: -inf for floats, False for bool"""
+        dt = to_dtype(dt)
+        if dt.is_float:
+            return -float("inf")
+        return False if dt.name == "bool" else int(np.iinfo(dt.np).min)
+
+    @staticmethod
+    def max(dt):
+        """the largest value of dt: inf for floats, True for bool"""
+        dt = to_dtype(dt)
+        if dt.is_float:
+            return float("inf")
+        return True if dt.name == "bool" else int(np.iinfo(dt.np).max)
+
+    @staticmethod
+    def from_py(x):
+        """tinygrad's dtype of a Python value: float -> default_float, bool ->
+        bool, int -> default_int; a list or tuple: the highest of its items'
+        (default_float when empty)"""
+        if isinstance(x, float):
+            return dtypes.default_float
+        if isinstance(x, bool):
+            return dtypes.bool
+        if isinstance(x, int):
+            return dtypes.default_int
+        if isinstance(x, (list, tuple)):
+            out = dtypes.default_float if not x else dtypes.bool
+            for v in x:
+                out = least_upper(out, dtypes.from_py(v))
+            return out
+        raise RuntimeError("tinyc: could not infer dtype of %r with type %s" % (x, type(x)))
+
 
 ALL = (dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool)
 BY_VALUE = {d.value: d for d in ALL}

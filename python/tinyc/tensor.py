@@ -544,6 +544,24 @@ class Tensor(Movement, NNOps, TransformerOps):
     def to(self, device):
         return Tensor._wrap(lib.tc_to_device(self._h, _dev(device)))
 
+    def is_floating_point(self):
+        return self.dtype.is_float
+
+    def replace(self, x):
+        """tinygrad's replace: self takes x's value (same shape; neither may
+        carry autograd history); returns self"""
+        if not isinstance(x, Tensor):
+            raise TypeError("tinyc: replace: x must be a Tensor, got %s" % type(x).__name__)
+        if x.shape != self.shape:
+            raise AssertionError("replace shape mismatch %s != %s" % (self.shape, x.shape))
+        if x.requires_grad:
+            raise AssertionError("replace: x must not require grad")
+        h = check(lib.tc_retain(x._h))
+        old, self._h = self._h, h
+        self._dtype = self._requires_grad = None
+        _release_handle(old)
+        return self
+
     def cpu(self):
         return self.to("CPU")
 

@@ -1,0 +1,65 @@
+"""test_dtypes.py - tinygrad's dtypes helpers (min, max, from_py,
+is_unsigned, is_float, is_int) against numpy's and torch's facts, and the
+Tensor methods around dtypes and values: is_floating_point, replace."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tinyc import Tensor, dtypes
+
+
+@pytest.mark.parametrize("name", ["int32", "int64", "uint8"])
+def test_integer_limits(name):
+    info = torch.iinfo(getattr(torch, name))
+    assert dtypes.min(getattr(dtypes, name)) == info.min
+    assert dtypes.max(getattr(dtypes, name)) == info.max
+    assert dtypes.is_unsigned(name) == (info.min == 0)
+    assert dtypes.is_int(name) and not dtypes.is_float(name)
+
+
+def test_float_and_bool_limits():
+    for dt in (dtypes.float32, dtypes.float16):
+        assert dtypes.min(dt) == -math.inf and dtypes.max(dt) == math.inf
+        assert dtypes.is_float(dt) and not dtypes.is_unsigned(dt)
+    assert dtypes.min(dtypes.bool) is False and dtypes.max(dtypes.bool) is True
+    assert not dtypes.is_unsigned(dtypes.bool)
+
+
+def test_from_py():
+    assert dtypes.from_py(1.5) == dtypes.default_float
+    assert dtypes.from_py(3) == dtypes.default_int
+    assert dtypes.from_py(True) == dtypes.bool
+    assert dtypes.from_py([]) == dtypes.default_float
+    assert dtypes.from_py([True, False]) == dtypes.bool
+    assert dtypes.from_py([1, True]) == dtypes.default_int
+    assert dtypes.from_py([[1, 2], [3.0]]) == dtypes.default_float
+    assert dtypes.from_py((1, (2, 3))) == dtypes.default_int
+    with pytest.raises(RuntimeError, match="could not infer dtype"):
+        dtypes.from_py("a")
+    # what Tensor() makes of the same values
+    for v in ([1, 2], [1.0, 2], [True]):
+        assert Tensor(v).dtype == dtypes.from_py(v)
+
+
+def test_is_floating_point():
+    assert Tensor([1.0]).is_floating_point()
+    assert Tensor([1.0]).half().is_floating_point()
+    assert not Tensor([1]).is_floating_point()
+    assert not Tensor([True]).is_floating_point()
+
+
+def test_replace():
+    a = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    b = Tensor(np.ones((2, 3), np.int32))
+    lazy = a * 2  # reads a's old value
+    assert a.replace(b) is a
+    assert a.dtype == dtypes.int32 and a.numpy().tolist() == [[1, 1, 1], [1, 1, 1]]
+    assert lazy.numpy().tolist() == [[0, 2, 4], [6, 8, 10]]
+    with pytest.raises(AssertionError, match="replace shape mismatch"):
+        a.replace(Tensor(np.zeros(6, np.float32)))
+    with pytest.raises(AssertionError, match="must not require grad"):
+        a.replace(Tensor(np.zeros((2, 3), np.float32), requires_grad=True))
+    with pytest.raises(TypeError):
+        a.replace(np.zeros((2, 3)))
