@@ -23,6 +23,23 @@ def test_tinyc_error_is_runtime_error_with_message():
     assert e.value.status == "TC_ERR_SHAPE"
 
 
+def test_engine_failures_name_the_public_call(monkeypatch, tmp_path):
+    """a failure deep in the engine (an allocation, the kernel compiler) is
+    reported as the call the user made: tc_realize, not a helper's name"""
+    with pytest.raises(TinycError) as e:
+        Tensor.zeros(2 ** 22, 2 ** 22).contiguous().realize()
+    assert e.value.status == "TC_ERR_MEMORY"
+    assert str(e.value).startswith("tc_realize: ") and "out of memory" in str(e.value)
+    monkeypatch.setenv("TC_CACHEDIR", str(tmp_path))
+    monkeypatch.setenv("TC_CC", "false")
+    with pytest.raises(TinycError) as e:
+        (Tensor([1.0, 2.0]).exp() * 3.171875).realize()  # a kernel no test has built
+    assert e.value.status == "TC_ERR_COMPILE"
+    assert str(e.value).startswith("tc_realize: CPU compile of ")
+    monkeypatch.delenv("TC_CC")
+    assert (Tensor([1.0, 2.0]) * 3.171875).numpy().tolist() == [3.171875, 6.34375]
+
+
 def test_dtype_errors_from_c():
     with pytest.raises(TinycError, match="tc_sub"):
         Tensor([True]) - Tensor([False])
