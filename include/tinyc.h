@@ -580,6 +580,10 @@ TC_API tc_status tc_set_requires_grad(tc_tensor *t, bool on); /* float leaves on
 TC_API bool tc_requires_grad(const tc_tensor *t); /* false for NULL */
 /* loss must have exactly one element and require grad */
 TC_API tc_status tc_backward(tc_tensor *loss);
+/* torch's loss.backward(gradient): d (sum of loss * gradient) / d leaf added
+ * to each leaf's gradient, for a loss of any shape; gradient has loss's
+ * shape, a float dtype and its device (NULL: tc_backward, one element) */
+TC_API tc_status tc_backward_ex(tc_tensor *loss, tc_tensor *gradient);
 /* a new reference to t's gradient, or NULL with no error set when it has none.
  * The gradient is lazy and reads the buffers it depends on when it runs:
  * realize it before (or together with) an in-place update of those (tc_assign

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers import (LAYOUTS, assert_close, base_shape, make_view, rand_array,
-                     requires_autograd, run_both)
+                     requires, requires_autograd, run_both)
 from tinyc import Tensor, dtypes
 
 
@@ -204,3 +204,25 @@ def test_integer_ops():
     assert (x & Tensor([True, True, False])).tolist() == [True, False, False]
     assert (x | False).tolist() == [True, False, True]
     assert (x ^ True).tolist() == [False, True, False]
+
+
+@requires("tc_backward_ex")
+@pytest.mark.parametrize("shape", [(3, 4), (2, 1, 3), (5,)])
+def test_backward_with_gradient(shape):
+    """torch's y.backward(gradient) for a non-scalar y, through a view and a
+    reduce; a second call accumulates; a wrong gradient shape is refused"""
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    t, tt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    y = (t.exp() * t).flip(0).cumsum(0)
+    ty = (tt.exp() * tt).flip(0).cumsum(0)
+    g = rng.standard_normal(shape).astype(np.float32)
+    y.backward(Tensor(g))
+    ty.backward(torch.tensor(g))
+    assert_close(t.grad, tt.grad.numpy(), rtol=1e-5, atol=1e-5)
+    y.backward(g)  # array-likes too; accumulates
+    assert_close(t.grad, 2 * tt.grad.numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="gradient of shape"):
+        y.backward(Tensor(np.zeros((7,), np.float32)))
+    with pytest.raises(ValueError, match="scalar"):
+        y.backward()

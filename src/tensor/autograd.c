@@ -259,33 +259,62 @@ TC_MUST_USE static tc_status finish(tc_tensor *order, tc_ptrvec *leaves, tc_stat
     return s;
 }
 
-TC_MUST_USE static tc_status check_loss(tc_tensor *loss) {
-    tc_status s = tc_tensor_check(loss, "tc_backward", "loss");
+/* loss and its seed: gradient (loss's shape, a float dtype, its device), or
+ * none for a loss of one element */
+TC_MUST_USE static tc_status check_loss(const char *api, tc_tensor *loss, tc_tensor *gradient) {
+    tc_status s = tc_tensor_check(loss, api, "loss");
+    if (s == TC_OK && gradient) s = tc_tensor_check(gradient, api, "gradient");
     if (s != TC_OK) return s;
     const tc_node *n = loss->node;
-    char buf[256];
-    if (tc_node_numel(n) != 1)
-        return tc_error_set(TC_ERR_SHAPE, "tc_backward: loss must be a scalar (one element), got "
-                            "shape %s", tc_fmt_shape(buf, sizeof buf, n->ndim, n->shape));
+    char buf[256], b2[256];
+    if (!gradient && tc_node_numel(n) != 1)
+        return tc_error_set(TC_ERR_SHAPE, "%s: loss must be a scalar (one element), got shape %s; "
+                            "pass a gradient of its shape (tc_backward_ex)", api,
+                            tc_fmt_shape(buf, sizeof buf, n->ndim, n->shape));
+    if (gradient) {
+        const tc_node *g = gradient->node;
+        if (g->ndim != n->ndim || memcmp(g->shape, n->shape, sizeof(int64_t) * (size_t)n->ndim))
+            return tc_error_set(TC_ERR_SHAPE, "%s: gradient of shape %s for loss of shape %s (they "
+                                "must be equal)", api, tc_fmt_shape(buf, sizeof buf, g->ndim, g->shape),
+                                tc_fmt_shape(b2, sizeof b2, n->ndim, n->shape));
+        if (!tc_dtypes[g->dtype].is_float)
+            return tc_error_set(TC_ERR_DTYPE, "%s: gradient must be a float tensor, got %s", api,
+                                tc_dtypes[g->dtype].name);
+        if (g->device != n->device)
+            return tc_error_set(TC_ERR_DEVICE, "%s: gradient is on another device than loss", api);
+    }
     if (!loss->requires_grad)
-        return tc_error_set(TC_ERR_INVALID, "tc_backward: loss does not require grad (no tensor "
-                            "it was made from has tc_set_requires_grad)");
+        return tc_error_set(TC_ERR_INVALID, "%s: loss does not require grad (no tensor "
+                            "it was made from has tc_set_requires_grad)", api);
     return TC_OK;
+}
+
+static tc_status backward(const char *api, tc_tensor *loss, tc_tensor *gradient) {
+    tc_tensor *order = NULL;
+    tc_ptrvec leaves = {0}; /* pairs (leaf, its new grad node) */
+    tc_status s = check_loss(api, loss, gradient);
+    if (s == TC_OK) s = topo_sort(loss, &order);
+    if (s == TC_OK) {
+        loss->ag_pending = gradient ? tc_ew_cast(tc_node_retain(gradient->node), loss->node->dtype)
+                                    : tc_ew_const(loss->node, 1.0);
+        if (!loss->ag_pending) s = tc_error_or(TC_ERR_MEMORY);
+    }
+    for (tc_tensor *t = order; t && s == TC_OK; t = t->ag_next) s = step(t, &leaves);
+    return finish(order, &leaves, s);
 }
 
 TC_API tc_status tc_backward(tc_tensor *loss) {
     TC_API_ENTER();
     tc_lock();
-    tc_tensor *order = NULL;
-    tc_ptrvec leaves = {0}; /* pairs (leaf, its new grad node) */
-    tc_status s = check_loss(loss);
-    if (s == TC_OK) s = topo_sort(loss, &order);
-    if (s == TC_OK) {
-        loss->ag_pending = tc_ew_const(loss->node, 1.0);
-        if (!loss->ag_pending) s = tc_error_code();
-    }
-    for (tc_tensor *t = order; t && s == TC_OK; t = t->ag_next) s = step(t, &leaves);
-    s = finish(order, &leaves, s);
+    tc_status s = backward("tc_backward", loss, NULL);
+    tc_unlock();
+    return s;
+}
+
+TC_API tc_status tc_backward_ex(tc_tensor *loss, tc_tensor *gradient) {
+    TC_API_ENTER();
+    tc_lock();
+    tc_status s = backward("tc_backward_ex", loss, gradient);
     tc_unlock();
     return s;
 }

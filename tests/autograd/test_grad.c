@@ -620,6 +620,43 @@ static void test_errors(void **state) {
     tc_release(r), tc_release(it), tc_release(sq), tc_release(s), tc_release(x);
 }
 
+/* tc_backward_ex: a non-scalar loss seeded with a gradient of its shape is
+ * the backward of sum(loss * gradient); gradients accumulate as with
+ * tc_backward; a wrong seed is refused */
+static void test_backward_with_gradient(void **state) {
+    (void)state;
+    float v[6] = {1, -2, 3, 0.5f, -1, 2}, g[6] = {0.5f, 1, -1, 2, 0, 3};
+    tc_tensor *x = f32(2, SHAPE(2, 3), v), *seed = f32(2, SHAPE(3, 2), g);
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    tc_tensor *sq = tc_square(x), *y = tc_permute(sq, (const int[]){1, 0}); /* y[j,i] = x[i,j]^2 */
+    assert_int_equal(tc_backward_ex(y, seed), TC_OK);
+    float want[6];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) want[i * 3 + j] = 2 * v[i * 3 + j] * g[j * 2 + i];
+    expect_f32(tc_grad(x), want, 6, 1e-6, 1e-6, "backward with a gradient");
+    assert_int_equal(tc_backward_ex(y, seed), TC_OK); /* accumulates */
+    for (int k = 0; k < 6; k++) want[k] *= 2;
+    expect_f32(tc_grad(x), want, 6, 1e-6, 1e-6, "twice");
+    /* the seed of a scalar loss defaults to one */
+    tc_tensor *s = tc_sum(sq, 0, NULL, false);
+    assert_int_equal(tc_zero_grad(x), TC_OK);
+    assert_int_equal(tc_backward_ex(s, NULL), TC_OK);
+    for (int k = 0; k < 6; k++) want[k] = 2 * v[k];
+    expect_f32(tc_grad(x), want, 6, 1e-6, 1e-6, "NULL gradient");
+    /* refused: another shape, an integer seed, a non-scalar loss without one */
+    assert_int_equal(tc_backward_ex(y, x), TC_ERR_SHAPE);
+    assert_tc_error(TC_ERR_SHAPE, "tc_backward_ex: gradient of shape (2,3) for loss of shape (3,2) "
+                                  "(they must be equal)");
+    int32_t iv[6] = {0};
+    tc_tensor *ig = from(iv, TC_INT32, 2, SHAPE(3, 2));
+    assert_int_equal(tc_backward_ex(y, ig), TC_ERR_DTYPE);
+    assert_tc_error(TC_ERR_DTYPE, "tc_backward_ex: gradient must be a float tensor, got int32");
+    assert_int_equal(tc_backward_ex(y, NULL), TC_ERR_SHAPE);
+    assert_tc_error(TC_ERR_SHAPE, "tc_backward_ex: loss must be a scalar (one element), got shape "
+                                  "(3,2); pass a gradient of its shape (tc_backward_ex)");
+    tc_release(ig), tc_release(s), tc_release(y), tc_release(sq), tc_release(seed), tc_release(x);
+}
+
 /* a chain of 100000 contexts releases without recursion; a 2000-op chain
  * differentiates (y <- y*y - y: y used twice per step), and a 60-step one
  * matches the host; a gradient outlives its leaf and the loss */
@@ -675,7 +712,7 @@ int main(void) {
         TEST(test_movement),       TEST(test_noncontiguous),    TEST(test_shared_subexpressions),
         TEST(test_accumulate),
         TEST(test_lazy),           TEST(test_detach_and_modes), TEST(test_errors),
-        TEST(test_deep_and_lifetime),
+        TEST(test_deep_and_lifetime), TEST(test_backward_with_gradient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
