@@ -71,6 +71,10 @@ typedef enum {
     TC_INT64,   /* 64-bit signed integer */
     TC_UINT8,   /* 8-bit unsigned integer */
     TC_BOOL,    /* bool, one byte per element */
+    TC_INT8,    /* 8-bit signed integer */
+    TC_INT16,   /* 16-bit signed integer */
+    TC_UINT16,  /* 16-bit unsigned integer */
+    TC_UINT32,  /* 32-bit unsigned integer */
     TC_DTYPE_COUNT
 } tc_dtype;
 

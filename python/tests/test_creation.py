@@ -11,7 +11,8 @@ from tinyc import Tensor, dtypes
 @pytest.mark.parametrize("npdt,dt", [
     (np.float32, dtypes.float32), (np.float16, dtypes.float16), (np.int32, dtypes.int32),
     (np.int64, dtypes.int64), (np.uint8, dtypes.uint8), (np.bool_, dtypes.bool),
-    (np.float64, dtypes.float32), (np.int16, dtypes.int32), (np.int8, dtypes.int32)])
+    (np.float64, dtypes.float32), (np.int16, dtypes.int16), (np.int8, dtypes.int8),
+    (np.uint16, dtypes.uint16), (np.uint32, dtypes.uint32)])
 def test_from_numpy(npdt, dt):
     a = (np.arange(12).reshape(3, 4) % 5).astype(npdt)
     t = Tensor(a)

@@ -63,3 +63,37 @@ def test_replace():
         a.replace(Tensor(np.zeros((2, 3), np.float32), requires_grad=True))
     with pytest.raises(TypeError):
         a.replace(np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("name", ["int8", "int16", "uint16", "uint32"])
+def test_integer_dtypes_against_numpy(name):
+    """the new integer dtypes end to end: from/to numpy, wrapping arithmetic,
+    bitwise ops, comparisons, casts, reductions and promotion, as numpy
+    computes them (tests/diff/test_int_dtypes.c checks them against the
+    reference evaluator and C semantics)"""
+    npdt, dt = np.dtype(name), getattr(dtypes, name)
+    info = np.iinfo(npdt)
+    a = np.array([info.min, info.min + 1, 0, 1, 2, 3, 100, info.max // 3, info.max - 1,
+                  info.max, 7, 64], dtype=npdt)
+    b = a[::-1].copy()
+    ta, tb = Tensor(a), Tensor(b)
+    assert ta.dtype == dt and tb.numpy().dtype == npdt
+    assert dtypes.min(dt) == info.min and dtypes.max(dt) == info.max
+    with np.errstate(over="ignore"):
+        for got, want in [(ta + tb, a + b), (ta - tb, a - b), (ta * tb, a * b),
+                          (ta.maximum(tb), np.maximum(a, b)), (ta.minimum(tb), np.minimum(a, b)),
+                          (ta & tb, a & b), (ta | tb, a | b), (ta ^ tb, a ^ b), (-ta, -a)]:
+            assert got.dtype == dt
+            np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal((ta < tb).numpy(), a < b)
+    np.testing.assert_array_equal((ta == tb).numpy(), a == b)
+    for to in ("float32", "int64", "int32", "uint8", "int8"):
+        np.testing.assert_array_equal(ta.cast(getattr(dtypes, to)).numpy(), a.astype(to))
+    m = a.reshape(3, 4)
+    np.testing.assert_array_equal(Tensor(m).sum(1).numpy(), m.astype(np.int64).sum(1))
+    np.testing.assert_array_equal(Tensor(m).max(1).numpy(), m.max(1))
+    np.testing.assert_array_equal(Tensor(m).min(0).numpy(), m.min(0))
+    for other in ("uint8", "int8", "int32", "uint32"):
+        want = np.result_type(npdt, np.dtype(other))
+        assert (ta + Tensor(np.zeros(12, other))).dtype.np == want, (name, other)
+    assert (ta + Tensor(np.zeros(12, np.float32))).dtype == dtypes.float32  # numpy: float64

@@ -2,8 +2,10 @@
 and their mapping to tc_dtype values and numpy dtypes.
 
     from tinyc import dtypes
-    dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool
-    (aliases: float, half, int, long, default_float, default_int)
+    dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
+    dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32
+    (aliases: float, half, int, long, char, short, ushort, uint, default_float,
+    default_int)
 
 `to_dtype(x)` accepts a DType, a name ("float32"), a numpy dtype or type, a
 torch dtype, or the Python types float/int/bool.
@@ -36,6 +38,14 @@ class dtypes:
     int64 = DType(3, "int64", np.int64, False, True)
     uint8 = DType(4, "uint8", np.uint8, False, True)
     bool = DType(5, "bool", np.bool_, False, False)
+    int8 = DType(6, "int8", np.int8, False, True)
+    int16 = DType(7, "int16", np.int16, False, True)
+    uint16 = DType(8, "uint16", np.uint16, False, True)
+    uint32 = DType(9, "uint32", np.uint32, False, True)
+    char = int8
+    short = int16
+    ushort = uint16
+    uint = uint32
     float = float32
     half = float16
     int = int32
@@ -90,15 +100,15 @@ class dtypes:
         raise RuntimeError("tinyc: could not infer dtype of %r with type %s" % (x, type(x)))
 
 
-ALL = (dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool)
+ALL = (dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
+       dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32)
 BY_VALUE = {d.value: d for d in ALL}
 BY_NAME = {d.name: d for d in ALL}
-BY_NAME.update(float=dtypes.float32, half=dtypes.float16, int=dtypes.int32, long=dtypes.int64)
+BY_NAME.update(float=dtypes.float32, half=dtypes.float16, int=dtypes.int32, long=dtypes.int64,
+               char=dtypes.int8, short=dtypes.int16, ushort=dtypes.uint16, uint=dtypes.uint32)
 # numpy dtypes libtinyc does not have -> the one they are converted to (tinygrad's
-# default float for float64; the smallest wider integer otherwise)
-NP_FALLBACK = {np.dtype(np.float64): dtypes.float32, np.dtype(np.int8): dtypes.int32,
-               np.dtype(np.int16): dtypes.int32, np.dtype(np.uint16): dtypes.int32,
-               np.dtype(np.uint32): dtypes.int64}
+# default float for float64)
+NP_FALLBACK = {np.dtype(np.float64): dtypes.float32}
 BY_NP = {d.np: d for d in ALL}
 
 
@@ -142,8 +152,22 @@ def to_dtype(x):
 
 
 def least_upper(a, b):
-    """libtinyc's promotion: the dtype of higher priority
-    (bool < uint8 < int32 < int64 < float16 < float32)."""
-    order = (dtypes.bool, dtypes.uint8, dtypes.int32, dtypes.int64, dtypes.float16,
-             dtypes.float32)
-    return a if order.index(a) >= order.index(b) else b
+    """libtinyc's promotion (src/util/dtype.c, numpy's rule): a float over any
+    integer (float32 over float16); bool under everything; integers of one
+    signedness: the wider; signed and unsigned: the signed one if wider, else
+    the signed integer twice the unsigned one's width (uint8 + int8: int16)."""
+    if a is b or b is dtypes.bool:
+        return a
+    if a is dtypes.bool:
+        return b
+    if a.is_float or b.is_float:
+        if a.is_float and b.is_float:
+            return a if a.itemsize >= b.itemsize else b
+        return a if a.is_float else b
+    ua, ub = a.name.startswith("uint"), b.name.startswith("uint")
+    if ua == ub:
+        return a if a.itemsize >= b.itemsize else b
+    u, sg = (a, b) if ua else (b, a)
+    if sg.itemsize > u.itemsize:
+        return sg
+    return {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64}[u.itemsize]

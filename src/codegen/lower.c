@@ -103,17 +103,10 @@ TC_MUST_USE tc_status tc_lw_st_index(lower_ctx *c, const tc_st *st, tc_uop **idx
 }
 
 tc_uop *tc_lw_reduce_init(lower_ctx *c, tc_op op, tc_dtype dt) {
-    if (op == TC_OP_REDUCE_SUM || dt == TC_BOOL || dt == TC_UINT8) return tc_ub_const(&c->ub, dt, 0, 0);
-    switch (dt) {
-    case TC_INT32: return tc_ub_iconst(&c->ub, dt, INT32_MIN);
-    case TC_INT64: return tc_ub_iconst(&c->ub, dt, INT64_MIN);
-    case TC_FLOAT32:
-    case TC_FLOAT16: return tc_ub_const(&c->ub, dt, -INFINITY, 0);
-    case TC_UINT8:
-    case TC_BOOL:
-    case TC_DTYPE_COUNT: break;
-    }
-    return tc_ub_const(&c->ub, dt, 0, 0);
+    int64_t lo, hi;
+    if (op == TC_OP_REDUCE_SUM) return tc_ub_const(&c->ub, dt, 0, 0);
+    if (tc_dtype_int_range(dt, &lo, &hi)) return tc_ub_iconst(&c->ub, dt, lo); /* max: the least */
+    return tc_ub_const(&c->ub, dt, -INFINITY, 0);
 }
 
 

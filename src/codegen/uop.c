@@ -34,16 +34,7 @@ static bool is_int(tc_dtype dt) {
 }
 
 static void dtype_bounds(tc_dtype dt, int64_t *lo, int64_t *hi) {
-    *lo = -BIG, *hi = BIG;
-    switch (dt) {
-    case TC_BOOL: *lo = 0, *hi = 1; return;
-    case TC_UINT8: *lo = 0, *hi = 255; return;
-    case TC_INT32: *lo = INT32_MIN, *hi = INT32_MAX; return;
-    case TC_INT64:
-    case TC_FLOAT32:
-    case TC_FLOAT16:
-    case TC_DTYPE_COUNT: *lo = -BIG, *hi = BIG; return;
-    }
+    if (!tc_dtype_int_range(dt, lo, hi) || tc_dtypes[dt].size == 8) *lo = -BIG, *hi = BIG;
 }
 
 void tc_ub_init(tc_ub *ub, tc_kernel_uops *k) {
@@ -178,16 +169,7 @@ static bool is_iconst(const tc_uop *u, int64_t v) {
 
 /* wraps an int64 result to the dtype's width */
 static int64_t wrap_int(tc_dtype dt, int64_t v) {
-    switch (dt) {
-    case TC_INT32: return (int32_t)(uint32_t)(uint64_t)v;
-    case TC_UINT8: return (uint8_t)v;
-    case TC_BOOL: return v != 0;
-    case TC_INT64:
-    case TC_FLOAT32:
-    case TC_FLOAT16:
-    case TC_DTYPE_COUNT: return v;
-    }
-    return v;
+    return tc_dtype_wrap(dt, v);
 }
 
 /* ---- integer range analysis ---- */

@@ -250,6 +250,10 @@ static void emit_value(emitter *e, const void *data, tc_dtype dt, int64_t i, int
     }
     case TC_UINT8:
     case TC_BOOL: P(e, "%u", (unsigned)((const uint8_t *)data)[i]); return;
+    case TC_INT8: P(e, "%d", (int)((const int8_t *)data)[i]); return;
+    case TC_INT16: P(e, "%d", (int)((const int16_t *)data)[i]); return;
+    case TC_UINT16: P(e, "%u", (unsigned)((const uint16_t *)data)[i]); return;
+    case TC_UINT32: P(e, "%luu", (unsigned long)((const uint32_t *)data)[i]); return;
     case TC_DTYPE_COUNT: break;
     }
 }

@@ -153,36 +153,23 @@ static bool is_float(tc_dtype dt) {
  * NaN give the "integer indefinite" value; uint8 goes through int32 */
 static int64_t f2i(float f, tc_dtype dt) {
     if (dt == TC_INT64) return f >= -9.223372e18f && f < 9.223372e18f ? (int64_t)f : INT64_MIN;
+    if (dt == TC_UINT32) /* gcc converts through int64 and keeps the low half */
+        return tc_dtype_wrap(dt, f >= -9.223372e18f && f < 9.223372e18f ? (int64_t)f : INT64_MIN);
     int32_t v = f > -2147483904.0f && f < 2147483648.0f ? (int32_t)f : INT32_MIN;
-    return dt == TC_UINT8 ? (uint8_t)(uint32_t)v : v;
+    return tc_dtype_wrap(dt, v);
 }
 
 /* element i as a float (integers converted as C does) */
 static float ldf(const void *p, tc_dtype dt, int64_t i) {
-    switch (dt) {
-    case TC_FLOAT32: return ((const float *)p)[i];
-    case TC_FLOAT16: return tc_half_to_float(((const uint16_t *)p)[i]);
-    case TC_INT32: return (float)((const int32_t *)p)[i];
-    case TC_INT64: return (float)((const int64_t *)p)[i];
-    case TC_UINT8: return (float)((const uint8_t *)p)[i];
-    case TC_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case TC_DTYPE_COUNT: break;
-    }
-    return 0;
+    if (dt == TC_FLOAT32) return ((const float *)p)[i];
+    if (dt == TC_FLOAT16) return tc_half_to_float(((const uint16_t *)p)[i]);
+    return (float)tc_scalar_load_int(p, dt, i);
 }
 
 /* element i as an integer (floats truncated as C does) */
 static int64_t ldi(const void *p, tc_dtype dt, int64_t i) {
-    switch (dt) {
-    case TC_FLOAT32:
-    case TC_FLOAT16: return f2i(ldf(p, dt, i), TC_INT64);
-    case TC_INT32: return ((const int32_t *)p)[i];
-    case TC_INT64: return ((const int64_t *)p)[i];
-    case TC_UINT8: return ((const uint8_t *)p)[i];
-    case TC_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case TC_DTYPE_COUNT: break;
-    }
-    return 0;
+    if (tc_dtypes[dt].is_float) return f2i(ldf(p, dt, i), TC_INT64);
+    return tc_scalar_load_int(p, dt, i);
 }
 
 /* element i as a C condition */
@@ -192,28 +179,17 @@ static bool truthy(const void *p, tc_dtype dt, int64_t i) {
 
 /* stores a float result into element i of dtype dt (a C conversion) */
 static void stf(void *p, tc_dtype dt, int64_t i, float v) {
-    switch (dt) {
-    case TC_FLOAT32: ((float *)p)[i] = v; return;
-    case TC_FLOAT16: ((uint16_t *)p)[i] = tc_float_to_half(v); return;
-    case TC_INT32: ((int32_t *)p)[i] = (int32_t)f2i(v, dt); return;
-    case TC_INT64: ((int64_t *)p)[i] = f2i(v, dt); return;
-    case TC_UINT8: ((uint8_t *)p)[i] = (uint8_t)f2i(v, dt); return;
-    case TC_BOOL: ((uint8_t *)p)[i] = v != 0; return;
-    case TC_DTYPE_COUNT: return;
-    }
+    if (dt == TC_FLOAT32) ((float *)p)[i] = v;
+    else if (dt == TC_FLOAT16) ((uint16_t *)p)[i] = tc_float_to_half(v);
+    else if (dt == TC_BOOL) ((uint8_t *)p)[i] = v != 0;
+    else tc_scalar_store_int(p, dt, i, f2i(v, dt));
 }
 
 /* stores an integer result into element i of dtype dt (wrapping to its width) */
 static void sti(void *p, tc_dtype dt, int64_t i, int64_t v) {
-    switch (dt) {
-    case TC_FLOAT32: ((float *)p)[i] = (float)v; return;
-    case TC_FLOAT16: ((uint16_t *)p)[i] = tc_float_to_half((float)v); return;
-    case TC_INT32: ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; return;
-    case TC_INT64: ((int64_t *)p)[i] = v; return;
-    case TC_UINT8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; return;
-    case TC_BOOL: ((uint8_t *)p)[i] = v != 0; return;
-    case TC_DTYPE_COUNT: return;
-    }
+    if (dt == TC_FLOAT32) ((float *)p)[i] = (float)v;
+    else if (dt == TC_FLOAT16) ((uint16_t *)p)[i] = tc_float_to_half((float)v);
+    else tc_scalar_store_int(p, dt, i, v); /* wraps to the width; bool: v != 0 */
 }
 
 /* ---- elementwise ops ---------------------------------------------------- */
@@ -334,15 +310,9 @@ TC_MUST_USE static tc_status eval_alu(const tc_node *n, void *out, void *const *
 
 /* the identity of REDUCE_MAX: -inf, or the dtype's minimum */
 static void store_max_identity(void *p, tc_dtype dt, int64_t i) {
-    switch (dt) {
-    case TC_FLOAT32:
-    case TC_FLOAT16: stf(p, dt, i, -INFINITY); return;
-    case TC_INT32: sti(p, dt, i, INT32_MIN); return;
-    case TC_INT64: sti(p, dt, i, INT64_MIN); return;
-    case TC_UINT8:
-    case TC_BOOL: sti(p, dt, i, 0); return;
-    case TC_DTYPE_COUNT: return;
-    }
+    int64_t lo, hi;
+    if (tc_dtype_int_range(dt, &lo, &hi)) sti(p, dt, i, lo);
+    else stf(p, dt, i, -INFINITY);
 }
 
 /* acc[oi] = acc[oi] (+ or max) in[i], in the node's dtype */

@@ -231,15 +231,7 @@ tc_node *tc_node_const(double value, tc_dtype dt, int device, int ndim, const in
 tc_node *tc_node_const_int(int64_t value, tc_dtype dt, int device, int ndim,
                            const int64_t *shape) {
     if (tc_dtypes[dt].is_float) return tc_node_const((double)value, dt, device, ndim, shape);
-    switch (dt) {
-    case TC_INT32: value = (int32_t)value; break;
-    case TC_UINT8: value = (uint8_t)value; break;
-    case TC_BOOL: value = value != 0; break;
-    case TC_INT64:
-    case TC_FLOAT32:
-    case TC_FLOAT16:
-    case TC_DTYPE_COUNT: break;
-    }
+    value = tc_dtype_wrap(dt, value);
     return const_to_shape(const_base((double)value, value, dt, device), ndim, shape);
 }
 

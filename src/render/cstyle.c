@@ -315,6 +315,10 @@ static char *render_const(const rctx *r, const tc_uop *u) {
                                       : fmt("%lld%s", (long long)u->ivalue, r->d->int64_suffix);
     case TC_UINT8: return fmt("((unsigned char)%lld)", (long long)u->ivalue);
     case TC_BOOL: return fmt("%d", u->ivalue != 0);
+    case TC_INT8:
+    case TC_INT16:
+    case TC_UINT16: return fmt("((%s)%lld)", ctype(r, u->dtype), (long long)u->ivalue);
+    case TC_UINT32: return fmt("((%s)%lluu)", ctype(r, u->dtype), (unsigned long long)u->ivalue);
     case TC_DTYPE_COUNT: break;
     }
     return NULL;
@@ -462,7 +466,8 @@ static char *render_alu(rctx *r, const tc_uop *u) {
 #pragma GCC diagnostic pop
     /* C computes narrow types in a wider one (uint8 in int, _Float16 in
      * float): cast back so every op wraps or rounds like the dtype */
-    bool narrow = u->dtype == TC_UINT8 || (u->dtype == TC_FLOAT16 && !strcmp(ctype(r, u->dtype), "_Float16"));
+    bool narrow = (!tc_dtypes[u->dtype].is_float && tc_dtypes[u->dtype].size < 4 && u->dtype != TC_BOOL) ||
+                  (u->dtype == TC_FLOAT16 && !strcmp(ctype(r, u->dtype), "_Float16"));
     if (!narrow || !x) return x;
     char *y = fmt("((%s)%s)", ctype(r, u->dtype), x);
     tc_free(x);

@@ -66,16 +66,11 @@ done:
 
 /* value must be representable in the integer dtype dt (after truncation) */
 TC_MUST_USE static tc_status check_value(const char *api, double value, tc_dtype dt) {
-    double lo = 0, hi = 0; /* valid: lo <= trunc(value) < hi */
-    switch (dt) {
-    case TC_FLOAT32:
-    case TC_FLOAT16:
-    case TC_BOOL: return TC_OK; /* floats hold anything; bool is value != 0 */
-    case TC_INT32: lo = -2147483648.0, hi = 2147483648.0; break;
-    case TC_INT64: lo = -9223372036854775808.0, hi = 9223372036854775808.0; break;
-    case TC_UINT8: lo = 0, hi = 256; break;
-    case TC_DTYPE_COUNT: break;
-    }
+    int64_t ilo, ihi;
+    if (dt == TC_BOOL || !tc_dtype_int_range(dt, &ilo, &ihi))
+        return TC_OK; /* floats hold anything; bool is value != 0 */
+    /* valid: lo <= trunc(value) < hi (hi one past the largest: exact in double) */
+    double lo = (double)ilo, hi = ihi == INT64_MAX ? 9223372036854775808.0 : (double)ihi + 1;
     double t = trunc(value);
     if (!(t >= lo && t < hi))
         return tc_error_set(TC_ERR_INVALID, "%s: value %g does not fit in %s", api, value,

@@ -82,9 +82,17 @@ tc_node *tc_ew_order_flip(tc_node *x) {
     switch (x->dtype) {
     case TC_FLOAT32:
     case TC_FLOAT16: return tc_ew_unary(TC_OP_NEG, x);
+    case TC_INT8:
+    case TC_INT16:
     case TC_INT32:
     case TC_INT64: return tc_ew_binary(TC_OP_XOR, x, tc_ew_const(x, -1)); /* ~x: no overflow */
-    case TC_UINT8: return tc_ew_binary(TC_OP_XOR, x, tc_ew_const(x, 255));
+    case TC_UINT8:
+    case TC_UINT16:
+    case TC_UINT32: { /* max - x, as x ^ max */
+        int64_t lo, hi;
+        (void)tc_dtype_int_range(x->dtype, &lo, &hi);
+        return tc_ew_binary(TC_OP_XOR, x, tc_ew_const(x, (double)hi));
+    }
     case TC_BOOL: return tc_ew_not(x);
     case TC_DTYPE_COUNT: break;
     }

@@ -72,16 +72,8 @@ static tc_tensor *one_hot(tc_scope *s, tc_tensor *logits, tc_tensor *labels) {
 
 /* ignore_index can equal a value of dtype dt (else no label is ignored) */
 static bool representable(tc_dtype dt, int64_t v) {
-    switch (dt) {
-    case TC_UINT8: return v >= 0 && v <= 255;
-    case TC_INT32: return v >= INT32_MIN && v <= INT32_MAX;
-    case TC_INT64: return true;
-    case TC_FLOAT32:
-    case TC_FLOAT16:
-    case TC_BOOL:
-    case TC_DTYPE_COUNT: return false;
-    }
-    return false;
+    int64_t lo, hi;
+    return dt != TC_BOOL && tc_dtype_int_range(dt, &lo, &hi) && v >= lo && v <= hi;
 }
 
 /* the weights w (N, C) of the formula above, and keep (N, 1) bool or NULL

@@ -114,7 +114,7 @@ tc_node *tc_ew_sign(tc_node *x) {
     if (!x || x->dtype == TC_BOOL) return x;
     tc_dtype dt = x->dtype;
     tc_node *pos = as01(lt(cnst(x, 0), K(x)), dt);
-    if (dt == TC_UINT8) {
+    if (!tc_dtypes[dt].is_signed) {
         tc_node_release(x);
         return pos;
     }

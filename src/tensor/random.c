@@ -203,8 +203,7 @@ TC_API tc_tensor *tc_normal(int ndim, const int64_t *shape, double mean, double 
 
 /* the range [lo, hi] of integer dtype dt */
 static void int_range(tc_dtype dt, int64_t *lo, int64_t *hi) {
-    *lo = dt == TC_INT32 ? INT32_MIN : dt == TC_INT64 ? INT64_MIN : 0;
-    *hi = dt == TC_INT32 ? INT32_MAX : dt == TC_INT64 ? INT64_MAX : dt == TC_UINT8 ? 255 : 1;
+    if (!tc_dtype_int_range(dt, lo, hi)) *lo = 0, *hi = 1;
 }
 
 TC_API tc_tensor *tc_randint(int ndim, const int64_t *shape, int64_t low, int64_t high,

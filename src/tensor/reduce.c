@@ -15,17 +15,9 @@
 
 /* the lowest value of dt (max's identity) as a const of the given shape */
 static tc_node *lowest(tc_dtype dt, int device, int ndim, const int64_t *shape) {
-    switch (dt) {
-    case TC_FLOAT32:
-    case TC_FLOAT16: return tc_node_const(-INFINITY, dt, device, ndim, shape);
-    case TC_INT32: return tc_node_const_int(INT32_MIN, dt, device, ndim, shape);
-    case TC_INT64: return tc_node_const_int(INT64_MIN, dt, device, ndim, shape);
-    case TC_UINT8:
-    case TC_BOOL: return tc_node_const_int(0, dt, device, ndim, shape);
-    case TC_DTYPE_COUNT: break;
-    }
-    TC_INTERNAL("bad dtype %d", (int)dt);
-    return NULL;
+    int64_t lo, hi;
+    if (tc_dtype_int_range(dt, &lo, &hi)) return tc_node_const_int(lo, dt, device, ndim, shape);
+    return tc_node_const(-INFINITY, dt, device, ndim, shape);
 }
 
 /* Long reduces are split in two (tinygrad's split_reduceop, generalised):
@@ -173,7 +165,11 @@ tc_dtype tc_sum_dtype(tc_dtype dt) {
     switch (dt) {
     case TC_BOOL:
     case TC_UINT8:
+    case TC_INT8:
+    case TC_INT16:
+    case TC_UINT16:
     case TC_INT32: return TC_INT32;
+    case TC_UINT32: /* every uint32 sum of up to 2^31 elements fits */
     case TC_INT64: return TC_INT64;
     case TC_FLOAT16:
     case TC_FLOAT32:

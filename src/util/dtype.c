@@ -5,20 +5,64 @@
 #include <string.h>
 
 const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT] = {
-    [TC_FLOAT32] = {"float32", "float", 4, true, true, 5},
-    [TC_FLOAT16] = {"float16", "_Float16", 2, true, true, 4},
-    [TC_INT32] = {"int32", "int", 4, false, true, 2},
-    [TC_INT64] = {"int64", "long long", 8, false, true, 3},
+    [TC_FLOAT32] = {"float32", "float", 4, true, true, 6},
+    [TC_FLOAT16] = {"float16", "_Float16", 2, true, true, 5},
+    [TC_INT32] = {"int32", "int", 4, false, true, 3},
+    [TC_INT64] = {"int64", "long long", 8, false, true, 4},
     [TC_UINT8] = {"uint8", "unsigned char", 1, false, false, 1},
     [TC_BOOL] = {"bool", "_Bool", 1, false, false, 0},
+    [TC_INT8] = {"int8", "signed char", 1, false, true, 1},
+    [TC_INT16] = {"int16", "short", 2, false, true, 2},
+    [TC_UINT16] = {"uint16", "unsigned short", 2, false, false, 2},
+    [TC_UINT32] = {"uint32", "unsigned int", 4, false, false, 3},
 };
 
 bool tc_dtype_valid(int dt) {
     return dt >= 0 && dt < TC_DTYPE_COUNT;
 }
 
+/* the signed integer of n bytes */
+static tc_dtype signed_of(size_t n) {
+    return n <= 1 ? TC_INT8 : n == 2 ? TC_INT16 : n == 4 ? TC_INT32 : TC_INT64;
+}
+
+/* numpy's and tinygrad's promotion: a float over any integer (the wider
+ * float of two); bool under everything; two integers of one signedness: the
+ * wider; a signed and an unsigned one: the signed one when it is wider, else
+ * the signed integer twice as wide as the unsigned one (uint8 and int8:
+ * int16; uint32 and int32: int64) */
 tc_dtype tc_dtype_promote(tc_dtype a, tc_dtype b) {
-    return tc_dtypes[a].priority >= tc_dtypes[b].priority ? a : b;
+    const tc_dtype_info *x = &tc_dtypes[a], *y = &tc_dtypes[b];
+    if (a == b || b == TC_BOOL) return a;
+    if (a == TC_BOOL) return b;
+    if (x->is_float || y->is_float) {
+        if (x->is_float && y->is_float) return x->priority >= y->priority ? a : b;
+        return x->is_float ? a : b;
+    }
+    if (x->is_signed == y->is_signed) return x->size >= y->size ? a : b;
+    const tc_dtype_info *u = x->is_signed ? y : x, *si = x->is_signed ? x : y;
+    if (si->size > u->size) return x->is_signed ? a : b;
+    return signed_of(2 * u->size);
+}
+
+bool tc_dtype_int_range(tc_dtype dt, int64_t *lo, int64_t *hi) {
+    const tc_dtype_info *d = &tc_dtypes[dt];
+    if (d->is_float) return false;
+    int bits = dt == TC_BOOL ? 1 : 8 * (int)d->size;
+    if (bits == 64) *lo = INT64_MIN, *hi = INT64_MAX;
+    else if (d->is_signed) *lo = -((int64_t)1 << (bits - 1)), *hi = ((int64_t)1 << (bits - 1)) - 1;
+    else *lo = 0, *hi = ((int64_t)1 << bits) - 1;
+    return true;
+}
+
+int64_t tc_dtype_wrap(tc_dtype dt, int64_t v) {
+    const tc_dtype_info *d = &tc_dtypes[dt];
+    if (d->is_float || d->size == 8) return v;
+    if (dt == TC_BOOL) return v != 0;
+    int bits = 8 * (int)d->size;
+    uint64_t low = (uint64_t)v & ((UINT64_C(1) << bits) - 1);
+    if (d->is_signed && (low >> (bits - 1)) & 1) return (int64_t)(low | ~((UINT64_C(1) << bits) - 1));
+    return (int64_t)low;
 }
 
 float tc_half_to_float(uint16_t h) {
@@ -55,16 +99,9 @@ uint16_t tc_float_to_half(float f) {
 }
 
 double tc_scalar_load(const void *p, tc_dtype dt, int64_t i) {
-    switch (dt) {
-    case TC_FLOAT32: return ((const float *)p)[i];
-    case TC_FLOAT16: return tc_half_to_float(((const uint16_t *)p)[i]);
-    case TC_INT32: return ((const int32_t *)p)[i];
-    case TC_INT64: return (double)((const int64_t *)p)[i];
-    case TC_UINT8: return ((const uint8_t *)p)[i];
-    case TC_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case TC_DTYPE_COUNT: break;
-    }
-    return 0;
+    if (dt == TC_FLOAT32) return ((const float *)p)[i];
+    if (dt == TC_FLOAT16) return tc_half_to_float(((const uint16_t *)p)[i]);
+    return (double)tc_scalar_load_int(p, dt, i);
 }
 
 void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v) {
@@ -75,6 +112,10 @@ void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v) {
     case TC_INT64: ((int64_t *)p)[i] = (int64_t)v; return;
     case TC_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; return;
     case TC_BOOL: ((uint8_t *)p)[i] = v != 0; return;
+    case TC_INT8: ((int8_t *)p)[i] = (int8_t)v; return;
+    case TC_INT16: ((int16_t *)p)[i] = (int16_t)v; return;
+    case TC_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; return;
+    case TC_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; return;
     case TC_DTYPE_COUNT: break;
     }
 }
@@ -85,6 +126,10 @@ int64_t tc_scalar_load_int(const void *p, tc_dtype dt, int64_t i) {
     case TC_INT32: return ((const int32_t *)p)[i];
     case TC_UINT8: return ((const uint8_t *)p)[i];
     case TC_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case TC_INT8: return ((const int8_t *)p)[i];
+    case TC_INT16: return ((const int16_t *)p)[i];
+    case TC_UINT16: return ((const uint16_t *)p)[i];
+    case TC_UINT32: return ((const uint32_t *)p)[i];
     case TC_FLOAT32:
     case TC_FLOAT16:
     case TC_DTYPE_COUNT: break;
@@ -95,9 +140,13 @@ int64_t tc_scalar_load_int(const void *p, tc_dtype dt, int64_t i) {
 void tc_scalar_store_int(void *p, tc_dtype dt, int64_t i, int64_t v) {
     switch (dt) {
     case TC_INT64: ((int64_t *)p)[i] = v; return;
-    case TC_INT32: ((int32_t *)p)[i] = (int32_t)v; return;
-    case TC_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; return;
+    case TC_INT32: ((int32_t *)p)[i] = (int32_t)tc_dtype_wrap(dt, v); return;
+    case TC_UINT8: ((uint8_t *)p)[i] = (uint8_t)tc_dtype_wrap(dt, v); return;
     case TC_BOOL: ((uint8_t *)p)[i] = v != 0; return;
+    case TC_INT8: ((int8_t *)p)[i] = (int8_t)tc_dtype_wrap(dt, v); return;
+    case TC_INT16: ((int16_t *)p)[i] = (int16_t)tc_dtype_wrap(dt, v); return;
+    case TC_UINT16: ((uint16_t *)p)[i] = (uint16_t)tc_dtype_wrap(dt, v); return;
+    case TC_UINT32: ((uint32_t *)p)[i] = (uint32_t)tc_dtype_wrap(dt, v); return;
     case TC_FLOAT32:
     case TC_FLOAT16:
     case TC_DTYPE_COUNT: break;

@@ -154,11 +154,16 @@ typedef struct {
     size_t size;       /* bytes per element */
     bool is_float;     /* float32 or float16 */
     bool is_signed;    /* signed integer or float */
-    int priority;      /* promotion order: bool < uint8 < int32 < int64 < float16 < float32 */
+    int priority;      /* width order: bool < 8 < 16 < 32 < 64 bits < float16 < float32 */
 } tc_dtype_info;
 extern const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT];
 bool tc_dtype_valid(int dt);
-tc_dtype tc_dtype_promote(tc_dtype a, tc_dtype b); /* numpy-style result dtype of a op b */
+tc_dtype tc_dtype_promote(tc_dtype a, tc_dtype b); /* numpy's result dtype of a op b (dtype.c) */
+/* the values of an integer dtype (bool: 0 and 1); false for a float dtype */
+bool tc_dtype_int_range(tc_dtype dt, int64_t *lo, int64_t *hi);
+/* v wrapped to an integer dtype's width, as a C conversion does (two's
+ * complement; bool: v != 0); floats and 64-bit integers: v */
+int64_t tc_dtype_wrap(tc_dtype dt, int64_t v);
 float tc_half_to_float(uint16_t h);
 uint16_t tc_float_to_half(float f); /* round to nearest even */
 /* reads element i of an array of dtype dt as double / writes one (with C casts;

@@ -81,6 +81,10 @@ static inline double first_value(tc_tensor *t) {
     case TC_INT64: v = (double)((int64_t *)p)[0]; break;
     case TC_UINT8:
     case TC_BOOL: v = ((uint8_t *)p)[0]; break;
+    case TC_INT8: v = ((int8_t *)p)[0]; break;
+    case TC_INT16: v = ((int16_t *)p)[0]; break;
+    case TC_UINT16: v = ((uint16_t *)p)[0]; break;
+    case TC_UINT32: v = ((uint32_t *)p)[0]; break;
     case TC_FLOAT16:
     case TC_DTYPE_COUNT: fail_msg("first_value: unsupported dtype"); break;
     }

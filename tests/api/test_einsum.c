@@ -157,8 +157,8 @@ static void test_empty(void **state) {
     tc_release(e);
     assert_null(tc_empty(2, SHAPE(2, -3), TC_FLOAT32, NULL));
     assert_tc_error(TC_ERR_SHAPE, "tc_empty: negative size -3 in shape (2,-3)");
-    assert_null(tc_empty(1, SHAPE(2), (tc_dtype)9, NULL));
-    assert_tc_error(TC_ERR_DTYPE, "tc_empty: unknown dtype 9");
+    assert_null(tc_empty(1, SHAPE(2), (tc_dtype)19, NULL));
+    assert_tc_error(TC_ERR_DTYPE, "tc_empty: unknown dtype 19");
 }
 
 int main(void) {
