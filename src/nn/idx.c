@@ -3,8 +3,9 @@
  *
  * An IDX file is a 4-byte magic (0, 0, a type code, the number of dims), one
  * big-endian uint32 size per dim, then the elements in row-major order, big-
- * endian. Type codes read here: 0x08 uint8 -> TC_UINT8, 0x0C int32 ->
- * TC_INT32, 0x0D float32 -> TC_FLOAT32. The file may be gzip-compressed
+ * endian. Type codes read here: 0x08 uint8 -> TC_UINT8, 0x09 int8 -> TC_INT8,
+ * 0x0B int16 -> TC_INT16, 0x0C int32 -> TC_INT32, 0x0D float32 -> TC_FLOAT32
+ * (0x0E, float64, is not). The file may be gzip-compressed
  * (gz.c). Every defect (missing file, wrong magic, truncated data, bytes after
  * the data, labels that do not fit the images) is a TC_ERR_IO or
  * TC_ERR_SHAPE error naming the file; the caller owns the returned tensors. */
@@ -33,12 +34,14 @@ TC_MUST_USE static tc_status read_header(tc_gzfile *f, const char *api, const ch
         return tc_error_set(TC_ERR_IO, "%s: %s is not an IDX file: it has only %lld bytes", api,
                             path, (long long)got);
     uint32_t magic = be32(m);
-    if (m[0] != 0 || m[1] != 0 || (m[2] != 0x08 && m[2] != 0x0C && m[2] != 0x0D))
+    static const tc_dtype types[6] = {TC_UINT8, TC_INT8, TC_DTYPE_COUNT, TC_INT16, TC_INT32,
+                                      TC_FLOAT32}; /* type codes 0x08..0x0D */
+    if (m[0] != 0 || m[1] != 0 || m[2] < 0x08 || m[2] > 0x0D || types[m[2] - 0x08] == TC_DTYPE_COUNT)
         return tc_error_set(TC_ERR_IO,
                             "%s: %s has the wrong magic 0x%08x for an IDX file "
-                            "(want 0x000008NN, 0x00000CNN or 0x00000DNN)",
+                            "(want 0x0000TTNN with type TT 08, 09, 0B, 0C or 0D)",
                             api, path, magic);
-    d->dtype = m[2] == 0x08 ? TC_UINT8 : m[2] == 0x0C ? TC_INT32 : TC_FLOAT32;
+    d->dtype = types[m[2] - 0x08];
     d->ndim = m[3];
     if (d->ndim < 1 || d->ndim > TC_MAX_DIMS)
         return tc_error_set(TC_ERR_IO, "%s: %s (magic 0x%08x) has %d dims; 1..%d are read", api,
@@ -61,12 +64,17 @@ TC_MUST_USE static tc_status read_header(tc_gzfile *f, const char *api, const ch
     return TC_OK;
 }
 
-/* converts n big-endian 4-byte elements in place to host order */
-static void swap4(void *data, int64_t n) {
+/* converts n big-endian elements of esize bytes (2 or 4) in place to host order */
+static void swap_be(void *data, int64_t n, size_t esize) {
     unsigned char *p = data;
-    for (int64_t i = 0; i < n; i++, p += 4) {
-        uint32_t v = be32(p);
-        memcpy(p, &v, 4);
+    for (int64_t i = 0; i < n; i++, p += esize) {
+        if (esize == 4) {
+            uint32_t v = be32(p);
+            memcpy(p, &v, 4);
+        } else {
+            uint16_t v = (uint16_t)(p[0] << 8 | p[1]);
+            memcpy(p, &v, 2);
+        }
     }
 }
 
@@ -111,7 +119,7 @@ TC_MUST_USE static tc_status read_body(tc_gzfile *f, const char *api, const char
         return tc_error_set(TC_ERR_IO, "%s: %s has bytes after the %lld data bytes of shape %s",
                             api, path, (long long)nbytes,
                             tc_fmt_shape(buf, sizeof buf, d->ndim, d->shape));
-    if (esize == 4) swap4(d->data, d->numel);
+    if (esize > 1) swap_be(d->data, d->numel, esize);
     return TC_OK;
 }
 

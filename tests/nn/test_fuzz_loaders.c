@@ -147,7 +147,7 @@ static void load_idx(const char *path, size_t i, int *ok) {
         return;
     }
     tc_dtype dt = tc_get_dtype(t);
-    assert_true(dt == TC_UINT8 || dt == TC_INT32 || dt == TC_FLOAT32);
+    assert_true(dt == TC_UINT8 || dt == TC_INT8 || dt == TC_INT16 || dt == TC_INT32 || dt == TC_FLOAT32);
     int64_t numel = 1;
     for (int d = 0; d < tc_ndim(t); d++) numel *= tc_shape(t)[d];
     assert_int_equal(numel, tc_numel(t));

@@ -73,7 +73,31 @@ static void test_int32_float32(void **state) {
     assert_memory_equal(gf, fv, sizeof fv);
     free(gf);
     tc_release(t);
-    remove_tmpdir(dir, (const char *[]){"i", "f"}, 2);
+    /* int8 and big-endian int16 */
+    int16_t hv[3] = {-32768, 258, 32767};
+    unsigned char hb[6], cb[3] = {0x80, 0x01, 0x7f};
+    for (int i = 0; i < 3; i++) hb[2 * i] = (unsigned char)((uint16_t)hv[i] >> 8), hb[2 * i + 1] = (unsigned char)hv[i];
+    b = idx_bytes(0x0B, 1, (uint32_t[]){3}, hb, 6, &len);
+    write_file(join(p, sizeof p, dir, "h"), b, len, true, 0);
+    free(b);
+    t = tc_idx_load(p, NULL);
+    CHECK_T(t);
+    assert_int_equal(tc_get_dtype(t), TC_INT16);
+    int16_t *gh = tc_test_read(t);
+    assert_memory_equal(gh, hv, sizeof hv);
+    free(gh);
+    tc_release(t);
+    b = idx_bytes(0x09, 1, (uint32_t[]){3}, cb, 3, &len);
+    write_file(join(p, sizeof p, dir, "c"), b, len, false, 0);
+    free(b);
+    t = tc_idx_load(p, NULL);
+    CHECK_T(t);
+    assert_int_equal(tc_get_dtype(t), TC_INT8);
+    int8_t *gc = tc_test_read(t), want_c[3] = {-128, 1, 127};
+    assert_memory_equal(gc, want_c, 3);
+    free(gc);
+    tc_release(t);
+    remove_tmpdir(dir, (const char *[]){"i", "f", "h", "c"}, 4);
 }
 
 /* each defective file: (raw and gz) tc_idx_load fails with TC_ERR_IO and `needle` */
@@ -114,8 +138,11 @@ static void test_bad_files(void **state) {
     wrong[0] = 0x12;
     expect_bad(p, wrong, len, 0, "wrong magic 0x12000803");
     memcpy(wrong, b, len);
-    wrong[2] = 0x0B; /* int16: not read */
-    expect_bad(p, wrong, len, 0, "wrong magic 0x00000b03");
+    wrong[2] = 0x0E; /* float64: not read */
+    expect_bad(p, wrong, len, 0, "wrong magic 0x00000e03");
+    memcpy(wrong, b, len);
+    wrong[2] = 0x0A; /* no such type */
+    expect_bad(p, wrong, len, 0, "wrong magic 0x00000a03");
     memcpy(wrong, b, len);
     wrong[len] = 7;
     expect_bad(p, wrong, len + 1, 0, "has bytes after the 12 data bytes of shape (3,2,2)");
