@@ -200,6 +200,52 @@ static void test_gpt2_training_loss_drops(void **state) {
     gpt2_free(&m);
 }
 
+/* kernels of a model's forward (the loss) and of a whole AdamW training
+ * step, at L layers of a small config */
+static void step_kernels(int L, int *fwd, int *step) {
+    gpt2_config c = {.n_layer = L, .n_head = 2, .n_embd = 32, .n_ctx = 16, .vocab = 61};
+    gpt2_model m;
+    CHECK_G(gpt2_init(&m, &c, 3, NULL));
+    int32_t x[2 * 16], y[2 * 16];
+    for (int i = 0; i < 32; i++) x[i] = i % 61, y[i] = (i * 7) % 61;
+    tc_tensor *xt = tc_from_data(x, TC_INT32, 2, SHAPE(2, 16), NULL);
+    tc_tensor *yt = tc_from_data(y, TC_INT32, 2, SHAPE(2, 16), NULL);
+    tc_optimizer *o = tc_adamw(m.params, m.n_params, 1e-3, 0.9, 0.999, 1e-8, 0.01);
+    CHECK_T(o);
+    tc_tensor *loss = gpt2_loss(&m, xt, yt);
+    CHECK_T(loss);
+    *fwd = tc_schedule_kernel_count(&loss, 1);
+    CHECK_OK(tc_backward(loss));
+    tc_tensor *outs[256];
+    int n = tc_optimizer_schedule_step(o, outs, 255);
+    assert_true(n > 0 && n < 255);
+    outs[n] = loss;
+    *step = tc_schedule_kernel_count(outs, n + 1);
+    tc_release(loss), tc_release(xt), tc_release(yt);
+    tc_optimizer_free(o);
+    gpt2_free(&m);
+}
+
+/* the kernel counts of a transformer block, pinned: each block adds 9
+ * kernels to the forward and 39 to a training step (forward, backward and
+ * AdamW's updates of its 12 parameters); the embeddings, final layernorm,
+ * tied head and loss are 4 and 16 */
+static void test_gpt2_kernel_counts(void **state) {
+    (void)state;
+    int f1, s1, f2, s2, f3, s3;
+    step_kernels(1, &f1, &s1);
+    step_kernels(2, &f2, &s2);
+    step_kernels(3, &f3, &s3);
+    fprintf(stderr, "  kernels: forward %d/%d/%d, step %d/%d/%d at 1/2/3 layers\n", f1, f2, f3,
+            s1, s2, s3);
+    assert_int_equal(f1, 13);
+    assert_int_equal(s1, 55);
+    assert_int_equal(f2 - f1, 9);
+    assert_int_equal(f3 - f2, 9);
+    assert_int_equal(s2 - s1, 39);
+    assert_int_equal(s3 - s2, 39);
+}
+
 static void test_gpt2_errors(void **state) {
     (void)state;
     gpt2_config bad = tiny;
@@ -231,7 +277,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_gpt2_save_load), TEST(test_gpt2_kv_cache_matches_full),
         TEST(test_gpt2_sample),    TEST(test_gpt2_training_loss_drops),
-        TEST(test_gpt2_errors),
+        TEST(test_gpt2_errors),    TEST(test_gpt2_kernel_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
