@@ -112,7 +112,8 @@ class NNOps:
         argument order. stride, dilation: int or one per spatial dim; padding:
         int, one per spatial dim, or tinygrad's flat per-side form, last dim
         first ((left, right, top, bottom) for 2-d). tc_conv2d for the plain 2-d
-        case, tc_conv2d_ex for the rest of 2-d, tc_conv_nd otherwise."""
+        case, tc_conv2d_ex for the rest of 2-d with even padding (one dilation),
+        tc_conv_nd otherwise."""
         if not isinstance(weight, Tensor):
             raise TypeError("tinyc: conv2d: weight must be a Tensor")
         nd = self.ndim - 2
@@ -123,22 +124,13 @@ class NNOps:
         st, dil = _per_axis(stride, nd, "stride"), _per_axis(dilation, nd, "dilation")
         sides = _conv_padding(padding, nd)  # ((before, after) per spatial dim, in order)
         bh = bias._h if bias is not None else None
-        lo = min(v for side in sides for v in side)
-        if nd == 2 and lo >= 0 and dil[0] == dil[1]:
-            (py, pb), (px, pr) = sides
-            if py == pb and px == pr and groups == 1 and st[0] == st[1] and py == px and \
-                    dil[0] == 1:
+        if nd == 2 and all(b == a >= 0 for b, a in sides) and dil[0] == dil[1]:
+            (py, _), (px, _) = sides
+            if groups == 1 and st[0] == st[1] and py == px and dil[0] == 1:
                 fn = _lib.need("tc_conv2d", "Tensor.conv2d")
                 return self._wrap(fn(self._h, weight._h, bh, st[0], py))
-            if not _lib.has("tc_conv_nd"):  # an older library: uneven padding padded here
-                x = self if py == pb and px == pr else self.pad(((0, 0), (0, 0)) + sides)
-                if x is not self:
-                    py = px = 0
-                fn = _lib.need("tc_conv2d_ex", "Tensor.conv2d with groups, dilation or pairs")
-                return self._wrap(fn(x._h, weight._h, bh, st[0], st[1], py, px, dil[0], groups))
-            if py == pb and px == pr:
-                return self._wrap(lib.tc_conv2d_ex(self._h, weight._h, bh, st[0], st[1], py, px,
-                                                   dil[0], groups))
+            fn = _lib.need("tc_conv2d_ex", "Tensor.conv2d with groups, dilation or (h, w) pairs")
+            return self._wrap(fn(self._h, weight._h, bh, st[0], st[1], py, px, dil[0], groups))
         fn = _lib.need("tc_conv_nd", "Tensor.conv2d on %d spatial dims" % nd)
         flat = [v for side in sides for v in side]
         return self._wrap(fn(self._h, weight._h, bh, nd, _lib.int64_array(st),

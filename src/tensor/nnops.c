@@ -150,9 +150,15 @@ typedef struct {
     int64_t groups;                /* >= 1, divides cin and cout */
 } conv_args;
 
-/* the tuple v[0..n-1] as "(a,b)" in buf */
-static const char *fmt_tuple(char *buf, size_t size, int n, const int64_t *v) {
-    return tc_fmt_shape(buf, size, n, v);
+/* x and w given, live, and on bias's device (bias may be NULL) */
+TC_MUST_USE static tc_status check_operands(const char *api, tc_tensor *x, tc_tensor *w,
+                                            tc_tensor *bias) {
+    static const char *const names[3] = {"x", "w", "bias"};
+    tc_tensor *ts[3] = {x, w, bias};
+    tc_status s = tc_tensor_check(x, api, "x");
+    if (s == TC_OK) s = tc_tensor_check(w, api, "w");
+    if (s == TC_OK) s = tc_tensor_same_device(api, 3, ts, names);
+    return s;
 }
 
 /* x, w and bias (may be NULL) fit a: ranks 2+nd, channels and groups, every
@@ -160,11 +166,7 @@ static const char *fmt_tuple(char *buf, size_t size, int n, const int64_t *v) {
  * must be >= 0. Messages name api. */
 TC_MUST_USE static tc_status check_conv(const char *api, tc_tensor *x, tc_tensor *w,
                                         tc_tensor *bias, const conv_args *a, bool is_crop_ok) {
-    static const char *const names[3] = {"x", "w", "bias"};
-    tc_tensor *ts[3] = {x, w, bias};
-    tc_status s = tc_tensor_check(x, api, "x");
-    if (s == TC_OK) s = tc_tensor_check(w, api, "w");
-    if (s == TC_OK) s = tc_tensor_same_device(api, 3, ts, names);
+    tc_status s = check_operands(api, x, w, bias);
     if (s != TC_OK) return s;
     int nd = a->nd;
     bool bad = a->groups < 1;
@@ -175,9 +177,9 @@ TC_MUST_USE static tc_status check_conv(const char *api, tc_tensor *x, tc_tensor
     if (bad)
         return tc_error_set(TC_ERR_INVALID, "%s: stride %s and dilation %s must be >= 1, "
                             "padding %s%s, groups %lld >= 1", api,
-                            fmt_tuple(b1, sizeof b1, nd, a->stride),
-                            fmt_tuple(b2, sizeof b2, nd, a->dilation),
-                            fmt_tuple(b3, sizeof b3, 2 * nd, a->pad), is_crop_ok ? "" : " >= 0",
+                            tc_fmt_shape(b1, sizeof b1, nd, a->stride),
+                            tc_fmt_shape(b2, sizeof b2, nd, a->dilation),
+                            tc_fmt_shape(b3, sizeof b3, 2 * nd, a->pad), is_crop_ok ? "" : " >= 0",
                             (long long)a->groups);
     const tc_node *xn = x->node, *wn = w->node;
     tc_fmt_shape(b1, sizeof b1, xn->ndim, xn->shape);
@@ -194,8 +196,8 @@ TC_MUST_USE static tc_status check_conv(const char *api, tc_tensor *x, tc_tensor
                      a->stride[j], a->dilation[j]) < 1)
             return tc_error_set(TC_ERR_SHAPE, "%s: kernel %s (dilation %s) does not fit input %s "
                                 "with padding %s", api, b2,
-                                fmt_tuple(b3, sizeof b3, nd, a->dilation), b1,
-                                fmt_tuple(b4, sizeof b4, 2 * nd, a->pad));
+                                tc_fmt_shape(b3, sizeof b3, nd, a->dilation), b1,
+                                tc_fmt_shape(b4, sizeof b4, 2 * nd, a->pad));
     if (bias && (bias->node->ndim != 1 || bias->node->shape[0] != wn->shape[0]))
         return tc_error_set(TC_ERR_SHAPE, "%s: bias %s must be (%lld) for w %s", api,
                             tc_fmt_shape(b1, sizeof b1, bias->node->ndim, bias->node->shape),
@@ -426,11 +428,7 @@ TC_API tc_tensor *tc_conv_nd(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int nd
 TC_MUST_USE static tc_status check_transpose(tc_tensor *x, tc_tensor *w, tc_tensor *bias,
                                              const conv_args *a, const int64_t *op) {
     const char *api = "tc_conv_transpose_nd";
-    static const char *const names[3] = {"x", "w", "bias"};
-    tc_tensor *ts[3] = {x, w, bias};
-    tc_status s = tc_tensor_check(x, api, "x");
-    if (s == TC_OK) s = tc_tensor_check(w, api, "w");
-    if (s == TC_OK) s = tc_tensor_same_device(api, 3, ts, names);
+    tc_status s = check_operands(api, x, w, bias);
     if (s != TC_OK) return s;
     int nd = a->nd;
     char b1[256], b2[256], b3[256], b4[256];
@@ -445,9 +443,10 @@ TC_MUST_USE static tc_status check_transpose(tc_tensor *x, tc_tensor *w, tc_tens
         return tc_error_set(TC_ERR_INVALID, "%s: stride %s and dilation %s must be >= 1, "
                             "padding %s >= 0, output_padding %s >= 0 and smaller than stride or "
                             "dilation, groups %lld >= 1", api,
-                            fmt_tuple(b1, sizeof b1, nd, a->stride),
-                            fmt_tuple(b2, sizeof b2, nd, a->dilation),
-                            fmt_tuple(b3, sizeof b3, nd, pads), fmt_tuple(b4, sizeof b4, nd, op),
+                            tc_fmt_shape(b1, sizeof b1, nd, a->stride),
+                            tc_fmt_shape(b2, sizeof b2, nd, a->dilation),
+                            tc_fmt_shape(b3, sizeof b3, nd, pads),
+                            tc_fmt_shape(b4, sizeof b4, nd, op),
                             (long long)a->groups);
     const tc_node *xn = x->node, *wn = w->node;
     tc_fmt_shape(b1, sizeof b1, xn->ndim, xn->shape);
@@ -465,7 +464,7 @@ TC_MUST_USE static tc_status check_transpose(tc_tensor *x, tc_tensor *w, tc_tens
         if (size < 1)
             return tc_error_set(TC_ERR_SHAPE, "%s: x %s with w %s, padding %s gives output size "
                                 "%lld along spatial axis %d", api, b1, b2,
-                                fmt_tuple(b3, sizeof b3, nd, pads), (long long)size, j);
+                                tc_fmt_shape(b3, sizeof b3, nd, pads), (long long)size, j);
     }
     int64_t cout = wn->shape[1] * a->groups;
     if (bias && (bias->node->ndim != 1 || bias->node->shape[0] != cout))
