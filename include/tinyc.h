@@ -495,9 +495,9 @@ TC_API tc_tensor *tc_conv2d_ex(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int 
  * negative value crops instead; groups >= 1 divides Cin and Cout. Built like
  * tc_conv2d (views and one multiply+sum: one reduce kernel); tc_conv2d_ex is
  * this with nd = 2. Errors: TC_ERR_INVALID for nd out of range, stride,
- * dilation or groups < 1; TC_ERR_SHAPE for ranks other than nd + 2,
- * channels that do not fit groups, a kernel larger than its padded input, a
- * bias that is not (Cout). */
+ * dilation or groups < 1, any value beyond +-INT32_MAX; TC_ERR_SHAPE for
+ * ranks other than nd + 2, channels that do not fit groups, a kernel larger
+ * than its padded input, a bias that is not (Cout). */
 TC_API tc_tensor *tc_conv_nd(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int nd,
                              const int64_t *stride, const int64_t *padding,
                              const int64_t *dilation, int64_t groups);
@@ -512,9 +512,9 @@ TC_API tc_tensor *tc_conv_nd(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int nd
  * with stride-1 zeros between its elements (views only) and the flipped,
  * per-group transposed w; differentiable through those ops. Errors:
  * TC_ERR_INVALID for nd out of range and bad stride, dilation, padding,
- * output_padding or groups; TC_ERR_SHAPE for ranks other than nd + 2, Cin
- * that is not w's dim 0 or not divisible by groups, an output size < 1, a
- * bias that is not (Cout). */
+ * output_padding or groups (also beyond +-INT32_MAX); TC_ERR_SHAPE for ranks
+ * other than nd + 2, Cin that is not w's dim 0 or not divisible by groups,
+ * an output size < 1, a bias that is not (Cout). */
 TC_API tc_tensor *tc_conv_transpose_nd(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int nd,
                                        const int64_t *stride, const int64_t *padding,
                                        const int64_t *output_padding, const int64_t *dilation,

@@ -217,7 +217,7 @@ TC_MUST_USE static tc_status check_conv(const char *api, tc_tensor *x, tc_tensor
 enum { CL_MIN_COUT = 16 };
 
 /* x (N, G*cin, *in) padded by a (zeros; negative values crop what the pad
- * gave), in a buffer-free view */
+ * gave), views only */
 static tc_tensor *pad_input(tc_scope *s, tc_tensor *x, const conv_args *a) {
     int r = 2 + a->nd;
     int64_t pads[2 * TC_MAX_DIMS] = {0}, crop[2 * TC_MAX_DIMS];
@@ -388,6 +388,10 @@ TC_API tc_tensor *tc_conv2d(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int str
     return tc_conv2d_ex(x, w, bias, stride, stride, padding, padding, 1, 1);
 }
 
+static bool is_big(int64_t v) {
+    return v > INT32_MAX || v < -(int64_t)INT32_MAX;
+}
+
 /* a's per-axis values from a public call: nd in range, NULL arrays the
  * defaults (stride and dilation 1, padding 0); pad_per_axis: padding holds
  * one value per axis for both sides, else before/after pairs */
@@ -398,12 +402,18 @@ TC_MUST_USE static tc_status conv_args_from(const char *api, int nd, const int64
     if (nd < 1 || nd > CONV_MAX_ND)
         return tc_error_set(TC_ERR_INVALID, "%s: nd %d must be 1..%d", api, nd, CONV_MAX_ND);
     a->nd = nd, a->groups = groups;
+    bool is_huge = is_big(groups); /* sizes computed from these stay far from int64 overflow */
     for (int j = 0; j < nd; j++) {
         a->stride[j] = stride ? stride[j] : 1;
         a->dilation[j] = dilation ? dilation[j] : 1;
         a->pad[2 * j] = padding ? padding[pad_per_axis ? j : 2 * j] : 0;
         a->pad[2 * j + 1] = padding ? padding[pad_per_axis ? j : 2 * j + 1] : 0;
+        is_huge = is_huge || is_big(a->stride[j]) || is_big(a->dilation[j]) ||
+                  is_big(a->pad[2 * j]) || is_big(a->pad[2 * j + 1]);
     }
+    if (is_huge)
+        return tc_error_set(TC_ERR_INVALID, "%s: stride, padding, dilation and groups must be "
+                            "within +-%d", api, INT32_MAX);
     return TC_OK;
 }
 

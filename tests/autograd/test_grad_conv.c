@@ -206,7 +206,13 @@ static void test_errors(void **state) {
     assert_tc_error(TC_ERR_INVALID, "tc_conv_nd: nd 0 must be 1..4");
     assert_null(tc_conv_nd(x, w, NULL, 5, NULL, NULL, NULL, 1));
     assert_tc_error(TC_ERR_INVALID, "tc_conv_nd: nd 5 must be 1..4");
-    int64_t st0[1] = {0};
+    int64_t st0[1] = {0}, huge[1] = {INT64_MAX};
+    assert_null(tc_conv_nd(x, w, NULL, 1, huge, zero, one, 1));
+    assert_tc_error(TC_ERR_INVALID, "tc_conv_nd: stride, padding, dilation and groups must be");
+    assert_null(tc_conv_transpose_nd(x, w, NULL, 1, one, zero, zero, huge, 1));
+    assert_tc_error(TC_ERR_INVALID, "tc_conv_transpose_nd: stride, padding, dilation and groups");
+    assert_null(tc_conv_nd(x, w, NULL, 1, one, zero, one, INT64_MAX));
+    assert_tc_error(TC_ERR_INVALID, "must be within +-2147483647");
     assert_null(tc_conv_nd(x, w, NULL, 1, st0, zero, one, 1));
     assert_tc_error(TC_ERR_INVALID, "tc_conv_nd: stride (0,) and dilation (1,) must be >= 1");
     assert_null(tc_conv_nd(x, w, NULL, 1, one, zero, st0, 1));
