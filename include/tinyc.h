@@ -507,6 +507,39 @@ TC_API tc_tensor *tc_batchnorm(tc_tensor *x, tc_tensor *weight, tc_tensor *bias,
 TC_API tc_tensor *tc_conv2d(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride, int padding);
 TC_API tc_tensor *tc_conv2d_ex(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride_h,
                                int stride_w, int pad_h, int pad_w, int dilation, int groups);
+/* convolution over nd spatial axes (1 <= nd <= 4), tinygrad's and PyTorch's
+ * conv1d/2d/3d: x (N, Cin, *spatial[nd]), w (Cout, Cin/groups, *k[nd]), bias
+ * (Cout) or NULL; result (N, Cout, *o[nd]) with
+ * o = (in + before + after - dilation*(k-1) - 1) / stride + 1.
+ * stride, dilation: nd values >= 1 (NULL: all 1); padding: 2*nd values, the
+ * zeros added before and after each spatial axis in order (NULL: none), a
+ * negative value crops instead; groups >= 1 divides Cin and Cout. Built like
+ * tc_conv2d (views and one multiply+sum: one reduce kernel); tc_conv2d_ex is
+ * this with nd = 2. Errors: TC_ERR_INVALID for nd out of range, stride,
+ * dilation or groups < 1, any value beyond +-INT32_MAX; TC_ERR_SHAPE for
+ * ranks other than nd + 2, channels that do not fit groups, a kernel larger
+ * than its padded input, a bias that is not (Cout). */
+TC_API tc_tensor *tc_conv_nd(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int nd,
+                             const int64_t *stride, const int64_t *padding,
+                             const int64_t *dilation, int64_t groups);
+/* transposed convolution (the gradient of tc_conv_nd with respect to its
+ * input), PyTorch's conv_transpose1d/2d/3d: x (N, Cin, *spatial[nd]), w (Cin,
+ * Cout/groups, *k[nd]), bias (Cout) or NULL; result (N, Cout, *o[nd]) with
+ * o = (in-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1.
+ * stride, dilation: nd values >= 1 (NULL: all 1); padding: nd values >= 0,
+ * removed from both sides of each axis (NULL: none); output_padding: nd
+ * values >= 0 added at the end of each axis, each smaller than its stride or
+ * its dilation (NULL: none); groups >= 1 divides Cin. Built as a conv of x
+ * with stride-1 zeros between its elements (views only) and the flipped,
+ * per-group transposed w; differentiable through those ops. Errors:
+ * TC_ERR_INVALID for nd out of range and bad stride, dilation, padding,
+ * output_padding or groups (also beyond +-INT32_MAX); TC_ERR_SHAPE for ranks
+ * other than nd + 2, Cin that is not w's dim 0 or not divisible by groups,
+ * an output size < 1, a bias that is not (Cout). */
+TC_API tc_tensor *tc_conv_transpose_nd(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int nd,
+                                       const int64_t *stride, const int64_t *padding,
+                                       const int64_t *output_padding, const int64_t *dilation,
+                                       int64_t groups);
 /* over the last two dims of x (ndim >= 2), no padding, windows that fit;
  * stride <= 0 means stride = kernel */
 TC_API tc_tensor *tc_max_pool2d(tc_tensor *x, int kernel, int stride);

@@ -1,4 +1,5 @@
-"""test_nn.py - tinyc.nn layers (PyTorch default init, forward and backward
+"""test_nn.py - tinyc.nn layers (PyTorch default init, forward and backward;
+the N-d and transposed convolutions at rtol/atol 1e-3 for weight gradients
 against torch.nn with the same weights), nn.state, and the optimizers (SGD,
 Adam, AdamW) step by step against torch.optim; an Adam training run of a
 small MLP follows torch's loss curve to 1e-4 over 20 steps."""
@@ -138,6 +139,47 @@ def test_conv2d_layer(kw):
             tconv.bias.copy_(torch.tensor(conv.bias.numpy()))
     x = np.random.default_rng(1).standard_normal((2, 4, 7, 7)).astype(np.float32)
     assert_close(conv(Tensor(x)), tconv(torch.tensor(x)), atol=1e-4)
+
+
+def test_conv_nd_layer_init():
+    c1, c3 = nn.Conv1d(4, 8, 3, groups=2), nn.Conv3d(2, 4, (3, 2, 2))
+    assert c1.weight.shape == (8, 2, 3) and c1.bias.shape == (8,)
+    assert np.abs(c1.weight.numpy()).max() <= 1 / np.sqrt(6)
+    assert c3.weight.shape == (4, 2, 3, 2, 2)
+    t = nn.ConvTranspose2d(4, 6, 3, groups=2)
+    assert t.weight.shape == (4, 3, 3, 3) and t.bias.shape == (6,)
+    assert np.abs(t.weight.numpy()).max() <= 1 / np.sqrt(27)  # fan_in = out/groups * k*k
+    assert nn.ConvTranspose1d(2, 3, 4).weight.shape == (2, 3, 4)
+    assert nn.ConvTranspose3d(2, 3, 2, bias=False).bias is None
+
+
+LAYERS = [  # tinyc layer, torch layer, constructor args, x shape
+    ("Conv1d", "Conv1d", (4, 6, 3), dict(stride=2, padding=1), (2, 4, 9)),
+    ("Conv3d", "Conv3d", (2, 4, 3), dict(padding=1, dilation=(1, 2, 1)), (1, 2, 5, 6, 5)),
+    ("ConvTranspose1d", "ConvTranspose1d", (4, 2, 3), dict(stride=2, output_padding=1, groups=2),
+     (2, 4, 5)),
+    ("ConvTranspose2d", "ConvTranspose2d", (3, 4, 3), dict(stride=2, padding=1), (2, 3, 4, 5)),
+    ("ConvTranspose3d", "ConvTranspose3d", (2, 2, 2), dict(stride=(1, 2, 2), bias=False),
+     (1, 2, 3, 3, 2)),
+]
+
+
+@requires("tc_conv_nd", "tc_conv_transpose_nd")
+@pytest.mark.parametrize("layer", LAYERS, ids=lambda c: c[0])
+def test_conv_nd_layers(layer):
+    name, th_name, args, kw, xs = layer
+    conv, tconv = getattr(nn, name)(*args, **kw), getattr(torch.nn, th_name)(*args, **kw)
+    with torch.no_grad():
+        tconv.weight.copy_(torch.tensor(conv.weight.numpy()))
+        if conv.bias is not None:
+            tconv.bias.copy_(torch.tensor(conv.bias.numpy()))
+    x = np.random.default_rng(3).standard_normal(xs).astype(np.float32)
+    assert_close(conv(Tensor(x)), tconv(torch.tensor(x)), atol=1e-4)
+    skip_unless("tc_backward", "tc_grad")
+    conv.weight.requires_grad = True
+    conv(Tensor(x)).square().sum().backward()
+    tconv(torch.tensor(x)).square().sum().backward()
+    assert_close(conv.weight.grad, tconv.weight.grad, rtol=1e-3, atol=1e-3)
 
 
 @requires("tc_assign")

@@ -142,6 +142,8 @@ SIGNATURES = {
     "tc_batchnorm": (T, [T, T, T, T, T, b, f64, f64]),
     "tc_conv2d": (T, [T, T, T, i32, i32]),
     "tc_conv2d_ex": (T, [T, T, T, i32, i32, i32, i32, i32, i32]),
+    "tc_conv_nd": (T, [T, T, T, i32, I64P, I64P, I64P, i64]),
+    "tc_conv_transpose_nd": (T, [T, T, T, i32, I64P, I64P, I64P, I64P, i64]),
     "tc_max_pool2d": (T, [T, i32, i32]), "tc_avg_pool2d": (T, [T, i32, i32]),
     "tc_cross_entropy": (T, [T, T]), "tc_gather": (T, [T, i32, T]), "tc_index": (T, [T, i32, T]),
     "tc_interpolate": (T, [T, i32, I64P, i32, ctypes.c_bool]),

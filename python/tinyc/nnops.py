@@ -21,6 +21,35 @@ Tensor = None  # the Tensor class; tensor.py sets it once the class exists
 _INTERP_MODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "bilinear": 2, "trilinear": 2}
 
 
+def _positive(v, fn, what):
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+        raise ValueError("tinyc: %s: %s must be a positive int, got %r" % (fn, what, v))
+    return int(v)
+
+
+def _per_axis(v, nd, what):
+    """an int or nd ints -> a tuple of nd ints"""
+    if isinstance(v, (tuple, list)):
+        if len(v) != nd:
+            raise ValueError("tinyc: %s must be an int or %d ints, got %r" % (what, nd, v))
+        vals = tuple(v)
+    else:
+        vals = (v,) * nd
+    for x in vals:
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+            raise TypeError("tinyc: %s must be an int or %d ints, got %r" % (what, nd, v))
+    return tuple(int(x) for x in vals)
+
+
+def _conv_padding(padding, nd):
+    """conv2d's padding as ((before, after) per spatial dim, in order): an int,
+    one int per dim, or tinygrad's flat 2*nd form, last dim first"""
+    if isinstance(padding, (tuple, list)) and len(padding) == 2 * nd:
+        flat = [int(v) for v in padding]
+        return tuple((flat[2 * i], flat[2 * i + 1]) for i in reversed(range(nd)))
+    return tuple((p, p) for p in _per_axis(padding, nd, "padding"))
+
+
 class NNOps:
     """composite ops; mixed into Tensor"""
     __slots__ = ()
@@ -81,37 +110,54 @@ class NNOps:
         return ret + bias.reshape(shape) if bias is not None else ret
 
     def conv2d(self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0):
-        """x (N, Cin, H, W) with weight (Cout, Cin/groups, kh, kw), tinygrad's
-        argument order. stride, dilation: int or (h, w); padding: int, (h, w) or
-        tinygrad's (left, right, top, bottom). tc_conv2d for the plain case,
-        tc_conv2d_ex for the rest."""
+        """x (N, Cin, *spatial) with weight (Cout, Cin/groups, *k), any number of
+        spatial dims (tinygrad's conv2d takes 3-d and 5-d too), tinygrad's
+        argument order. stride, dilation: int or one per spatial dim; padding:
+        int, one per spatial dim, or tinygrad's flat per-side form, last dim
+        first ((left, right, top, bottom) for 2-d). tc_conv2d for the plain 2-d
+        case, tc_conv2d_ex for the rest of 2-d with even padding (one dilation),
+        tc_conv_nd otherwise."""
         if not isinstance(weight, Tensor):
             raise TypeError("tinyc: conv2d: weight must be a Tensor")
-        if self.ndim != 4 or weight.ndim != 4:
-            raise ValueError("tinyc: conv2d needs 4-d x and weight, got %s and %s"
-                             % (self.shape, weight.shape))
-        if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
-            raise ValueError("tinyc: conv2d: groups must be a positive int, got %r" % (groups,))
-        sy, sx = _pair(stride, "stride")
-        dy, dx = _pair(dilation, "dilation")
-        x = self
-        if isinstance(padding, (tuple, list)) and len(padding) == 4:
-            l, r, t, b = (int(v) for v in padding)
-            if l == r and t == b:
-                py, px = t, l
-            else:  # uneven: pad here, convolve without padding
-                x, py, px = self.pad(((0, 0), (0, 0), (t, b), (l, r))), 0, 0
-        else:
-            py, px = _pair(padding, "padding")
+        nd = self.ndim - 2
+        if nd < 1 or weight.ndim != self.ndim:
+            raise ValueError("tinyc: conv2d needs x (N, Cin, *spatial) and a weight of the same "
+                             "rank, got %s and %s" % (self.shape, weight.shape))
+        groups = _positive(groups, "conv2d", "groups")
+        st, dil = _per_axis(stride, nd, "stride"), _per_axis(dilation, nd, "dilation")
+        sides = _conv_padding(padding, nd)  # ((before, after) per spatial dim, in order)
         bh = bias._h if bias is not None else None
-        if groups == 1 and sy == sx and py == px and dy == dx == 1:
-            fn = _lib.need("tc_conv2d", "Tensor.conv2d")
-            return self._wrap(fn(x._h, weight._h, bh, sy, py))
-        if dy != dx:
-            raise NotImplementedError("tinyc: conv2d: tc_conv2d_ex takes one dilation for "
-                                      "both dims, got %r" % (dilation,))
-        fn = _lib.need("tc_conv2d_ex", "Tensor.conv2d with groups, dilation or (h, w) pairs")
-        return self._wrap(fn(x._h, weight._h, bh, sy, sx, py, px, dy, int(groups)))
+        if nd == 2 and all(b == a >= 0 for b, a in sides) and dil[0] == dil[1]:
+            (py, _), (px, _) = sides
+            if groups == 1 and st[0] == st[1] and py == px and dil[0] == 1:
+                fn = _lib.need("tc_conv2d", "Tensor.conv2d")
+                return self._wrap(fn(self._h, weight._h, bh, st[0], py))
+            fn = _lib.need("tc_conv2d_ex", "Tensor.conv2d with groups, dilation or (h, w) pairs")
+            return self._wrap(fn(self._h, weight._h, bh, st[0], st[1], py, px, dil[0], groups))
+        fn = _lib.need("tc_conv_nd", "Tensor.conv2d on %d spatial dims" % nd)
+        flat = [v for side in sides for v in side]
+        return self._wrap(fn(self._h, weight._h, bh, nd, _lib.int64_array(st),
+                             _lib.int64_array(flat), _lib.int64_array(dil), groups))
+
+    def conv_transpose2d(self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0,
+                         output_padding=0):
+        """the transposed convolution (PyTorch's conv_transpose1d/2d/3d, tinygrad's
+        name and argument order): x (N, Cin, *spatial), weight (Cin, Cout/groups,
+        *k), any number of spatial dims. stride, dilation, padding,
+        output_padding: int or one per spatial dim (tc_conv_transpose_nd)."""
+        if not isinstance(weight, Tensor):
+            raise TypeError("tinyc: conv_transpose2d: weight must be a Tensor")
+        nd = self.ndim - 2
+        if nd < 1 or weight.ndim != self.ndim:
+            raise ValueError("tinyc: conv_transpose2d needs x (N, Cin, *spatial) and a weight "
+                             "of the same rank, got %s and %s" % (self.shape, weight.shape))
+        fn = _lib.need("tc_conv_transpose_nd", "Tensor.conv_transpose2d")
+        groups = _positive(groups, "conv_transpose2d", "groups")
+        vals = [_lib.int64_array(_per_axis(v, nd, name)) for v, name in
+                ((stride, "stride"), (padding, "padding"), (output_padding, "output_padding"),
+                 (dilation, "dilation"))]
+        return self._wrap(fn(self._h, weight._h, bias._h if bias is not None else None, nd,
+                             *vals, groups))
 
     def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
         fn = _lib.need("tc_max_pool2d", "Tensor.max_pool2d")

@@ -1,4 +1,4 @@
-/* nnops.c - the network composites: conv2d, max/avg pooling and batchnorm,
+/* nnops.c - the network composites: convolutions (N-d, transposed), max/avg pooling and batchnorm,
  * built from the public ops like composite.c (cross-entropy is in loss.c).
  *
  * Pooling windows come from tinygrad's _pool, with views only: for x
@@ -8,10 +8,17 @@
  *   take k*(H+d) elements, reshape (k, H+d): row j starts j*d elements
  *   further into x; fit H+d to o*s (shrink, or pad: only the first (o-1)*s +
  *   1 columns are read), reshape (k, o, s) and keep (k, o, 1).
- * conv2d: pad x, pool it to (N, G*cin, oh, ow, kh, kw), reshape to
- *   (N, G, cin, 1, oh, ow, kh, kw), expand over rcout = cout/G, move cin
- *   next to the kernel dims, multiply by w seen as (1, G, rcout, 1, 1, cin,
- *   kh, kw) and sum the last three axes: (N, cout, oh, ow). */
+ * Each spatial axis is windowed the same way, so the pools take any number
+ * of trailing axes.
+ * conv (any nd, tc_conv_nd; tc_conv2d is nd = 2): pad x, pool it to
+ *   (N, G*cin, *o, *k), reshape to (N, G, cin, 1, *o, *k), expand over
+ *   rcout = cout/G, move cin next to the kernel dims, multiply by w seen as
+ *   (1, G, rcout, 1 per axis, cin, *k) and sum the last nd+1 axes:
+ *   (N, cout, *o), one reduce kernel.
+ * transposed conv: the conv, stride 1, of x with stride-1 zeros between its
+ *   elements (views: reshape, pad, reshape, shrink), padded d*(k-1)-p (and
+ *   output_padding more at the end), with w flipped and its in and out
+ *   channels swapped per group; its gradients are the ops'. */
 #include "tensor.h"
 
 #include <math.h>
@@ -45,66 +52,80 @@ static tc_tensor *fit_tail(tc_scope *s, tc_tensor *x, int nt, const int64_t *end
     return TC_S(s, tc_shrink(p, cut));
 }
 
-/* the pooling windows of x (..., H, W): (..., oh, ow, kh, kw); arguments
- * checked (every window fits) */
-static tc_tensor *pool_axes(tc_scope *s, tc_tensor *x, const int64_t *k, const int64_t *st,
-                            const int64_t *d, int *win);
+/* the pooling windows of x (..., H1..Hnk) over its last nk dims:
+ * (..., o1..onk, k1..knk); arguments checked (every window fits) */
+static tc_tensor *pool_axes(tc_scope *s, tc_tensor *x, int nk, const int64_t *k,
+                            const int64_t *st, const int64_t *d, int *win);
 
-static tc_tensor *pool(tc_scope *s, tc_tensor *x, const int64_t *k, const int64_t *st,
+static tc_tensor *pool(tc_scope *s, tc_tensor *x, int nk, const int64_t *k, const int64_t *st,
                        const int64_t *d) {
-    return pool_axes(s, x, k, st, d, NULL);
+    return pool_axes(s, x, nk, k, st, d, NULL);
+}
+
+/* the k <= s, d == 1 windows of pool_axes: (..., o1, k1, ..., onk, knk) */
+static tc_tensor *pool_split(tc_scope *s, tc_tensor *x, int nk, const int64_t *k,
+                             const int64_t *st) {
+    int pre = x->node->ndim - nk;
+    const int64_t *in = x->node->shape + pre;
+    int64_t fit[TC_MAX_DIMS] = {0}, split[TC_MAX_DIMS] = {0}, keep[TC_MAX_DIMS] = {0};
+    for (int j = 0; j < nk; j++) {
+        int64_t o = (in[j] - k[j]) / st[j] + 1;
+        fit[j] = o * st[j];
+        split[2 * j] = o, split[2 * j + 1] = st[j];
+        keep[2 * j] = o, keep[2 * j + 1] = k[j];
+    }
+    tc_tensor *y = reshape_tail(s, fit_tail(s, x, nk, fit), pre, 2 * nk, split);
+    return fit_tail(s, y, 2 * nk, keep);
 }
 
 /* pool's windows; with win, the windows of the k <= s path stay where the
- * reshape put them, (..., oh, kh, ow, kw), and win gets their two axes
- * (else the last two): a reduce over them reads x in its own order, and the
+ * reshape put them, (..., o1, k1, o2, k2, ...), and win gets their nk axes
+ * (else the last nk): a reduce over them reads x in its own order, and the
  * reduce's gradient comes back in it (a max-pool's backward, read by
  * batchnorm's sums: contiguous instead of through a permute) */
-static tc_tensor *pool_axes(tc_scope *s, tc_tensor *x, const int64_t *k, const int64_t *st,
-                            const int64_t *d, int *win) {
-    int nd = x->node->ndim, pre = nd - 2;
+static tc_tensor *pool_axes(tc_scope *s, tc_tensor *x, int nk, const int64_t *k,
+                            const int64_t *st, const int64_t *d, int *win) {
+    int nd = x->node->ndim, pre = nd - nk;
     const int64_t *in = x->node->shape + pre;
-    int64_t o[2];
     int order[TC_MAX_DIMS];
     for (int i = 0; i < pre; i++) order[i] = i;
-    if (k[0] <= st[0] && k[1] <= st[1] && d[0] == 1 && d[1] == 1) {
-        for (int j = 0; j < 2; j++) o[j] = (in[j] - k[j]) / st[j] + 1;
-        int64_t fit[2] = {o[0] * st[0], o[1] * st[1]};
-        int64_t split[4] = {o[0], st[0], o[1], st[1]}, keep[4] = {o[0], k[0], o[1], k[1]};
-        tc_tensor *y = reshape_tail(s, fit_tail(s, x, 2, fit), pre, 4, split);
-        y = fit_tail(s, y, 4, keep); /* (..., oh, kh, ow, kw) */
-        if (win) {
-            win[0] = pre + 1, win[1] = pre + 3;
-            return y;
+    bool split_only = true;
+    for (int j = 0; j < nk; j++) split_only = split_only && k[j] <= st[j] && d[j] == 1;
+    if (split_only) {
+        tc_tensor *y = pool_split(s, x, nk, k, st); /* (..., o1, k1, o2, k2, ...) */
+        for (int j = 0; j < nk; j++) {
+            if (win) win[j] = pre + 2 * j + 1;
+            order[pre + j] = pre + 2 * j, order[pre + nk + j] = pre + 2 * j + 1;
         }
-        order[pre] = pre, order[pre + 1] = pre + 2, order[pre + 2] = pre + 1, order[pre + 3] = pre + 3;
-        return TC_S(s, tc_permute(y, order));
+        return win ? y : TC_S(s, tc_permute(y, order));
     }
-    int64_t rep[2], ones[4], tiled[4], flat[2], rows[4], fit[4], split[6], keep[6], ko[4];
-    for (int j = 0; j < 2; j++) {
-        o[j] = (in[j] - d[j] * (k[j] - 1) - 1) / st[j] + 1;
-        rep[j] = (k[j] * (in[j] + d[j]) + in[j] - 1) / in[j];
+    int64_t ones[TC_MAX_DIMS], tiled[TC_MAX_DIMS], flat[TC_MAX_DIMS], taken[TC_MAX_DIMS];
+    int64_t rows[TC_MAX_DIMS], fit[TC_MAX_DIMS], split[TC_MAX_DIMS], keep[TC_MAX_DIMS];
+    int64_t ko[TC_MAX_DIMS];
+    for (int j = 0; j < nk; j++) {
+        int64_t o = (in[j] - d[j] * (k[j] - 1) - 1) / st[j] + 1;
+        int64_t rep = (k[j] * (in[j] + d[j]) + in[j] - 1) / in[j];
         ones[2 * j] = 1, ones[2 * j + 1] = in[j];
-        tiled[2 * j] = rep[j], tiled[2 * j + 1] = in[j];
-        flat[j] = rep[j] * in[j];
+        tiled[2 * j] = rep, tiled[2 * j + 1] = in[j];
+        flat[j] = rep * in[j];
+        taken[j] = k[j] * (in[j] + d[j]);
         rows[2 * j] = k[j], rows[2 * j + 1] = in[j] + d[j];
-        fit[2 * j] = k[j], fit[2 * j + 1] = o[j] * st[j];
-        split[3 * j] = k[j], split[3 * j + 1] = o[j], split[3 * j + 2] = st[j];
-        keep[3 * j] = k[j], keep[3 * j + 1] = o[j], keep[3 * j + 2] = 1;
-        ko[2 * j] = k[j], ko[2 * j + 1] = o[j];
+        fit[2 * j] = k[j], fit[2 * j + 1] = o * st[j];
+        split[3 * j] = k[j], split[3 * j + 1] = o, split[3 * j + 2] = st[j];
+        keep[3 * j] = k[j], keep[3 * j + 1] = o, keep[3 * j + 2] = 1;
+        ko[2 * j] = k[j], ko[2 * j + 1] = o;
+        order[pre + j] = pre + 2 * j + 1, order[pre + nk + j] = pre + 2 * j;
+        if (win) win[j] = pre + nk + j;
     }
     int64_t full[TC_MAX_DIMS];
     memcpy(full, x->node->shape, sizeof(int64_t) * (size_t)pre);
-    memcpy(full + pre, tiled, sizeof tiled);
-    tc_tensor *y = reshape_tail(s, x, pre, 4, ones); /* (..., 1, H, 1, W) */
-    y = TC_S(s, tc_expand(y, pre + 4, full));        /* (..., rh, H, rw, W) */
-    y = reshape_tail(s, y, pre, 2, flat);
-    int64_t taken[2] = {rows[0] * rows[1], rows[2] * rows[3]};
-    y = reshape_tail(s, fit_tail(s, y, 2, taken), pre, 4, rows); /* (..., kh, H+dh, kw, W+dw) */
-    y = reshape_tail(s, fit_tail(s, y, 4, fit), pre, 6, split);  /* (..., kh, oh, sh, kw, ow, sw) */
-    y = reshape_tail(s, fit_tail(s, y, 6, keep), pre, 4, ko);    /* (..., kh, oh, kw, ow) */
-    order[pre] = pre + 1, order[pre + 1] = pre + 3, order[pre + 2] = pre, order[pre + 3] = pre + 2;
-    if (win) win[0] = pre + 2, win[1] = pre + 3;
+    memcpy(full + pre, tiled, sizeof(int64_t) * (size_t)(2 * nk));
+    tc_tensor *y = reshape_tail(s, x, pre, 2 * nk, ones); /* (..., 1, H, 1, W) */
+    y = TC_S(s, tc_expand(y, pre + 2 * nk, full));        /* (..., rh, H, rw, W) */
+    y = reshape_tail(s, y, pre, nk, flat);
+    y = reshape_tail(s, fit_tail(s, y, nk, taken), pre, 2 * nk, rows); /* (..., kh, H+dh, ...) */
+    y = reshape_tail(s, fit_tail(s, y, 2 * nk, fit), pre, 3 * nk, split); /* (.., kh, oh, sh, ..) */
+    y = reshape_tail(s, fit_tail(s, y, 3 * nk, keep), pre, 2 * nk, ko);   /* (..., kh, oh, ...) */
     return TC_S(s, tc_permute(y, order));
 }
 
@@ -115,49 +136,70 @@ static int64_t out_size(int64_t n, int64_t k, int64_t st, int64_t d) {
     return n < span ? 0 : (n - span) / st + 1;
 }
 
-/* ---- conv2d ---- */
+/* ---- convolutions ---- */
+
+/* the most spatial axes a conv takes: the pool's widest view of x is
+ * (N, C, then k, o, s per axis), 2 + 3*nd dims */
+enum { CONV_MAX_ND = (TC_MAX_DIMS - 2) / 3 };
 
 typedef struct {
-    int64_t stride[2];   /* sh, sw >= 1 */
-    int64_t pad[2];      /* ph, pw >= 0, both sides */
-    int64_t dilation[2]; /* >= 1 */
-    int64_t groups;      /* >= 1, divides cin and cout */
+    int nd;                        /* spatial axes, 1..CONV_MAX_ND */
+    int64_t stride[CONV_MAX_ND];   /* per axis, >= 1 */
+    int64_t pad[2 * CONV_MAX_ND];  /* before, after per axis; negative crops */
+    int64_t dilation[CONV_MAX_ND]; /* per axis, >= 1 */
+    int64_t groups;                /* >= 1, divides cin and cout */
 } conv_args;
 
-TC_MUST_USE static tc_status check_conv(tc_tensor *x, tc_tensor *w, tc_tensor *bias, const conv_args *a) {
-    const char *api = "tc_conv2d";
+/* x and w given, live, and on bias's device (bias may be NULL) */
+TC_MUST_USE static tc_status check_operands(const char *api, tc_tensor *x, tc_tensor *w,
+                                            tc_tensor *bias) {
     static const char *const names[3] = {"x", "w", "bias"};
     tc_tensor *ts[3] = {x, w, bias};
     tc_status s = tc_tensor_check(x, api, "x");
     if (s == TC_OK) s = tc_tensor_check(w, api, "w");
     if (s == TC_OK) s = tc_tensor_same_device(api, 3, ts, names);
+    return s;
+}
+
+/* x, w and bias (may be NULL) fit a: ranks 2+nd, channels and groups, every
+ * kernel within its padded input. With is_crop_ok false (tc_conv2d) padding
+ * must be >= 0. Messages name api. */
+TC_MUST_USE static tc_status check_conv(const char *api, tc_tensor *x, tc_tensor *w,
+                                        tc_tensor *bias, const conv_args *a, bool is_crop_ok) {
+    tc_status s = check_operands(api, x, w, bias);
     if (s != TC_OK) return s;
-    if (a->stride[0] < 1 || a->stride[1] < 1 || a->pad[0] < 0 || a->pad[1] < 0 ||
-        a->dilation[0] < 1 || a->groups < 1)
-        return tc_error_set(TC_ERR_INVALID, "tc_conv2d: stride (%lld,%lld) and dilation %lld must "
-                            "be >= 1, padding (%lld,%lld) >= 0, groups %lld >= 1",
-                            (long long)a->stride[0], (long long)a->stride[1],
-                            (long long)a->dilation[0], (long long)a->pad[0], (long long)a->pad[1],
+    int nd = a->nd;
+    bool bad = a->groups < 1;
+    for (int j = 0; j < nd; j++)
+        bad = bad || a->stride[j] < 1 || a->dilation[j] < 1 ||
+              (!is_crop_ok && (a->pad[2 * j] < 0 || a->pad[2 * j + 1] < 0));
+    char b1[256], b2[256], b3[256], b4[256];
+    if (bad)
+        return tc_error_set(TC_ERR_INVALID, "%s: stride %s and dilation %s must be >= 1, "
+                            "padding %s%s, groups %lld >= 1", api,
+                            tc_fmt_shape(b1, sizeof b1, nd, a->stride),
+                            tc_fmt_shape(b2, sizeof b2, nd, a->dilation),
+                            tc_fmt_shape(b3, sizeof b3, 2 * nd, a->pad), is_crop_ok ? "" : " >= 0",
                             (long long)a->groups);
     const tc_node *xn = x->node, *wn = w->node;
-    char b1[256], b2[256];
     tc_fmt_shape(b1, sizeof b1, xn->ndim, xn->shape);
     tc_fmt_shape(b2, sizeof b2, wn->ndim, wn->shape);
-    if (xn->ndim != 4 || wn->ndim != 4)
-        return tc_error_set(TC_ERR_SHAPE, "tc_conv2d: x %s must be (N,Cin,H,W) and w %s "
-                            "(Cout,Cin/groups,kh,kw)", b1, b2);
+    if (xn->ndim != 2 + nd || wn->ndim != 2 + nd)
+        return tc_error_set(TC_ERR_SHAPE, "%s: x %s must be (N,Cin,%d spatial dims) and w %s "
+                            "(Cout,Cin/groups,%d kernel dims)", api, b1, nd, b2, nd);
     if (wn->shape[1] * a->groups != xn->shape[1] || wn->shape[0] % a->groups != 0)
-        return tc_error_set(TC_ERR_SHAPE, "tc_conv2d: x %s and w %s do not fit groups %lld "
-                            "(need Cin = w.shape[1]*groups, Cout divisible by groups)", b1, b2,
-                            (long long)a->groups);
-    for (int j = 0; j < 2; j++)
-        if (out_size(xn->shape[2 + j] + 2 * a->pad[j], wn->shape[2 + j], a->stride[j],
-                     a->dilation[j]) < 1)
-            return tc_error_set(TC_ERR_SHAPE, "tc_conv2d: kernel %s (dilation %lld) does not fit "
-                                "input %s with padding (%lld,%lld)", b2, (long long)a->dilation[0],
-                                b1, (long long)a->pad[0], (long long)a->pad[1]);
+        return tc_error_set(TC_ERR_SHAPE, "%s: x %s and w %s do not fit groups %lld "
+                            "(need Cin = w.shape[1]*groups, Cout divisible by groups)", api, b1,
+                            b2, (long long)a->groups);
+    for (int j = 0; j < nd; j++)
+        if (out_size(xn->shape[2 + j] + a->pad[2 * j] + a->pad[2 * j + 1], wn->shape[2 + j],
+                     a->stride[j], a->dilation[j]) < 1)
+            return tc_error_set(TC_ERR_SHAPE, "%s: kernel %s (dilation %s) does not fit input %s "
+                                "with padding %s", api, b2,
+                                tc_fmt_shape(b3, sizeof b3, nd, a->dilation), b1,
+                                tc_fmt_shape(b4, sizeof b4, 2 * nd, a->pad));
     if (bias && (bias->node->ndim != 1 || bias->node->shape[0] != wn->shape[0]))
-        return tc_error_set(TC_ERR_SHAPE, "tc_conv2d: bias %s must be (%lld) for w %s",
+        return tc_error_set(TC_ERR_SHAPE, "%s: bias %s must be (%lld) for w %s", api,
                             tc_fmt_shape(b1, sizeof b1, bias->node->ndim, bias->node->shape),
                             (long long)wn->shape[0], b2);
     return TC_OK;
@@ -174,48 +216,105 @@ TC_MUST_USE static tc_status check_conv(tc_tensor *x, tc_tensor *w, tc_tensor *b
  * batch 512, one thread: 1330 -> 650 ms, 52 -> 67 kernels. */
 enum { CL_MIN_COUT = 16 };
 
+/* x (N, G*cin, *in) padded by a (zeros; negative values crop what the pad
+ * gave), views only */
+static tc_tensor *pad_input(tc_scope *s, tc_tensor *x, const conv_args *a) {
+    int r = 2 + a->nd;
+    int64_t pads[2 * TC_MAX_DIMS] = {0}, crop[2 * TC_MAX_DIMS];
+    bool has_crop = false;
+    for (int j = 0; j < a->nd; j++) {
+        int64_t before = a->pad[2 * j], after = a->pad[2 * j + 1];
+        pads[2 * (2 + j)] = before > 0 ? before : 0;
+        pads[2 * (2 + j) + 1] = after > 0 ? after : 0;
+        has_crop = has_crop || before < 0 || after < 0;
+    }
+    tc_tensor *xp = TC_S(s, tc_pad(x, pads));
+    if (!has_crop || s->failed) return xp;
+    for (int i = 0; i < r; i++) crop[2 * i] = 0, crop[2 * i + 1] = xp->node->shape[i];
+    for (int j = 0; j < a->nd; j++) {
+        if (a->pad[2 * j] < 0) crop[2 * (2 + j)] = -a->pad[2 * j];
+        if (a->pad[2 * j + 1] < 0) crop[2 * (2 + j) + 1] += a->pad[2 * j + 1];
+    }
+    return TC_S(s, tc_shrink(xp, crop));
+}
+
+/* the conv of x (N, G*cin, *in) with w (G*rcout, cin, *k), checked: pad x,
+ * pool it to (N, G*cin, *o, *k), reshape to (N, G, cin, 1, *o, *k), expand
+ * over rcout, move cin next to the kernel dims, multiply by w seen as
+ * (1, G, rcout, 1 per axis, cin, *k) and sum the last nd+1 axes:
+ * (N, G*rcout, *o) */
 static tc_tensor *conv(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tensor *bias,
                        const conv_args *a) {
-    const int64_t *xs = x->node->shape, *ws = w->node->shape;
-    int64_t n = xs[0], g = a->groups, cin = ws[1], rcout = ws[0] / g, k[2] = {ws[2], ws[3]};
-    int64_t pads[8] = {0, 0, 0, 0, a->pad[0], a->pad[0], a->pad[1], a->pad[1]};
-    tc_tensor *xp = TC_S(s, tc_pad(x, pads));
-    tc_tensor *p = s->failed ? NULL : pool(s, xp, k, a->stride, a->dilation);
+    int nd = a->nd, r = 2 + nd, wide_r = 4 + 2 * nd;
+    const int64_t *ws = w->node->shape;
+    int64_t n = x->node->shape[0], g = a->groups, cin = ws[1], rcout = ws[0] / g;
+    tc_tensor *xp = pad_input(s, x, a);
+    tc_tensor *p = s->failed ? NULL : pool(s, xp, nd, ws + 2, a->stride, a->dilation);
     if (s->failed) return NULL;
-    int64_t oh = p->node->shape[2], ow = p->node->shape[3];
-    int64_t grouped[8] = {n, g, cin, 1, oh, ow, k[0], k[1]};
-    int64_t wide[8] = {n, g, cin, rcout, oh, ow, k[0], k[1]};
-    int64_t wshape[8] = {1, g, rcout, 1, 1, cin, k[0], k[1]};
-    static const int order[8] = {0, 1, 3, 4, 5, 2, 6, 7};
-    static const int kernel_axes[3] = {5, 6, 7};
-    tc_tensor *y = TC_S(s, tc_reshape(p, 8, grouped));
-    y = TC_S(s, tc_expand(y, 8, wide));
-    y = TC_S(s, tc_permute(y, order)); /* (N, G, rcout, oh, ow, cin, kh, kw) */
+    const int64_t *o = p->node->shape + 2;
+    int64_t grouped[TC_MAX_DIMS] = {n, g, cin, 1}, wide[TC_MAX_DIMS] = {n, g, cin, rcout};
+    int64_t wshape[TC_MAX_DIMS] = {1, g, rcout}, out[TC_MAX_DIMS] = {n, g * rcout};
+    int64_t bshape[TC_MAX_DIMS] = {1, g * rcout};
+    int order[TC_MAX_DIMS] = {0, 1, 3}, kernel_axes[CONV_MAX_ND + 1], to_last[TC_MAX_DIMS];
+    int from_last[TC_MAX_DIMS] = {nd + 1};
+    for (int j = 0; j < nd; j++) {
+        grouped[4 + j] = wide[4 + j] = o[j];
+        grouped[4 + nd + j] = wide[4 + nd + j] = ws[2 + j];
+        wshape[3 + j] = 1, wshape[4 + nd + j] = ws[2 + j];
+        out[2 + j] = o[j], bshape[2 + j] = 1;
+        order[3 + j] = 4 + j, order[4 + nd + j] = 4 + nd + j;
+        kernel_axes[1 + j] = 4 + nd + j;
+    }
+    wshape[3 + nd] = cin, order[3 + nd] = 2, kernel_axes[0] = 3 + nd;
+    for (int i = 0; i < r; i++) to_last[i] = (i + 1) % r;
+    for (int i = 1; i < r; i++) from_last[i] = i - 1;
+    tc_tensor *y = TC_S(s, tc_reshape(p, wide_r, grouped));
+    y = TC_S(s, tc_expand(y, wide_r, wide));
+    y = TC_S(s, tc_permute(y, order)); /* (N, G, rcout, *o, cin, *k) */
     if (rcout >= CL_MIN_COUT && rcout % 8 == 0) { /* w channels-last, in a buffer of its own */
-        static const int to_last[4] = {1, 2, 3, 0}, from_last[4] = {3, 0, 1, 2};
         tc_tensor *wl = TC_S(s, tc_contiguous(TC_S(s, tc_permute(w, to_last))));
         w = TC_S(s, tc_permute(wl, from_last));
     }
-    tc_tensor *wr = TC_S(s, tc_reshape(w, 8, wshape));
+    tc_tensor *wr = TC_S(s, tc_reshape(w, wide_r, wshape));
     y = TC_S(s, tc_mul(y, wr));
-    y = TC_S(s, tc_sum(y, 3, kernel_axes, false));
-    int64_t out[4] = {n, g * rcout, oh, ow}, bshape[4] = {1, g * rcout, 1, 1};
-    y = TC_S(s, tc_reshape(y, 4, out));
+    y = TC_S(s, tc_sum(y, nd + 1, kernel_axes, false));
+    y = TC_S(s, tc_reshape(y, r, out));
     if (!bias) return y;
-    tc_tensor *br = TC_S(s, tc_reshape(bias, 4, bshape));
+    tc_tensor *br = TC_S(s, tc_reshape(bias, r, bshape));
     return TC_S(s, tc_add(y, br));
 }
 
-/* A conv with stride 1, no dilation, one group and padding p < k records
- * one context of its own (TC_AG_CONV2D) instead of its ops': the gradients
- * are convolutions again (tc_conv2d_grad), each one reduce kernel, where
- * differentiating the pool's views would give a product over every window
- * element and then a sum over the overlapping windows (a buffer kh*kw times
- * the input's size, and masked multi-view loads). */
+/* A conv with stride 1, no dilation, one group and padding 0 <= p < k, the
+ * same on both sides, records one context of its own (TC_AG_CONV2D, any
+ * nd) instead of its ops': the gradients are convolutions again
+ * (tc_conv2d_grad), each one reduce kernel, where differentiating the
+ * pool's views would give a product over every window element and then a
+ * sum over the overlapping windows (a buffer prod(k) times the input's
+ * size, and masked multi-view loads). */
 static bool has_conv_rule(const tc_tensor *w, const conv_args *a) {
     const int64_t *ws = w->node->shape;
-    return a->stride[0] == 1 && a->stride[1] == 1 && a->dilation[0] == 1 && a->dilation[1] == 1 &&
-           a->groups == 1 && a->pad[0] < ws[2] && a->pad[1] < ws[3];
+    bool ok = a->groups == 1;
+    for (int j = 0; j < a->nd; j++)
+        ok = ok && a->stride[j] == 1 && a->dilation[j] == 1 && a->pad[2 * j] == a->pad[2 * j + 1] &&
+             a->pad[2 * j] >= 0 && a->pad[2 * j] < ws[2 + j];
+    return ok;
+}
+
+/* conv of checked x, w, bias as a new reference, with its own autograd
+ * context where has_conv_rule (else the ops' own); NULL on failure */
+static tc_tensor *conv_recorded(tc_tensor *x, tc_tensor *w, tc_tensor *bias, const conv_args *a) {
+    bool own = has_conv_rule(w, a) && tc_is_grad_enabled();
+    if (own) tc_set_grad_enabled(false);
+    tc_scope s = {0};
+    tc_tensor *out = tc_scope_end(&s, conv(&s, x, w, bias, a));
+    if (own) {
+        tc_set_grad_enabled(true);
+        tc_tensor *ins[3] = {x, w, bias};
+        tc_ag_args args = {0};
+        for (int j = 0; j < a->nd; j++) args.pads[j] = a->pad[2 * j];
+        out = tc_ag_record(out, TC_AG_CONV2D, bias ? 3 : 2, ins, &args);
+    }
+    return out;
 }
 
 TC_API tc_tensor *tc_conv2d_ex(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride_h,
@@ -223,19 +322,10 @@ TC_API tc_tensor *tc_conv2d_ex(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int 
     TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
-    conv_args a = {{stride_h, stride_w}, {pad_h, pad_w}, {dilation, dilation}, groups};
-    if (check_conv(x, w, bias, &a) == TC_OK) {
-        bool own = has_conv_rule(w, &a) && tc_is_grad_enabled();
-        if (own) tc_set_grad_enabled(false);
-        tc_scope s = {0};
-        out = tc_scope_end(&s, conv(&s, x, w, bias, &a));
-        if (own) {
-            tc_set_grad_enabled(true);
-            tc_tensor *ins[3] = {x, w, bias};
-            tc_ag_args args = {.pads = {a.pad[0], a.pad[1]}};
-            out = tc_ag_record(out, TC_AG_CONV2D, bias ? 3 : 2, ins, &args);
-        }
-    }
+    conv_args a = {2, {stride_h, stride_w}, {pad_h, pad_h, pad_w, pad_w}, {dilation, dilation},
+                   groups};
+    if (check_conv("tc_conv2d", x, w, bias, &a, false) == TC_OK)
+        out = conv_recorded(x, w, bias, &a);
     tc_unlock();
     return out;
 }
@@ -249,45 +339,220 @@ static tc_node *unwrap(tc_tensor *t) {
 
 void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     tc_node *xn = c->inputs[0], *wn = c->inputs[1];
-    int64_t ph = c->args.pads[0], pw = c->args.pads[1], kh = wn->shape[2], kw = wn->shape[3];
-    static const int swap01[4] = {1, 0, 2, 3}, hw[2] = {2, 3}, nhw[3] = {0, 2, 3};
+    int nd = wn->ndim - 2, sp[CONV_MAX_ND], nsp[CONV_MAX_ND + 1] = {0}, swap01[TC_MAX_DIMS];
+    conv_args dxa = {.nd = nd, .groups = 1}, dwa = {.nd = nd, .groups = 1};
+    int64_t pads[2 * TC_MAX_DIMS] = {0};
+    bool has_q = false;
+    for (int i = 0; i < nd + 2; i++) swap01[i] = i < 2 ? 1 - i : i;
+    for (int j = 0; j < nd; j++) {
+        int64_t p = c->args.pads[j], q = wn->shape[2 + j] - 1 - p;
+        sp[j] = nsp[1 + j] = 2 + j;
+        pads[2 * (2 + j)] = pads[2 * (2 + j) + 1] = q;
+        has_q = has_q || q != 0;
+        dxa.stride[j] = dxa.dilation[j] = dwa.stride[j] = dwa.dilation[j] = 1;
+        dwa.pad[2 * j] = dwa.pad[2 * j + 1] = p;
+    }
     tc_scope s = {0};
     tc_tensor *gt = TC_S(&s, tc_tensor_wrap(tc_node_retain(g)));
     tc_node_release(g);
     if (c->parents[0]) { /* dx = conv(dy, w flipped and transposed, padding k-1-p) */
         tc_tensor *wt = TC_S(&s, tc_tensor_wrap(tc_node_retain(wn)));
-        wt = TC_S(&s, tc_permute(TC_S(&s, tc_flip(wt, 2, hw)), swap01));
+        wt = TC_S(&s, tc_permute(TC_S(&s, tc_flip(wt, nd, sp)), swap01));
         /* dy padded in a buffer of its own: a conv reading a padded view does
          * masked loads that do not vectorize (the pad is one cheap kernel).
          * dy is realized before it is padded: the padded copy of an
          * expression (beautiful_mnist: BatchNorm's and max-pool's backward)
          * gates every load and stays scalar, 76 ms, where dy's own kernel
          * and the copy take 6 + 10 ms */
-        int64_t qh = kh - 1 - ph, qw = kw - 1 - pw, pads[8] = {0, 0, 0, 0, qh, qh, qw, qw};
         tc_tensor *gp = gt;
-        if (qh || qw) { /* dw below reads the realized dy too: its channels-last copy a transpose */
+        if (has_q) { /* dw below reads the realized dy too: its channels-last copy a transpose */
             gt = TC_S(&s, tc_contiguous(gt));
             gp = TC_S(&s, tc_contiguous(TC_S(&s, tc_pad(gt, pads))));
         }
-        conv_args a = {{1, 1}, {0, 0}, {1, 1}, 1};
-        tc_tensor *dx = s.failed ? NULL : conv(&s, gp, wt, NULL, &a);
+        tc_tensor *dx = s.failed ? NULL : conv(&s, gp, wt, NULL, &dxa);
         grads[0] = s.failed ? NULL : unwrap(tc_retain(dx));
     }
-    if (c->parents[1]) { /* dw[o,i] = sum over n,y,x of dy[n,o,y,x] x[n,i,y+.,x+.]: a conv over n */
+    if (c->parents[1]) { /* dw[o,i] = sum over n, space of dy[n,o,.] x[n,i,.+k]: a conv over n */
         tc_tensor *xt = TC_S(&s, tc_permute(TC_S(&s, tc_tensor_wrap(tc_node_retain(xn))), swap01));
         tc_tensor *gn = TC_S(&s, tc_permute(gt, swap01));
-        conv_args a = {{1, 1}, {ph, pw}, {1, 1}, 1};
-        tc_tensor *dw = s.failed ? NULL : conv(&s, xt, gn, NULL, &a);
+        tc_tensor *dw = s.failed ? NULL : conv(&s, xt, gn, NULL, &dwa);
         grads[1] = s.failed ? NULL : unwrap(tc_retain(TC_S(&s, tc_permute(dw, swap01))));
     }
-    if (c->n_inputs > 2 && c->parents[2]) /* dbias = dy summed over n, y, x */
-        grads[2] = s.failed ? NULL : unwrap(tc_retain(TC_S(&s, tc_sum(gt, 3, nhw, false))));
+    if (c->n_inputs > 2 && c->parents[2]) /* dbias = dy summed over n and space */
+        grads[2] = s.failed ? NULL : unwrap(tc_retain(TC_S(&s, tc_sum(gt, nd + 1, nsp, false))));
     tc_scope_end(&s, NULL);
 }
 
 TC_API tc_tensor *tc_conv2d(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int stride, int padding) {
     TC_API_ENTER();
     return tc_conv2d_ex(x, w, bias, stride, stride, padding, padding, 1, 1);
+}
+
+static bool is_big(int64_t v) {
+    return v > INT32_MAX || v < -(int64_t)INT32_MAX;
+}
+
+/* a's per-axis values from a public call: nd in range, NULL arrays the
+ * defaults (stride and dilation 1, padding 0); pad_per_axis: padding holds
+ * one value per axis for both sides, else before/after pairs */
+TC_MUST_USE static tc_status conv_args_from(const char *api, int nd, const int64_t *stride,
+                                            const int64_t *padding, bool pad_per_axis,
+                                            const int64_t *dilation, int64_t groups,
+                                            conv_args *a) {
+    if (nd < 1 || nd > CONV_MAX_ND)
+        return tc_error_set(TC_ERR_INVALID, "%s: nd %d must be 1..%d", api, nd, CONV_MAX_ND);
+    a->nd = nd, a->groups = groups;
+    bool is_huge = is_big(groups); /* sizes computed from these stay far from int64 overflow */
+    for (int j = 0; j < nd; j++) {
+        a->stride[j] = stride ? stride[j] : 1;
+        a->dilation[j] = dilation ? dilation[j] : 1;
+        a->pad[2 * j] = padding ? padding[pad_per_axis ? j : 2 * j] : 0;
+        a->pad[2 * j + 1] = padding ? padding[pad_per_axis ? j : 2 * j + 1] : 0;
+        is_huge = is_huge || is_big(a->stride[j]) || is_big(a->dilation[j]) ||
+                  is_big(a->pad[2 * j]) || is_big(a->pad[2 * j + 1]);
+    }
+    if (is_huge)
+        return tc_error_set(TC_ERR_INVALID, "%s: stride, padding, dilation and groups must be "
+                            "within +-%d", api, INT32_MAX);
+    return TC_OK;
+}
+
+TC_API tc_tensor *tc_conv_nd(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int nd,
+                             const int64_t *stride, const int64_t *padding,
+                             const int64_t *dilation, int64_t groups) {
+    TC_API_ENTER();
+    tc_lock();
+    tc_tensor *out = NULL;
+    conv_args a;
+    if (conv_args_from("tc_conv_nd", nd, stride, padding, false, dilation, groups, &a) == TC_OK &&
+        check_conv("tc_conv_nd", x, w, bias, &a, true) == TC_OK)
+        out = conv_recorded(x, w, bias, &a);
+    tc_unlock();
+    return out;
+}
+
+/* ---- transposed convolution ---- */
+
+/* x (N, Cin, *in), w (Cin, Cout/G, *k), bias fit a transposed conv with a
+ * (symmetric padding >= 0 in a->pad[2j]) and output_padding op */
+TC_MUST_USE static tc_status check_transpose(tc_tensor *x, tc_tensor *w, tc_tensor *bias,
+                                             const conv_args *a, const int64_t *op) {
+    const char *api = "tc_conv_transpose_nd";
+    tc_status s = check_operands(api, x, w, bias);
+    if (s != TC_OK) return s;
+    int nd = a->nd;
+    char b1[256], b2[256], b3[256], b4[256];
+    int64_t pads[CONV_MAX_ND];
+    bool bad = a->groups < 1;
+    for (int j = 0; j < nd; j++) {
+        pads[j] = a->pad[2 * j];
+        bad = bad || a->stride[j] < 1 || a->dilation[j] < 1 || pads[j] < 0 || op[j] < 0 ||
+              (op[j] >= a->stride[j] && op[j] >= a->dilation[j]);
+    }
+    if (bad)
+        return tc_error_set(TC_ERR_INVALID, "%s: stride %s and dilation %s must be >= 1, "
+                            "padding %s >= 0, output_padding %s >= 0 and smaller than stride or "
+                            "dilation, groups %lld >= 1", api,
+                            tc_fmt_shape(b1, sizeof b1, nd, a->stride),
+                            tc_fmt_shape(b2, sizeof b2, nd, a->dilation),
+                            tc_fmt_shape(b3, sizeof b3, nd, pads),
+                            tc_fmt_shape(b4, sizeof b4, nd, op),
+                            (long long)a->groups);
+    const tc_node *xn = x->node, *wn = w->node;
+    tc_fmt_shape(b1, sizeof b1, xn->ndim, xn->shape);
+    tc_fmt_shape(b2, sizeof b2, wn->ndim, wn->shape);
+    if (xn->ndim != 2 + nd || wn->ndim != 2 + nd)
+        return tc_error_set(TC_ERR_SHAPE, "%s: x %s must be (N,Cin,%d spatial dims) and w %s "
+                            "(Cin,Cout/groups,%d kernel dims)", api, b1, nd, b2, nd);
+    if (wn->shape[0] != xn->shape[1] || xn->shape[1] % a->groups != 0)
+        return tc_error_set(TC_ERR_SHAPE, "%s: x %s and w %s do not fit groups %lld (need "
+                            "Cin = w.shape[0], divisible by groups)", api, b1, b2,
+                            (long long)a->groups);
+    for (int j = 0; j < nd; j++) {
+        int64_t size = (xn->shape[2 + j] - 1) * a->stride[j] - 2 * pads[j] +
+                       a->dilation[j] * (wn->shape[2 + j] - 1) + op[j] + 1;
+        if (size < 1)
+            return tc_error_set(TC_ERR_SHAPE, "%s: x %s with w %s, padding %s gives output size "
+                                "%lld along spatial axis %d", api, b1, b2,
+                                tc_fmt_shape(b3, sizeof b3, nd, pads), (long long)size, j);
+    }
+    int64_t cout = wn->shape[1] * a->groups;
+    if (bias && (bias->node->ndim != 1 || bias->node->shape[0] != cout))
+        return tc_error_set(TC_ERR_SHAPE, "%s: bias %s must be (%lld) for w %s and groups %lld",
+                            api, tc_fmt_shape(b3, sizeof b3, bias->node->ndim, bias->node->shape),
+                            (long long)cout, b2, (long long)a->groups);
+    return TC_OK;
+}
+
+/* x (N, C, *in) with s-1 zeros between neighbours along each spatial axis:
+ * (N, C, *(in-1)*s+1), views only (reshape to (.., in, 1, ..), pad the 1s
+ * to s, reshape back, cut the trailing zeros) */
+static tc_tensor *zero_insert(tc_scope *s, tc_tensor *x, int nd, const int64_t *st) {
+    const int64_t *xs = x->node->shape;
+    int64_t split[TC_MAX_DIMS], pads[2 * TC_MAX_DIMS] = {0}, joined[TC_MAX_DIMS];
+    int64_t cut[CONV_MAX_ND];
+    bool is_strided = false;
+    for (int j = 0; j < nd; j++) {
+        split[2 * j] = xs[2 + j], split[2 * j + 1] = 1;
+        pads[2 * (3 + 2 * j) + 1] = st[j] - 1;
+        joined[j] = xs[2 + j] * st[j];
+        cut[j] = (xs[2 + j] - 1) * st[j] + 1;
+        is_strided = is_strided || st[j] > 1;
+    }
+    if (!is_strided) return x;
+    tc_tensor *y = reshape_tail(s, x, 2, 2 * nd, split);
+    y = TC_S(s, tc_pad(y, pads));
+    y = reshape_tail(s, y, 2, nd, joined);
+    return fit_tail(s, y, nd, cut);
+}
+
+/* w (Cin, Cout/G, *k) as the weight of the equivalent conv: per group in
+ * and out swapped, (Cout, Cin/G, *k), the kernel flipped */
+static tc_tensor *transpose_weight(tc_scope *s, tc_tensor *w, int nd, int64_t g) {
+    const int64_t *ws = w->node->shape;
+    int64_t split[TC_MAX_DIMS] = {g, ws[0] / g, ws[1]};
+    int64_t joined[TC_MAX_DIMS] = {g * ws[1], ws[0] / g};
+    int order[TC_MAX_DIMS] = {0, 2, 1}, axes[CONV_MAX_ND];
+    for (int j = 0; j < nd; j++) {
+        split[3 + j] = joined[2 + j] = ws[2 + j];
+        order[3 + j] = 3 + j;
+        axes[j] = 2 + j;
+    }
+    tc_tensor *y = TC_S(s, tc_reshape(w, 3 + nd, split)); /* (G, Cin/G, Cout/G, *k) */
+    y = TC_S(s, tc_permute(y, order));
+    y = TC_S(s, tc_reshape(y, 2 + nd, joined));
+    return TC_S(s, tc_flip(y, nd, axes));
+}
+
+TC_API tc_tensor *tc_conv_transpose_nd(tc_tensor *x, tc_tensor *w, tc_tensor *bias, int nd,
+                                       const int64_t *stride, const int64_t *padding,
+                                       const int64_t *output_padding, const int64_t *dilation,
+                                       int64_t groups) {
+    TC_API_ENTER();
+    tc_lock();
+    tc_tensor *out = NULL;
+    conv_args a;
+    int64_t op[CONV_MAX_ND] = {0};
+    const char *api = "tc_conv_transpose_nd";
+    if (conv_args_from(api, nd, stride, padding, true, dilation, groups, &a) != TC_OK) goto done;
+    for (int j = 0; j < nd && output_padding; j++) op[j] = output_padding[j];
+    if (check_transpose(x, w, bias, &a, op) != TC_OK) goto done;
+    /* the equivalent conv: stride 1 over the zero-inserted x, padding
+     * d*(k-1)-p before and that plus output_padding after */
+    conv_args c = {.nd = nd, .groups = groups};
+    for (int j = 0; j < nd; j++) {
+        int64_t edge = a.dilation[j] * (w->node->shape[2 + j] - 1) - a.pad[2 * j];
+        c.stride[j] = 1, c.dilation[j] = a.dilation[j];
+        c.pad[2 * j] = edge, c.pad[2 * j + 1] = edge + op[j];
+    }
+    tc_scope s = {0};
+    tc_tensor *xz = zero_insert(&s, x, nd, a.stride);
+    tc_tensor *wt = s.failed ? NULL : transpose_weight(&s, w, nd, groups);
+    tc_tensor *y = s.failed ? NULL : TC_S(&s, conv_recorded(xz, wt, bias, &c));
+    out = tc_scope_end(&s, y);
+done:
+    tc_unlock();
+    return out;
 }
 
 /* ---- pools ---- */
@@ -312,7 +577,7 @@ static tc_tensor *pool2d(const char *api, tc_tensor *x, int kernel, int stride, 
     }
     tc_scope s = {0};
     int win[2];
-    tc_tensor *p = pool_axes(&s, x, k, ss, d, win);
+    tc_tensor *p = pool_axes(&s, x, 2, k, ss, d, win);
     tc_tensor *r = s.failed ? NULL : is_max ? TC_S(&s, tc_max(p, 2, win, false)) : TC_S(&s, tc_mean(p, 2, win, false));
     out = tc_scope_end(&s, r);
 done:

@@ -2,7 +2,8 @@
  * every allocation of a call is made to fail in turn. Each failure must
  * report TC_ERR_MEMORY, crash nothing, leak no node (ASan checks the rest)
  * and change nothing: a failed tc_backward leaves every gradient as it was,
- * a failed tc_assign leaves its target's values. */
+ * a failed tc_assign leaves its target's values. The N-d and transposed
+ * convolutions are swept in 1-d and 3-d. */
 #include "../api/api_helpers.h"
 #include "graph/graph.h"
 #include "util/util.h"
@@ -89,6 +90,36 @@ static void test_composites(void **state) {
     for (int i = 0; i < 6; i++) tc_release(in[i]);
 }
 
+static tc_tensor *w_conv1d(tc_tensor *const *in) { /* stride 1, padding 1: the own rule */
+    int64_t st[1] = {1}, pad[2] = {1, 1}, dil[1] = {1};
+    return tc_conv_nd(in[0], in[1], in[4], 1, st, pad, dil, 1);
+}
+static tc_tensor *w_conv3d(tc_tensor *const *in) { /* strided, dilated, cropped */
+    int64_t st[3] = {1, 2, 1}, pad[6] = {1, 0, -1, 1, 0, 0}, dil[3] = {1, 1, 2};
+    return tc_conv_nd(in[2], in[3], NULL, 3, st, pad, dil, 1);
+}
+static tc_tensor *w_conv_t(tc_tensor *const *in) { /* zero insertion, crop, output_padding */
+    int64_t st[1] = {2}, pad[1] = {3}, op[1] = {1}, dil[1] = {2};
+    return tc_conv_transpose_nd(in[0], in[5], NULL, 1, st, pad, op, dil, 1);
+}
+
+/* the N-d and transposed convolutions */
+static void test_convs(void **state) {
+    (void)state;
+    tc_tensor *in[6];
+    in[0] = tc_test_randn(3, SHAPE(2, 2, 7), 11, -1, 1);
+    in[1] = tc_test_randn(3, SHAPE(3, 2, 3), 12, -1, 1);
+    in[2] = tc_test_randn(5, SHAPE(1, 2, 3, 4, 5), 13, -1, 1);
+    in[3] = tc_test_randn(5, SHAPE(2, 2, 2, 2, 2), 14, -1, 1);
+    in[4] = tc_test_randn(1, SHAPE(3), 15, -1, 1);
+    in[5] = tc_test_randn(3, SHAPE(2, 3, 3), 16, -1, 1);
+    for (int i = 0; i < 6; i++) assert_int_equal(tc_set_requires_grad(in[i], true), TC_OK);
+    sweep("conv_nd 1-d", w_conv1d, in);
+    sweep("conv_nd 3-d", w_conv3d, in);
+    sweep("conv_transpose_nd 1-d", w_conv_t, in);
+    for (int i = 0; i < 6; i++) tc_release(in[i]);
+}
+
 /* tc_backward through a small network: a failure leaves the gradients */
 static void test_backward(void **state) {
     (void)state;
@@ -146,6 +177,7 @@ static void test_assign(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_composites),
+        TEST(test_convs),
         TEST(test_backward),
         TEST(test_assign),
     };

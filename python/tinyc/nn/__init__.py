@@ -3,7 +3,10 @@ initialisation), built from Tensor ops:
 
     Linear(in_features, out_features, bias=True)
     Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-           groups=1, bias=True)
+           groups=1, bias=True)           (also Conv1d, Conv3d)
+    ConvTranspose2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+                    output_padding=0, groups=1, bias=True, dilation=1)
+                                          (also ConvTranspose1d, ConvTranspose3d)
     BatchNorm2d(sz, eps=1e-5, affine=True, track_running_stats=True, momentum=0.1)
     LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True, bias=True)
     Embedding(vocab_size, embed_size)
@@ -23,7 +26,8 @@ from ..dtype import dtypes
 from ..tensor import Tensor
 from . import optim, state, utils  # noqa: F401
 
-__all__ = ["Linear", "Conv2d", "BatchNorm2d", "BatchNorm", "LayerNorm", "Embedding", "optim",
+__all__ = ["Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+           "ConvTranspose3d", "BatchNorm2d", "BatchNorm", "LayerNorm", "Embedding", "optim",
            "state", "utils"]
 
 
@@ -54,24 +58,72 @@ class Linear:
 
 
 class Conv2d:
-    """2-d convolution; weight (out, in/groups, kh, kw) and bias U(-1/sqrt(fan_in),
-    1/sqrt(fan_in)) with fan_in = in/groups*kh*kw."""
+    """convolution over the spatial dims of its kernel (2 for Conv2d, or as many
+    as kernel_size has, as tinygrad's); weight (out, in/groups, *k) and bias
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in/groups*prod(k)."""
+    _nd = 2  # spatial dims an int kernel_size stands for
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
                  dilation=1, groups=1, bias=True):
-        self.kernel_size = (kernel_size, kernel_size) if isinstance(kernel_size, int) \
+        self.kernel_size = (kernel_size,) * self._nd if isinstance(kernel_size, int) \
             else tuple(kernel_size)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         if isinstance(padding, str):
-            raise NotImplementedError("tinyc: Conv2d: string paddings are not supported")
-        fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+            raise NotImplementedError("tinyc: %s: string paddings are not supported"
+                                      % type(self).__name__)
+        shape, fan_in = self._weight_shape(in_channels, out_channels, groups)
         bound = 1 / math.sqrt(fan_in) if fan_in else 0.0
-        self.weight = _uniform((out_channels, in_channels // groups) + self.kernel_size, bound)
+        self.weight = _uniform(shape, bound)
         self.bias = _uniform((out_channels,), bound) if bias else None
+
+    def _weight_shape(self, cin, cout, groups):
+        """(weight shape, fan_in) as PyTorch's init computes it"""
+        return (cout, cin // groups) + self.kernel_size, cin // groups * math.prod(self.kernel_size)
 
     def __call__(self, x):
         return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride,
                         dilation=self.dilation, padding=self.padding)
+
+
+class Conv1d(Conv2d):
+    """Conv2d over one spatial dim: x (N, Cin, L)"""
+    _nd = 1
+
+
+class Conv3d(Conv2d):
+    """Conv2d over three spatial dims: x (N, Cin, D, H, W)"""
+    _nd = 3
+
+
+class ConvTranspose2d(Conv2d):
+    """transposed convolution (Tensor.conv_transpose2d); weight (in, out/groups, *k)
+    and bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = out/groups*prod(k),
+    PyTorch's."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias)
+        self.output_padding = output_padding
+
+    def _weight_shape(self, cin, cout, groups):
+        fan_in = cout // groups * math.prod(self.kernel_size)
+        return (cin, cout // groups) + self.kernel_size, fan_in
+
+    def __call__(self, x):
+        return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride,
+                                  dilation=self.dilation, padding=self.padding,
+                                  output_padding=self.output_padding)
+
+
+class ConvTranspose1d(ConvTranspose2d):
+    """ConvTranspose2d over one spatial dim"""
+    _nd = 1
+
+
+class ConvTranspose3d(ConvTranspose2d):
+    """ConvTranspose2d over three spatial dims"""
+    _nd = 3
 
 
 def _nograd(t):
