@@ -39,6 +39,24 @@ static void test_good_raw_and_gz(void **state) {
     remove_tmpdir(dir, (const char *[]){"a", "a.gz", "b", "c"}, 4);
 }
 
+/* writes an IDX file of type code `type` and body to path (gzip'ed when gz),
+ * loads it, and checks the tensor's dtype and host-order values */
+static void load_check(const char *path, int type, int ndim, const uint32_t *dims,
+                       const unsigned char *body, size_t body_len, bool gz, tc_dtype dt,
+                       const void *want, size_t want_len) {
+    size_t len;
+    unsigned char *b = idx_bytes(type, ndim, dims, body, body_len, &len);
+    write_file(path, b, len, gz, 0);
+    free(b);
+    tc_tensor *t = tc_idx_load(path, NULL);
+    CHECK_T(t);
+    assert_int_equal(tc_get_dtype(t), dt);
+    void *got = tc_test_read(t);
+    assert_memory_equal(got, want, want_len);
+    free(got);
+    tc_release(t);
+}
+
 static void test_int32_float32(void **state) {
     (void)state;
     char dir[256], p[1024];
@@ -52,51 +70,20 @@ static void test_int32_float32(void **state) {
         memcpy(&u, &fv[i], 4);
         put_be32(fb + 4 * i, u);
     }
-    size_t len;
-    unsigned char *b = idx_bytes(0x0C, 1, (uint32_t[]){3}, ib, 12, &len);
-    write_file(join(p, sizeof p, dir, "i"), b, len, true, 0);
-    free(b);
-    tc_tensor *t = tc_idx_load(p, NULL);
-    CHECK_T(t);
-    assert_int_equal(tc_get_dtype(t), TC_INT32);
-    int32_t *gi = tc_test_read(t);
-    assert_memory_equal(gi, iv, sizeof iv);
-    free(gi);
-    tc_release(t);
-    b = idx_bytes(0x0D, 2, (uint32_t[]){1, 2}, fb, 8, &len);
-    write_file(join(p, sizeof p, dir, "f"), b, len, false, 0);
-    free(b);
-    t = tc_idx_load(p, NULL);
-    CHECK_T(t);
-    assert_int_equal(tc_get_dtype(t), TC_FLOAT32);
-    float *gf = tc_test_read(t);
-    assert_memory_equal(gf, fv, sizeof fv);
-    free(gf);
-    tc_release(t);
+    load_check(join(p, sizeof p, dir, "i"), 0x0C, 1, (uint32_t[]){3}, ib, 12, true, TC_INT32, iv,
+               sizeof iv);
+    load_check(join(p, sizeof p, dir, "f"), 0x0D, 2, (uint32_t[]){1, 2}, fb, 8, false, TC_FLOAT32,
+               fv, sizeof fv);
     /* int8 and big-endian int16 */
     int16_t hv[3] = {-32768, 258, 32767};
+    int8_t cv[3] = {-128, 1, 127};
     unsigned char hb[6], cb[3] = {0x80, 0x01, 0x7f};
-    for (int i = 0; i < 3; i++) hb[2 * i] = (unsigned char)((uint16_t)hv[i] >> 8), hb[2 * i + 1] = (unsigned char)hv[i];
-    b = idx_bytes(0x0B, 1, (uint32_t[]){3}, hb, 6, &len);
-    write_file(join(p, sizeof p, dir, "h"), b, len, true, 0);
-    free(b);
-    t = tc_idx_load(p, NULL);
-    CHECK_T(t);
-    assert_int_equal(tc_get_dtype(t), TC_INT16);
-    int16_t *gh = tc_test_read(t);
-    assert_memory_equal(gh, hv, sizeof hv);
-    free(gh);
-    tc_release(t);
-    b = idx_bytes(0x09, 1, (uint32_t[]){3}, cb, 3, &len);
-    write_file(join(p, sizeof p, dir, "c"), b, len, false, 0);
-    free(b);
-    t = tc_idx_load(p, NULL);
-    CHECK_T(t);
-    assert_int_equal(tc_get_dtype(t), TC_INT8);
-    int8_t *gc = tc_test_read(t), want_c[3] = {-128, 1, 127};
-    assert_memory_equal(gc, want_c, 3);
-    free(gc);
-    tc_release(t);
+    for (int i = 0; i < 3; i++)
+        hb[2 * i] = (unsigned char)((uint16_t)hv[i] >> 8), hb[2 * i + 1] = (unsigned char)hv[i];
+    load_check(join(p, sizeof p, dir, "h"), 0x0B, 1, (uint32_t[]){3}, hb, 6, true, TC_INT16, hv,
+               sizeof hv);
+    load_check(join(p, sizeof p, dir, "c"), 0x09, 1, (uint32_t[]){3}, cb, 3, false, TC_INT8, cv,
+               sizeof cv);
     remove_tmpdir(dir, (const char *[]){"i", "f", "h", "c"}, 4);
 }
 
