@@ -544,6 +544,17 @@ TC_API tc_tensor *tc_conv_transpose_nd(tc_tensor *x, tc_tensor *w, tc_tensor *bi
  * stride <= 0 means stride = kernel */
 TC_API tc_tensor *tc_max_pool2d(tc_tensor *x, int kernel, int stride);
 TC_API tc_tensor *tc_avg_pool2d(tc_tensor *x, int kernel, int stride);
+/* pools over windows of the last nd axes of x (any leading dims; 1 <= nd
+ * <= rank): kernel, stride (NULL: the kernel) and dilation (NULL: 1) give
+ * nd values each, >= 1; output size per axis (in - dilation*(k-1) - 1) /
+ * stride + 1 (torch's max_pool/avg_pool without padding: pad x first, with
+ * -inf for max). The max's gradient is spread evenly over a window's
+ * maximal elements (tinygrad's rule; torch gives it to one of them); the
+ * mean counts every element of a window. */
+TC_API tc_tensor *tc_max_pool_nd(tc_tensor *x, int nd, const int64_t *kernel,
+                                 const int64_t *stride, const int64_t *dilation);
+TC_API tc_tensor *tc_avg_pool_nd(tc_tensor *x, int nd, const int64_t *kernel,
+                                 const int64_t *stride, const int64_t *dilation);
 /* mean over N of -log_softmax(logits)[n, labels[n]]: logits (N,C) float,
  * labels (N) integer class ids. When labels is realized its values are
  * checked (0 <= label < C) at the call; a lazy label outside the range

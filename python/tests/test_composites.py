@@ -147,6 +147,45 @@ def test_avg_pool2d(pool, layout, grad):
              leaves([shape], [layout]), [shape], [layout], grad)
 
 
+# non-square windows, strides other than the kernel, dilation, padding:
+# (kernel, stride, dilation, padding); tc_max_pool_nd / tc_avg_pool_nd
+POOLS_ND = [((2, 3), (1, 2), 1, 0), ((3, 2), 2, (2, 1), (1, 0)), (3, 1, 2, 1),
+            ((1, 3), (2, 1), 1, (0, 1))]
+
+
+@requires("tc_max_pool_nd")
+@pytest.mark.parametrize("grad", GRAD, ids=GRAD_IDS)
+@pytest.mark.parametrize("pool", POOLS_ND, ids=str)
+@pytest.mark.parametrize("layout", ["contig", "transposed"])
+def test_max_pool2d_general(pool, layout, grad):
+    k, s, d, p = pool
+    shape = (2, 3, 9, 8)
+    run_both(lambda x: x.max_pool2d(k, s, dilation=d, padding=p),
+             lambda x: F.max_pool2d(x, k, s, padding=p, dilation=d),
+             leaves([shape], [layout]), [shape], [layout], grad)
+
+
+@requires("tc_avg_pool_nd")
+@pytest.mark.parametrize("grad", GRAD, ids=GRAD_IDS)
+@pytest.mark.parametrize("pool", [q for q in POOLS_ND if q[2] == 1], ids=str)
+@pytest.mark.parametrize("count_pad", [True, False])
+def test_avg_pool2d_general(pool, count_pad, grad):
+    """torch's avg_pool2d has no dilation: the cases without it"""
+    k, s, _, p = pool
+    shape = (2, 3, 9, 8)
+    run_both(lambda x: x.avg_pool2d(k, s, padding=p, count_include_pad=count_pad),
+             lambda x: F.avg_pool2d(x, k, s, padding=p, count_include_pad=count_pad),
+             leaves([shape], ["contig"]), [shape], ["contig"], grad)
+
+
+@requires("tc_max_pool_nd")
+def test_pool_kernels():
+    """a general pool is one kernel, as the square one"""
+    x = Tensor(np.random.default_rng(3).random((2, 3, 9, 8), dtype=np.float32)).realize()
+    assert len(x.max_pool2d((2, 3), (1, 2), dilation=(2, 1)).schedule()) == 1
+    assert len(x.avg_pool2d((3, 2), 2).schedule()) == 1
+
+
 def test_avg_pool2d_without_padding_count():
     x = leaves([(1, 1, 5, 5)], ["contig"])[0]
     got = Tensor(x).avg_pool2d(3, 2, padding=1, count_include_pad=False)

@@ -147,6 +147,7 @@ SIGNATURES = {
     "tc_max_pool2d": (T, [T, i32, i32]), "tc_avg_pool2d": (T, [T, i32, i32]),
     "tc_cross_entropy": (T, [T, T]), "tc_gather": (T, [T, i32, T]), "tc_index": (T, [T, i32, T]),
     "tc_interpolate": (T, [T, i32, I64P, i32, ctypes.c_bool]),
+    "tc_max_pool_nd": (T, [T, i32, I64P, I64P, I64P]), "tc_avg_pool_nd": (T, [T, i32, I64P, I64P, I64P]),
     "tc_argmax": (T, [T, i32, b]),
     "tc_cumsum": (T, [T, i32]), "tc_einsum": (T, [s, i32, TP]),
     "tc_empty": (T, [i32, I64P, i32, s]),

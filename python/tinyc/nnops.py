@@ -159,57 +159,50 @@ class NNOps:
         return self._wrap(fn(self._h, weight._h, bias._h if bias is not None else None, nd,
                              *vals, groups))
 
-    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
-        fn = _lib.need("tc_max_pool2d", "Tensor.max_pool2d")
+    def _pool_nd(self, name, kernel_size, stride, dilation, padding, pad_value):
+        """(x padded, fn args) for tc_max_pool_nd / tc_avg_pool_nd over the last 2 dims"""
         if self.ndim < 2:
-            raise ValueError("tinyc: max_pool2d needs at least 2 dims")
+            raise ValueError("tinyc: %s needs at least 2 dims" % name)
+        k = _pair(kernel_size, "kernel_size")
+        st = _pair(stride if stride is not None else k, "stride")
+        dil = _pair(dilation, "dilation")
+        py, px = _pair(padding, "padding")
+        x = self
+        if py or px:
+            x = x.pad(((0, 0),) * (self.ndim - 2) + ((py, py), (px, px)), value=pad_value)
+        return x, (2, _lib.int64_array(k), _lib.int64_array(st), _lib.int64_array(dil))
+
+    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
+        """the max of each window of the last 2 dims (padding with -inf, as torch);
+        tc_max_pool2d for square windows, tc_max_pool_nd for the rest"""
         ky, kx = _pair(kernel_size, "kernel_size")
         sy, sx = _pair(stride if stride is not None else (ky, kx), "stride")
-        if ky != kx or sy != sx or _pair(dilation, "dilation") != (1, 1):
-            raise NotImplementedError("tinyc: max_pool2d: tc_max_pool2d takes square kernels "
-                                      "and strides without dilation")
-        x = self
-        py, px = _pair(padding, "padding")
-        if py or px:
-            x = x.pad(((0, 0),) * (self.ndim - 2) + ((py, py), (px, px)), value=-math.inf)
-        return self._wrap(fn(x._h, ky, sy))
+        x, args = self._pool_nd("max_pool2d", kernel_size, stride, dilation, padding, -math.inf)
+        if ky == kx and sy == sx and _pair(dilation, "dilation") == (1, 1):
+            fn = _lib.need("tc_max_pool2d", "Tensor.max_pool2d")
+            return self._wrap(fn(x._h, ky, sy))
+        fn = _lib.need("tc_max_pool_nd", "Tensor.max_pool2d with non-square or dilated windows")
+        return self._wrap(fn(x._h, *args))
 
     def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
                    count_include_pad=True):
-        """the mean of each window, composed from strided views (one fused kernel)."""
+        """the mean of each window of the last 2 dims (tc_avg_pool2d for square
+        windows, tc_avg_pool_nd for the rest); without count_include_pad the
+        padded zeros are not counted: the window means of x over those of ones"""
         ky, kx = _pair(kernel_size, "kernel_size")
         sy, sx = _pair(stride if stride is not None else (ky, kx), "stride")
-        dy, dx = _pair(dilation, "dilation")
         py, px = _pair(padding, "padding")
-        if self.ndim < 2:
-            raise ValueError("tinyc: avg_pool2d needs at least 2 dims")
-        if ky == kx and sy == sx and dy == dx == 1 and py == px == 0 and \
-                _lib.has("tc_avg_pool2d"):
-            return self._wrap(lib.tc_avg_pool2d(self._h, ky, sy))
-        lead = ((0, 0),) * (self.ndim - 2)
-        x = self.pad(lead + ((py, py), (px, px))) if (py or px) else self
-        H, W = x.shape[-2:]
-        oh = (H - dy * (ky - 1) - 1) // sy + 1
-        ow = (W - dx * (kx - 1) - 1) // sx + 1
-        if oh <= 0 or ow <= 0:
-            raise ValueError("tinyc: avg_pool2d: kernel %s does not fit in %s"
-                             % ((ky, kx), (H, W)))
-        total = None
-        for i in range(ky):
-            for j in range(kx):
-                y0, x0 = i * dy, j * dx
-                v = x[..., y0:y0 + sy * (oh - 1) + 1:sy, x0:x0 + sx * (ow - 1) + 1:sx]
-                total = v if total is None else total + v
+        x, args = self._pool_nd("avg_pool2d", kernel_size, stride, dilation, padding, 0.0)
+        if ky == kx and sy == sx and _pair(dilation, "dilation") == (1, 1) and \
+                (count_include_pad or not (py or px)):
+            fn = _lib.need("tc_avg_pool2d", "Tensor.avg_pool2d")
+            return self._wrap(fn(x._h, ky, sy))
+        fn = _lib.need("tc_avg_pool_nd", "Tensor.avg_pool2d with non-square or dilated windows")
+        mean = self._wrap(fn(x._h, *args))
         if count_include_pad or not (py or px):
-            return total / (ky * kx)
+            return mean
         ones = Tensor.ones(*self.shape[-2:], device=self.device).pad(((py, py), (px, px)))
-        count = None
-        for i in range(ky):
-            for j in range(kx):
-                y0, x0 = i * dy, j * dx
-                v = ones[y0:y0 + sy * (oh - 1) + 1:sy, x0:x0 + sx * (ow - 1) + 1:sx]
-                count = v if count is None else count + v
-        return total / count
+        return mean / self._wrap(fn(ones._h, *args))
 
     def binary_crossentropy(self, y):
         return (-y * self.log() - (1 - y) * (1 - self).log()).mean()

@@ -585,6 +585,69 @@ done:
     return out;
 }
 
+/* max or mean over windows of the last nd axes of x: kernel, stride (NULL:
+ * the kernel) and dilation (NULL: 1) nd values each */
+static tc_tensor *pool_nd(const char *api, tc_tensor *x, int nd, const int64_t *kernel,
+                          const int64_t *stride, const int64_t *dilation, bool is_max) {
+    tc_lock();
+    tc_tensor *out = NULL;
+    int64_t k[TC_MAX_DIMS], st[TC_MAX_DIMS], d[TC_MAX_DIMS];
+    char b1[256], b2[256], b3[256], b4[256];
+    if (tc_tensor_check(x, api, "x") != TC_OK) goto done;
+    const tc_node *n = x->node;
+    if (nd < 1 || nd > n->ndim || n->ndim + nd > TC_MAX_DIMS - 2) {
+        tc_error_set(TC_ERR_SHAPE, "%s: nd %d for x %s (1 to its rank, %d)", api, nd,
+                     tc_fmt_shape(b1, sizeof b1, n->ndim, n->shape), n->ndim);
+        goto done;
+    }
+    if (!kernel) {
+        tc_error_set(TC_ERR_INVALID, "%s: kernel is NULL", api);
+        goto done;
+    }
+    bool bad = false;
+    for (int j = 0; j < nd; j++) {
+        k[j] = kernel[j], st[j] = stride ? stride[j] : kernel[j], d[j] = dilation ? dilation[j] : 1;
+        bad |= k[j] < 1 || st[j] < 1 || d[j] < 1 || k[j] > INT32_MAX || st[j] > INT32_MAX ||
+               d[j] > INT32_MAX;
+    }
+    tc_fmt_shape(b1, sizeof b1, nd, k), tc_fmt_shape(b2, sizeof b2, nd, st);
+    tc_fmt_shape(b3, sizeof b3, nd, d);
+    if (bad) {
+        tc_error_set(TC_ERR_INVALID, "%s: kernel %s, stride %s and dilation %s must be 1 to "
+                     "2^31-1", api, b1, b2, b3);
+        goto done;
+    }
+    for (int j = 0; j < nd; j++)
+        if (out_size(n->shape[n->ndim - nd + j], k[j], st[j], d[j]) < 1) {
+            tc_error_set(TC_ERR_SHAPE, "%s: kernel %s (dilation %s) does not fit the last %d "
+                         "dims of %s", api, b1, b3, nd,
+                         tc_fmt_shape(b4, sizeof b4, n->ndim, n->shape));
+            goto done;
+        }
+    tc_scope s = {0};
+    int win[TC_MAX_DIMS];
+    tc_tensor *p = pool_axes(&s, x, nd, k, st, d, win);
+    tc_tensor *r = s.failed ? NULL
+                   : is_max ? TC_S(&s, tc_max(p, nd, win, false))
+                            : TC_S(&s, tc_mean(p, nd, win, false));
+    out = tc_scope_end(&s, r);
+done:
+    tc_unlock();
+    return out;
+}
+
+TC_API tc_tensor *tc_max_pool_nd(tc_tensor *x, int nd, const int64_t *kernel,
+                                 const int64_t *stride, const int64_t *dilation) {
+    TC_API_ENTER();
+    return pool_nd("tc_max_pool_nd", x, nd, kernel, stride, dilation, true);
+}
+
+TC_API tc_tensor *tc_avg_pool_nd(tc_tensor *x, int nd, const int64_t *kernel,
+                                 const int64_t *stride, const int64_t *dilation) {
+    TC_API_ENTER();
+    return pool_nd("tc_avg_pool_nd", x, nd, kernel, stride, dilation, false);
+}
+
 TC_API tc_tensor *tc_max_pool2d(tc_tensor *x, int kernel, int stride) {
     TC_API_ENTER();
     return pool2d("tc_max_pool2d", x, kernel, stride, true);
