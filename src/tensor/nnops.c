@@ -557,6 +557,19 @@ done:
 
 /* ---- pools ---- */
 
+/* max or mean over the checked windows of the last nd axes of x; a new
+ * reference, NULL on failure */
+static tc_tensor *pool_reduce(tc_tensor *x, int nd, const int64_t *k, const int64_t *st,
+                              const int64_t *d, bool is_max) {
+    tc_scope s = {0};
+    int win[TC_MAX_DIMS];
+    tc_tensor *p = pool_axes(&s, x, nd, k, st, d, win);
+    tc_tensor *r = s.failed ? NULL
+                   : is_max ? TC_S(&s, tc_max(p, nd, win, false))
+                            : TC_S(&s, tc_mean(p, nd, win, false));
+    return tc_scope_end(&s, r);
+}
+
 static tc_tensor *pool2d(const char *api, tc_tensor *x, int kernel, int stride, bool is_max) {
     tc_lock();
     tc_tensor *out = NULL;
@@ -575,18 +588,16 @@ static tc_tensor *pool2d(const char *api, tc_tensor *x, int kernel, int stride, 
                      kernel, tc_fmt_shape(b, sizeof b, n->ndim, n->shape));
         goto done;
     }
-    tc_scope s = {0};
-    int win[2];
-    tc_tensor *p = pool_axes(&s, x, 2, k, ss, d, win);
-    tc_tensor *r = s.failed ? NULL : is_max ? TC_S(&s, tc_max(p, 2, win, false)) : TC_S(&s, tc_mean(p, 2, win, false));
-    out = tc_scope_end(&s, r);
+    out = pool_reduce(x, 2, k, ss, d, is_max);
 done:
     tc_unlock();
     return out;
 }
 
 /* max or mean over windows of the last nd axes of x: kernel, stride (NULL:
- * the kernel) and dilation (NULL: 1) nd values each */
+ * the kernel) and dilation (NULL: 1) nd values each. The windows' widest
+ * view has two dims more per pooled axis (kernel, output and stride rows
+ * for each): rank + 2*nd must stay within TC_MAX_DIMS. */
 static tc_tensor *pool_nd(const char *api, tc_tensor *x, int nd, const int64_t *kernel,
                           const int64_t *stride, const int64_t *dilation, bool is_max) {
     tc_lock();
@@ -595,9 +606,10 @@ static tc_tensor *pool_nd(const char *api, tc_tensor *x, int nd, const int64_t *
     char b1[256], b2[256], b3[256], b4[256];
     if (tc_tensor_check(x, api, "x") != TC_OK) goto done;
     const tc_node *n = x->node;
-    if (nd < 1 || nd > n->ndim || n->ndim + nd > TC_MAX_DIMS - 2) {
-        tc_error_set(TC_ERR_SHAPE, "%s: nd %d for x %s (1 to its rank, %d)", api, nd,
-                     tc_fmt_shape(b1, sizeof b1, n->ndim, n->shape), n->ndim);
+    if (nd < 1 || nd > n->ndim || n->ndim + 2 * nd > TC_MAX_DIMS) {
+        tc_error_set(TC_ERR_SHAPE, "%s: nd %d for x %s (1 to its rank, %d, with rank + 2*nd at "
+                     "most %d)", api, nd, tc_fmt_shape(b1, sizeof b1, n->ndim, n->shape),
+                     n->ndim, TC_MAX_DIMS);
         goto done;
     }
     if (!kernel) {
@@ -624,13 +636,7 @@ static tc_tensor *pool_nd(const char *api, tc_tensor *x, int nd, const int64_t *
                          tc_fmt_shape(b4, sizeof b4, n->ndim, n->shape));
             goto done;
         }
-    tc_scope s = {0};
-    int win[TC_MAX_DIMS];
-    tc_tensor *p = pool_axes(&s, x, nd, k, st, d, win);
-    tc_tensor *r = s.failed ? NULL
-                   : is_max ? TC_S(&s, tc_max(p, nd, win, false))
-                            : TC_S(&s, tc_mean(p, nd, win, false));
-    out = tc_scope_end(&s, r);
+    out = pool_reduce(x, nd, k, st, d, is_max);
 done:
     tc_unlock();
     return out;

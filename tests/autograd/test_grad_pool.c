@@ -88,7 +88,13 @@ static void test_defaults_and_errors(void **state) {
     float want[6] = {5, 4, 3, -1, -2, 9};
     expect_f32(tc_max_pool_nd(x, 1, SHAPE(2), NULL, NULL), want, 6, 0, 0, "defaults");
     assert_null(tc_max_pool_nd(x, 3, SHAPE(2, 2, 2), NULL, NULL));
-    assert_tc_error(TC_ERR_SHAPE, "tc_max_pool_nd: nd 3 for x (2,6) (1 to its rank, 2)");
+    assert_tc_error(TC_ERR_SHAPE, "tc_max_pool_nd: nd 3 for x (2,6) (1 to its rank, 2, with rank "
+                                  "+ 2*nd at most 16)");
+    /* the windows' view of 6 pooled axes of a rank-7 x would have 19 dims */
+    tc_tensor *deep = tc_zeros(7, SHAPE(1, 2, 2, 2, 2, 2, 2), TC_FLOAT32, NULL);
+    assert_null(tc_max_pool_nd(deep, 6, SHAPE(2, 2, 2, 2, 2, 2), SHAPE(1, 1, 1, 1, 1, 1), NULL));
+    assert_tc_error(TC_ERR_SHAPE, "tc_max_pool_nd: nd 6 for x (1,2,2,2,2,2,2)");
+    tc_release(deep);
     assert_null(tc_avg_pool_nd(x, 1, NULL, NULL, NULL));
     assert_tc_error(TC_ERR_INVALID, "tc_avg_pool_nd: kernel is NULL");
     assert_null(tc_max_pool_nd(x, 1, SHAPE(2), SHAPE(0), NULL));
