@@ -167,11 +167,6 @@ static bool is_iconst(const tc_uop *u, int64_t v) {
     return is_const(u) && is_int(u->dtype) && u->ivalue == v;
 }
 
-/* wraps an int64 result to the dtype's width */
-static int64_t wrap_int(tc_dtype dt, int64_t v) {
-    return tc_dtype_wrap(dt, v);
-}
-
 /* ---- integer range analysis ---- */
 
 static int64_t clamp_add(int64_t a, int64_t b) {
@@ -369,7 +364,7 @@ static tc_uop *try_fold_consts(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop *
     double xv[3] = {0, 0, 0}, rx = 0;
     for (int k = 0; k < n; k++) iv[k] = s[k]->ivalue, xv[k] = s[k]->value;
     if (!fold(op, is_int(in), iv, xv, &ri, &rx)) return NULL;
-    if (is_int(in)) return tc_ub_iconst(ub, dt, wrap_int(dt, ri));
+    if (is_int(in)) return tc_ub_iconst(ub, dt, tc_dtype_wrap(dt, ri));
     return is_int(dt) ? tc_ub_iconst(ub, dt, (int64_t)rx) : tc_ub_const(ub, dt, rx, 0);
 }
 
@@ -383,7 +378,7 @@ static tc_uop *simplify(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop **s) {
         if (is_iconst(b, 0) || (is_const(b) && !ints && b->value == 0 && dt != TC_BOOL)) return a;
         if (ints && is_const(b) && a->op == TC_UOP_ALU && a->alu == TC_OP_ADD && is_const(a->srcs[1]))
             return tc_ub_alu(ub, TC_OP_ADD, dt, 2, a->srcs[0],
-                             tc_ub_iconst(ub, dt, wrap_int(dt, a->srcs[1]->ivalue + b->ivalue)), NULL);
+                             tc_ub_iconst(ub, dt, tc_dtype_wrap(dt, a->srcs[1]->ivalue + b->ivalue)), NULL);
         /* a constant term goes outermost: (x + c) + y -> (x + y) + c, so the
          * copies of a tile index one base at constant offsets (the C
          * compiler then keeps one pointer, not one per copy: conv2's dx
@@ -402,7 +397,7 @@ static tc_uop *simplify(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop **s) {
         if (ints && is_iconst(b, 0)) return b;
         if (ints && is_const(b) && a->op == TC_UOP_ALU && a->alu == TC_OP_MUL && is_const(a->srcs[1]))
             return tc_ub_alu(ub, TC_OP_MUL, dt, 2, a->srcs[0],
-                             tc_ub_iconst(ub, dt, wrap_int(dt, a->srcs[1]->ivalue * b->ivalue)), NULL);
+                             tc_ub_iconst(ub, dt, tc_dtype_wrap(dt, a->srcs[1]->ivalue * b->ivalue)), NULL);
     } else if (op == TC_OP_IDIV || op == TC_OP_MOD) {
         if (!ints || !is_const(b) || b->ivalue <= 0) return NULL;
         if (b->ivalue == 1) return op == TC_OP_IDIV ? a : tc_ub_iconst(ub, dt, 0);
@@ -455,7 +450,7 @@ tc_uop *tc_ub_cast(tc_ub *ub, tc_uop *x, tc_dtype dt, bool bitcast) {
     if (x->dtype == dt) return x;
     if (!bitcast && is_const(x)) {
         if (dt == TC_BOOL) return tc_ub_iconst(ub, dt, is_int(x->dtype) ? x->ivalue != 0 : x->value != 0);
-        if (is_int(dt)) return tc_ub_iconst(ub, dt, is_int(x->dtype) ? wrap_int(dt, x->ivalue) : (int64_t)x->value);
+        if (is_int(dt)) return tc_ub_iconst(ub, dt, is_int(x->dtype) ? tc_dtype_wrap(dt, x->ivalue) : (int64_t)x->value);
         return tc_ub_const(ub, dt, is_int(x->dtype) ? (double)x->ivalue : x->value, 0);
     }
     tc_uop *u = new_uop(ub, bitcast ? TC_UOP_BITCAST : TC_UOP_CAST, dt, 1, &x);

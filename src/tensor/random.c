@@ -201,20 +201,14 @@ TC_API tc_tensor *tc_normal(int ndim, const int64_t *shape, double mean, double 
     return random_tensor("tc_normal", ndim, shape, dt, device, &d);
 }
 
-/* the range [lo, hi] of integer dtype dt */
-static void int_range(tc_dtype dt, int64_t *lo, int64_t *hi) {
-    if (!tc_dtype_int_range(dt, lo, hi)) *lo = 0, *hi = 1;
-}
-
 TC_API tc_tensor *tc_randint(int ndim, const int64_t *shape, int64_t low, int64_t high,
                              tc_dtype dt, const char *device) {
     TC_API_ENTER();
     if (low >= high)
         return tc_error_set(TC_ERR_INVALID, "tc_randint: low %lld must be below high %lld",
                             (long long)low, (long long)high), NULL;
-    int64_t lo = 0, hi = 0;
-    if (tc_dtype_valid((int)dt)) int_range(dt, &lo, &hi);
-    if (tc_dtype_valid((int)dt) && !tc_dtypes[dt].is_float && dt != TC_BOOL &&
+    int64_t lo = 0, hi = 0; /* the range of an integer dt (bool is not range-checked) */
+    if (tc_dtype_valid((int)dt) && dt != TC_BOOL && tc_dtype_int_range(dt, &lo, &hi) &&
         (low < lo || high - 1 > hi))
         return tc_error_set(TC_ERR_INVALID, "tc_randint: [%lld, %lld) does not fit in %s",
                             (long long)low, (long long)high, tc_dtypes[dt].name), NULL;
