@@ -164,7 +164,7 @@ def least_upper(a, b):
         if a.is_float and b.is_float:
             return a if a.itemsize >= b.itemsize else b
         return a if a.is_float else b
-    ua, ub = a.name.startswith("uint"), b.name.startswith("uint")
+    ua, ub = dtypes.is_unsigned(a), dtypes.is_unsigned(b)
     if ua == ub:
         return a if a.itemsize >= b.itemsize else b
     u, sg = (a, b) if ua else (b, a)
