@@ -17,6 +17,8 @@
  */
 #include "lower.h"
 
+#include <string.h>
+
 bool tc_lw_store_is_full(const lower_ctx *c, const tc_ast *st) {
     const tc_view *v = &st->st->views[st->st->n_views - 1];
     for (int a = 0; a < v->ndim; a++)
@@ -175,6 +177,25 @@ static bool lower_stores_looped(lower_ctx *c, tc_ast *sink, bool full) {
     return true;
 }
 
+/* the lanes of the vector whose lane 0 is copy r's value of store i (vals
+ * holds n stores a copy), where copies r, r + split, ... hold its lanes in
+ * order and the store is contiguous along the plan's last axis (kept, not
+ * clamped): the vector is stored whole at copy r's index. 1: lane by lane. */
+static int whole_vector(const lower_ctx *c, const tc_ast *st, tc_uop **vals, int n, int r, int i) {
+    int step = (int)c->split, last = c->n_up - 1;
+    tc_uop *v = vals[r * n + i];
+    if (!v || v->op != TC_UOP_GEP || v->arg != 0 || v->dtype != st->dtype || c->gvl > 1 || last < 0)
+        return 1;
+    int a = c->up_axis[last], lanes = v->srcs[0]->vcount;
+    if ((c->it->reduce_axes >> a) & 1 || c->up_clamp[last] || tc_st_stride(st->st, a) != 1) return 1;
+    if (lanes < 2 || r / step % lanes != 0 || r + step * lanes > c->n_reps) return 1;
+    for (int l = 1; l < lanes; l++) {
+        tc_uop *w = vals[(r + step * l) * n + i];
+        if (!w || w->op != TC_UOP_GEP || w->arg != l || w->srcs[0] != v->srcs[0]) return 1;
+    }
+    return lanes;
+}
+
 /* the stores of one space: every value first, then every store, so a kernel
  * that reads a buffer it also writes (an assign) reads the old values */
 void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
@@ -213,6 +234,12 @@ void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
                 vals[r * sink->n_srcs + i] = block_sum(c, st, vals[r * sink->n_srcs + i]);
         }
     }
+    bool *in_vec = tc_arena_alloc(&c->ub.k->arena, sizeof(bool) * (size_t)(sink->n_srcs * c->n_reps));
+    if (!in_vec) {
+        c->ub.failed = true;
+        return;
+    }
+    memset(in_vec, 0, sizeof(bool) * (size_t)(sink->n_srcs * c->n_reps));
     for (int r = 0; r < c->n_reps; r += step) {
         tc_lw_set_copy(c, r);
         tc_uop *gate = tc_lw_copy_gate(c, r); /* a clamped copy past the end stores nothing */
@@ -220,7 +247,10 @@ void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
         for (int i = 0; i < sink->n_srcs && !c->ub.failed; i++) {
             tc_ast *st = sink->srcs[i];
             tc_uop *idx, *valid, *v = vals[r * sink->n_srcs + i];
-            if (tc_lw_store_is_full(c, st) != full) continue;
+            if (tc_lw_store_is_full(c, st) != full || in_vec[r * sink->n_srcs + i]) continue;
+            int lanes = c->tg->has_vec ? whole_vector(c, st, vals, sink->n_srcs, r, i) : 1;
+            for (int l = 1; l < lanes; l++) in_vec[(r + step * l) * sink->n_srcs + i] = true;
+            if (lanes > 1) v = v->srcs[0];
             if (v) v = tc_ub_cast(&c->ub, v, st->dtype, false);
             if (v) v = tc_ub_broadcast(&c->ub, v, c->gvl); /* GPU vectors: all of a lane's */
             if (v && tc_lw_st_index(c, st->st, &idx, &valid) == TC_OK)

@@ -153,7 +153,8 @@ static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
     if (tc_op_is_reduce(a->op)) return !w->kept;
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {
         int64_t st = tc_st_stride(a->st, axis);
-        bool dt_ok = a->dtype == TC_FLOAT32 || a->dtype == TC_UINT8 || a->dtype == TC_INT32;
+        bool dt_ok = a->dtype == TC_FLOAT32 || a->dtype == TC_INT32 || a->dtype == TC_UINT8 ||
+                     a->dtype == TC_INT8 || a->dtype == TC_UINT16 || a->dtype == TC_INT16;
         return dt_ok && (st == 0 || (st == 1 && a->op == TC_OP_LOAD));
     }
     bool op_ok = a->op == TC_OP_CAST || a->op == TC_OP_ADD || a->op == TC_OP_MUL ||
@@ -199,6 +200,10 @@ enum {
     BODY_BUDGET = 512,  /* weighted transcendentals and divisions a plan's copies of the
                            reduce bodies may hold */
     EPI_BUDGET = 64,    /* weighted ops of the stores its kept copies may repeat unrolled */
+    BODY_COPIES = 64,   /* copies of the reduce body (a vector counts once) a search may try:
+                           the heuristic's tiles are at most 28 (AVX-512's 14x2 vectors) */
+    STORE_BUDGET = 128, /* element stores (a vector store counts once) its kept copies may
+                           write unrolled */
 };
 
 /* weighted ops of one node (a const costs nothing) */
@@ -569,6 +574,20 @@ static int64_t kept_copies(const tc_sched_item *it, const tc_kopt *p) {
     return c;
 }
 
+/* the stores plan p's kept copies write unrolled: one per copy and store,
+ * a vector's lanes once where lower_store.c stores it whole (every store
+ * contiguous along the vector axis, no earlier blocks' sums to add);
+ * elsewhere each lane is a store of its own: a conv's output channels in
+ * vectors, stored channel-first, were 448 scalar stores, 1,261 lines and
+ * 0.6 s of gcc on AVX-512 */
+static int64_t store_copies(const tc_sched_item *it, const kinfo *k, const tc_kopt *p) {
+    int64_t kept = kept_copies(it, p);
+    if (p->lanes > 1 && p->n > 0 && !p->kblock && !((it->reduce_axes >> p->axis[p->n - 1]) & 1) &&
+        stores_contiguous(k, p->axis[p->n - 1]))
+        kept /= p->lanes;
+    return kept * k->n_stores;
+}
+
 /* halves the entry of plan p with the most copies (a reduced axis' amount
  * stays a divisor of it, a vector entry keeps whole vectors); an entry left
  * with one copy goes, a lone vector stays. false when nothing can shrink. */
@@ -601,7 +620,7 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p);
  * work at most EPI_BUDGET: past that the stores run once per output in
  * loops over the tile (epi_loop). A blocked reduce's stores add the earlier
  * blocks' sums: a load and an add per output. */
-static void bound_plan(const tc_sched_item *it, tc_kopt *p) {
+static void bound_plan(const tc_sched_item *it, const kinfo *k, tc_kopt *p) {
     kcost c, set;
     memset(&c, 0, sizeof c);
     cost_walk(&c, &set, it->ast, false);
@@ -611,7 +630,7 @@ static void bound_plan(const tc_sched_item *it, tc_kopt *p) {
     if (shrunk && p->n && !plan_valid(it, p)) *p = (tc_kopt){0};
     if (p->kblock) c.epi += COST_LOAD + 1;
     int64_t kept = kept_copies(it, p);
-    p->epi_loop = kept > 1 && kept * c.epi > EPI_BUDGET;
+    p->epi_loop = kept > 1 && (kept * c.epi > EPI_BUDGET || store_copies(it, k, p) > STORE_BUDGET);
 }
 
 /* the plan of a kernel by its shape (see the charter) */
@@ -650,7 +669,7 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
     collect(&k, it->ast, false);
     if (k.overflow) return;
     choose_plan(it, tg, &k, p);
-    bound_plan(it, p);
+    bound_plan(it, &k, p);
 }
 
 /* ---- search (TC_BEAM): the plans one step away from a plan ---- */
@@ -690,17 +709,18 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
 }
 
 /* whether plan p keeps the cost rule for costs c as bound_plan would leave
- * it: its body copies within BODY_BUDGET, its stores looped where their
- * unrolled copies would pass EPI_BUDGET */
-static bool plan_bounded(const tc_sched_item *it, const tc_kopt *p, const kcost *c) {
-    if (p->n > 0 && body_copies(p) * c->body > BODY_BUDGET) return false;
+ * it: its body copies within BODY_BUDGET and BODY_COPIES, its stores looped
+ * where their unrolled copies would pass EPI_BUDGET or STORE_BUDGET */
+static bool plan_bounded(const tc_sched_item *it, const kinfo *k, const tc_kopt *p, const kcost *c) {
+    if (p->n > 0 && (body_copies(p) * c->body > BODY_BUDGET || body_copies(p) > BODY_COPIES))
+        return false;
     int64_t kept = kept_copies(it, p), epi = c->epi + (p->kblock ? COST_LOAD + 1 : 0);
-    return p->epi_loop || kept <= 1 || kept * epi <= EPI_BUDGET;
+    return p->epi_loop || kept <= 1 || (kept * epi <= EPI_BUDGET && store_copies(it, k, p) <= STORE_BUDGET);
 }
 
-static void add_plan(const tc_sched_item *it, const kcost *c, tc_kopt *out, int *n, int max,
-                     const tc_kopt *p) {
-    if (*n >= max || !plan_valid(it, p) || !plan_bounded(it, p, c)) return;
+static void add_plan(const tc_sched_item *it, const kinfo *k, const kcost *c, tc_kopt *out, int *n,
+                     int max, const tc_kopt *p) {
+    if (*n >= max || !plan_valid(it, p) || !plan_bounded(it, k, p, c)) return;
     for (int i = 0; i < *n; i++)
         if (!memcmp(&out[i], p, sizeof *p)) return;
     out[(*n)++] = *p;
@@ -709,6 +729,10 @@ static void add_plan(const tc_sched_item *it, const kcost *c, tc_kopt *out, int 
 int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out, int max) {
     static const int64_t amounts[] = {2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 64};
     int n = 0;
+    kinfo k;
+    memset(&k, 0, sizeof k);
+    collect(&k, it->ast, false);
+    if (k.overflow) return 0;
     kcost c, set; /* a search tries only plans the cost rule allows */
     memset(&c, 0, sizeof c);
     cost_walk(&c, &set, it->ast, false);
@@ -716,29 +740,29 @@ int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out,
         for (size_t m = 0; m < sizeof amounts / sizeof amounts[0]; m++) {
             tc_kopt p = *base;
             p.amt[i] = amounts[m];
-            add_plan(it, &c, out, &n, max, &p);
+            add_plan(it, &k, &c, out, &n, max, &p);
         }
         tc_kopt p = *base;
         memmove(&p.axis[i], &p.axis[i + 1], sizeof(int) * (size_t)(p.n - i - 1));
         memmove(&p.amt[i], &p.amt[i + 1], sizeof(int64_t) * (size_t)(p.n - i - 1));
         p.n--;
-        add_plan(it, &c, out, &n, max, &p);
+        add_plan(it, &k, &c, out, &n, max, &p);
     }
     if (base->n > 0) { /* a split with vectors of other widths, or scalars */
         for (int lanes = 0; lanes <= 16; lanes = lanes ? lanes * 2 : 4) {
             tc_kopt p = *base;
             p.lanes = lanes;
-            add_plan(it, &c, out, &n, max, &p);
+            add_plan(it, &k, &c, out, &n, max, &p);
         }
     }
     tc_kopt e = *base; /* the stores once per copy, or in loops over them */
     e.epi_loop = !e.epi_loop;
-    add_plan(it, &c, out, &n, max, &e);
-    int k = tc_opt_kblock_axis(it);
-    for (int64_t b = 0; k >= 0 && b <= it->full_shape[k] / 2; b = b ? b * 2 : 16) { /* other blocks */
+    add_plan(it, &k, &c, out, &n, max, &e);
+    int ka = tc_opt_kblock_axis(it);
+    for (int64_t b = 0; ka >= 0 && b <= it->full_shape[ka] / 2; b = b ? b * 2 : 16) { /* other blocks */
         tc_kopt p = *base;
         p.kblock = b;
-        add_plan(it, &c, out, &n, max, &p);
+        add_plan(it, &k, &c, out, &n, max, &p);
     }
     if (base->n < 3) { /* one more axis: kept ones before a split */
         for (int a = 0; a < it->ndim; a++) {
@@ -753,7 +777,7 @@ int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out,
                 p.axis[at] = a;
                 p.amt[at] = amounts[m];
                 p.n++;
-                add_plan(it, &c, out, &n, max, &p);
+                add_plan(it, &k, &c, out, &n, max, &p);
             }
         }
     }

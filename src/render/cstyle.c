@@ -126,10 +126,12 @@ static const char *ctype(const rctx *r, tc_dtype dt) {
 /* vectors (C only): GCC/Clang vector extensions. tc_<type><n> is a value,
  * tc_<type><n>_u the same vector at element alignment (loads at any index) */
 static const char *const vec_elem[TC_DTYPE_COUNT] = {
-    [TC_FLOAT32] = "float", [TC_INT32] = "int", [TC_UINT8] = "uchar",
+    [TC_FLOAT32] = "float", [TC_INT32] = "int",     [TC_UINT8] = "uchar",
+    [TC_INT8] = "schar",    [TC_UINT16] = "ushort", [TC_INT16] = "short",
 };
 static const char *const vec_ctype[TC_DTYPE_COUNT] = {
-    [TC_FLOAT32] = "float", [TC_INT32] = "int", [TC_UINT8] = "unsigned char",
+    [TC_FLOAT32] = "float", [TC_INT32] = "int",              [TC_UINT8] = "unsigned char",
+    [TC_INT8] = "signed char", [TC_UINT16] = "unsigned short", [TC_INT16] = "short",
 };
 enum { VEC_MAX = 16 };
 
@@ -160,20 +162,17 @@ static const char *utype(const rctx *r, const tc_uop *u) {
     return n;
 }
 
-/* a cast of 16 uint8 lanes to float: gcc 12 converts them one by one with
- * __builtin_convertvector; AVX-512 does it in two instructions */
-static bool is_u8_cast16(const tc_uop *u) {
-    return u->op == TC_UOP_CAST && u->vcount == 16 && u->dtype == TC_FLOAT32 &&
-           u->srcs[0]->dtype == TC_UINT8;
+/* a vector cast of a narrow integer (8 or 16 bits) to float on a target
+ * with GCC vector types: gcc 12 converts such lanes one by one with
+ * __builtin_convertvector (16 vpextrb + vcvtusi2ss for 16 uint8), but
+ * widens them to int32 lanes and converts those in one instruction each
+ * (vpmovzxbd, vcvtdq2ps); the int32 vector of n lanes is float_helpers'
+ * tc_mask<n>. No <immintrin.h>: gcc takes 0.4 s to parse it. */
+static bool is_narrow_int_cast(const rctx *r, const tc_uop *u) {
+    tc_dtype from = u->srcs[0]->dtype;
+    return !r->d->vec_type && u->op == TC_UOP_CAST && u->vcount > 1 && u->dtype == TC_FLOAT32 &&
+           (from == TC_UINT8 || from == TC_INT8 || from == TC_UINT16 || from == TC_INT16);
 }
-
-static const char u8_cast16_fn[] =
-    "#ifndef TC_VEC_U8_FLOAT16\n#define TC_VEC_U8_FLOAT16\n"
-    "#if defined(__AVX512F__)\n#include <immintrin.h>\n#endif\n"
-    "static inline tc_float16 tc_u8_float16(tc_uchar16 x) {\n"
-    "#if defined(__AVX512F__)\n"
-    "  return (tc_float16)_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32((__m128i)x));\n"
-    "#else\n  return __builtin_convertvector(x, tc_float16);\n#endif\n}\n#endif\n";
 
 /* float vectors of n lanes (bytes wide): a lane-wise select by a compare's
  * mask, and max with NaN winning (the scalar tc_fmaxf) through it */
@@ -214,13 +213,12 @@ static void exp2_helper(rctx *r, int n, int bytes) {
  * each group in an include guard: kernels concatenated into one file
  * (tc_export_c) define each once */
 static void vector_typedefs(rctx *r) {
-    bool used[TC_DTYPE_COUNT][VEC_MAX + 1] = {{false}}, exp2[VEC_MAX + 1] = {false}, u8_cast = false;
+    bool used[TC_DTYPE_COUNT][VEC_MAX + 1] = {{false}}, exp2[VEC_MAX + 1] = {false};
     for (int i = 0; i < r->k->n_uops; i++) {
         const tc_uop *u = r->k->uops[i];
         if (u->vcount > 1 && u->vcount <= VEC_MAX && vec_elem[u->dtype]) used[u->dtype][u->vcount] = true;
         if (u->vcount > 1 && u->vcount <= VEC_MAX && u->op == TC_UOP_ALU && u->alu == TC_OP_EXP2)
             exp2[u->vcount] = true;
-        u8_cast |= is_u8_cast16(u);
     }
     for (int t = 0; t < TC_DTYPE_COUNT; t++) {
         for (int n = 2; n <= VEC_MAX; n++) {
@@ -237,7 +235,6 @@ static void vector_typedefs(rctx *r) {
             if (t == TC_FLOAT32 && exp2[n]) exp2_helper(r, n, bytes);
         }
     }
-    if (u8_cast) tc_sb_printf(&r->out, "%s", u8_cast16_fn);
 }
 
 /* scalar calls of the transcendentals that have an out-of-line form */
@@ -560,7 +557,9 @@ static char *render_store(rctx *r, const tc_uop *u) {
 static char *render_cast(rctx *r, const tc_uop *u) {
     const char *x = r->expr[u->srcs[0]->id];
     const char *to = ctype(r, u->dtype), *from = ctype(r, u->srcs[0]->dtype);
-    if (is_u8_cast16(u)) return bind(r, u, "cast", fmt("tc_u8_float16(%s)", x));
+    if (is_narrow_int_cast(r, u))
+        return bind(r, u, "cast", fmt("__builtin_convertvector(__builtin_convertvector(%s, tc_mask%d), %s)", x,
+                                      u->vcount, utype(r, u)));
     bool is_bcast = u->vcount > 1 && u->srcs[0]->vcount == 1 && u->dtype == u->srcs[0]->dtype;
     if (is_bcast && r->d->vec_bcast)
         return bind(r, u, "cast", fmt(r->d->vec_bcast, utype(r, u), x)); /* a broadcast */
