@@ -58,10 +58,13 @@
  * which gcc inlines as a polynomial, is COST_TRANS). The copies of the
  * reduce body hold at most BODY_BUDGET of them: past it the plan's largest
  * amount is halved until they do (sum(log(exp(sin(x*y)) + exp(cos(x*y))))
- * in 16 partial sums: 80 polynomials, 0.56 s of gcc; in 2: 0.14 s). The
- * kept copies repeat the stores' work at most EPI_BUDGET unrolled: past it
- * the plan says epi_loop, and lower_store.c runs the stores once per output
- * in a loop nest over the tile after it, which gcc vectorizes. Measured at
+ * in 16 partial sums: 80 polynomials, 0.56 s of gcc; in 2: 0.14 s), and
+ * at most BODY_OPS weighted ops of every kind (a body of many loads, which a
+ * scalar tile repeats per copy). The kept copies repeat the stores' work at
+ * most EPI_BUDGET unrolled and write at most STORE_BUDGET element stores
+ * (a vector stored whole counts once): past either the plan says epi_loop,
+ * and lower_store.c runs the stores once per output in a loop nest over the
+ * tile after it, which gcc vectorizes. Measured at
  * the runtime's flags on a 2-core AVX2 machine (gcc CPU time): the MLP
  * step's tile of dy @ W with gelu' fused, 1,152 lines and 0.72 s -> 97
  * lines and 0.11 s; a conv weight gradient with its Adam update (MNIST)
@@ -200,6 +203,11 @@ enum {
     BODY_BUDGET = 512,  /* weighted transcendentals and divisions a plan's copies of the
                            reduce bodies may hold */
     EPI_BUDGET = 64,    /* weighted ops of the stores its kept copies may repeat unrolled */
+    BODY_OPS = 1024,    /* weighted ops of every kind a plan's copies of the reduce bodies
+                           may hold (body_size): a scalar 6x64 matmul tile (plain C) 908,
+                           the AVX-512 6x4-vector tile 84; 2 x 32 scalar copies of a
+                           LayerNorm gradient's 15 loads (GPT-2's, fused with the residual
+                           sums and a gather) 1,504: 1,112 lines and 3 s of gcc */
     BODY_COPIES = 64,   /* copies of the reduce body (a vector counts once) a search may try:
                            the heuristic's tiles are at most 28 (AVX-512's 14x2 vectors) */
     STORE_BUDGET = 128, /* element stores (a vector store counts once) its kept copies may
@@ -224,6 +232,8 @@ typedef struct {
     int64_t epi;                        /* weighted ops of the stores' values outside reduces */
     int64_t body;                       /* weighted transcendentals and divisions of the reduce
                                            bodies (per reduce step), each body on its own */
+    int64_t body_alu;                   /* every weighted op of the reduce bodies but their
+                                           loads (body_size counts those), each body on its own */
 } kcost;
 
 /* adds a to the set; false when it was there (or the set is full: the costs
@@ -233,7 +243,7 @@ static bool cost_first_visit(kcost *c, const tc_ast *a) {
     while (c->seen[h] && c->seen[h] != a) h = (h + 1) % (2 * COST_NODES);
     if (c->seen[h]) return false;
     if (c->n == COST_NODES) {
-        c->epi = c->body = COST_MANY;
+        c->epi = c->body = c->body_alu = COST_MANY;
         return false;
     }
     c->seen[h] = a;
@@ -241,27 +251,32 @@ static bool cost_first_visit(kcost *c, const tc_ast *a) {
     return true;
 }
 
-/* the weighted transcendentals and divisions of the body under a, up to
- * the reduces it reads (each an earlier stage); set: this body's nodes */
-static int64_t body_cost(kcost *set, const tc_ast *a) {
-    int64_t w = 0;
+/* adds the weighted ops of the body under a, up to the reduces it reads
+ * (each an earlier stage), to set: set->body its transcendentals and
+ * divisions, set->body_alu all but its loads; set->seen holds its nodes */
+static void body_cost(kcost *set, const tc_ast *a) {
     for (int i = 0; i < a->n_srcs; i++) {
         const tc_ast *s = a->srcs[i];
         if (tc_op_is_reduce(s->op) || !cost_first_visit(set, s)) continue;
-        w += (op_cost[s->op] >= COST_DIV ? op_cost[s->op] : 0) + body_cost(set, s);
+        set->body += op_cost[s->op] >= COST_DIV ? op_cost[s->op] : 0;
+        set->body_alu += s->op == TC_OP_LOAD ? 0 : op_cost[s->op];
+        body_cost(set, s);
     }
-    return set->n == COST_NODES ? COST_MANY : w;
+    if (set->n == COST_NODES) set->body = set->body_alu = COST_MANY;
 }
 
-/* c->epi: the weighted ops of the stores' values outside the reduces; c->body:
- * the sum of every reduce's body_cost, since each reduce stage lowers its
- * body anew (a subtree that two stages share, softmax's exp(x - max) in its
- * sum and its store, is counted in each). O(nodes) per reduce. */
+/* c->epi: the weighted ops of the stores' values outside the reduces; c->body
+ * and c->body_alu: the sums of every reduce's body_cost, since each reduce
+ * stage lowers its body anew (a subtree that two stages share, softmax's
+ * exp(x - max) in its sum and its store, is counted in each). O(nodes) per
+ * reduce. */
 static void cost_walk(kcost *c, kcost *set, const tc_ast *a, bool under_reduce) {
     if (!cost_first_visit(c, a)) return;
     if (tc_op_is_reduce(a->op)) {
         memset(set, 0, sizeof *set);
-        c->body += body_cost(set, a);
+        body_cost(set, a);
+        c->body += set->body;
+        c->body_alu += set->body_alu;
     } else if (!under_reduce) {
         c->epi += op_cost[a->op];
     }
@@ -566,6 +581,24 @@ static int64_t body_copies(const tc_kopt *p) {
     return p->lanes > 1 ? plan_copies(p) / p->lanes : plan_copies(p);
 }
 
+/* the weighted ops plan p's copies of the reduce bodies hold: every copy
+ * repeats the bodies' ALU ops (costs c), but a load only once per distinct
+ * index, the product of the amounts of the plan axes it moves along (a
+ * matmul tile's row loads once per row, its column once per column; a
+ * vector counts once) */
+static int64_t body_size(const kinfo *k, const tc_kopt *p, const kcost *c) {
+    int64_t n = body_copies(p) * c->body_alu;
+    for (int l = 0; l < k->n_loads; l++) {
+        int64_t copies = 1;
+        for (int i = 0; i < p->n; i++) {
+            if (tc_st_stride(k->loads[l]->st, p->axis[i]) == 0) continue;
+            copies *= i == p->n - 1 && p->lanes > 1 ? p->amt[i] / p->lanes : p->amt[i];
+        }
+        n += copies * COST_LOAD;
+    }
+    return n;
+}
+
 /* the kept copies of plan p: the product of its kept axes' amounts */
 static int64_t kept_copies(const tc_sched_item *it, const tc_kopt *p) {
     int64_t c = 1;
@@ -625,7 +658,9 @@ static void bound_plan(const tc_sched_item *it, const kinfo *k, tc_kopt *p) {
     memset(&c, 0, sizeof c);
     cost_walk(&c, &set, it->ast, false);
     bool shrunk = false;
-    while (p->n > 0 && body_copies(p) * c.body > BODY_BUDGET && shrink_plan(it, p)) shrunk = true;
+    while (p->n > 0 && (body_copies(p) * c.body > BODY_BUDGET || body_size(k, p, &c) > BODY_OPS) &&
+           shrink_plan(it, p))
+        shrunk = true;
     if (shrunk) p->kblock = 0;
     if (shrunk && p->n && !plan_valid(it, p)) *p = (tc_kopt){0};
     if (p->kblock) c.epi += COST_LOAD + 1;
@@ -712,7 +747,8 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
  * it: its body copies within BODY_BUDGET and BODY_COPIES, its stores looped
  * where their unrolled copies would pass EPI_BUDGET or STORE_BUDGET */
 static bool plan_bounded(const tc_sched_item *it, const kinfo *k, const tc_kopt *p, const kcost *c) {
-    if (p->n > 0 && (body_copies(p) * c->body > BODY_BUDGET || body_copies(p) > BODY_COPIES))
+    if (p->n > 0 && (body_copies(p) * c->body > BODY_BUDGET || body_copies(p) > BODY_COPIES ||
+                     body_size(k, p, c) > BODY_OPS))
         return false;
     int64_t kept = kept_copies(it, p), epi = c->epi + (p->kblock ? COST_LOAD + 1 : 0);
     return p->epi_loop || kept <= 1 || (kept * epi <= EPI_BUDGET && store_copies(it, k, p) <= STORE_BUDGET);

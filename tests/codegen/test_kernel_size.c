@@ -336,6 +336,44 @@ static void test_tile_stores(void **state) {
     release_all(&k);
 }
 
+/* sum((u - mean(u)) * g, axis 1), u = emb[idx] + a + ... + f, over rows
+ * of 64: two reduce stages whose bodies have eight and nine loads, one of
+ * them a gather, which has no vector form, so their copies are scalars,
+ * each repeating the whole body: BODY_OPS bounds
+ * them (the GPT-2 example's LayerNorm gradient, fused with the residual
+ * sums and the embedding's gather, was 64 copies of 15 loads: 1,112 lines
+ * and 3 s of gcc) */
+static void test_heavy_load_body(void **state) {
+    (void)state;
+    keep k = {0};
+    tc_tensor *in[7];
+    for (int i = 0; i < 7; i++)
+        in[i] = K(&k, tc_test_randn(2, (int64_t[]){256, 64}, 20 + (uint64_t)i, -1, 1));
+    int32_t ids[256];
+    for (int i = 0; i < 256; i++) ids[i] = (i * 37) % 100;
+    tc_tensor *idx = K(&k, tc_from_data(ids, TC_INT32, 1, (int64_t[]){256}, NULL));
+    tc_tensor *emb = K(&k, tc_test_randn(2, (int64_t[]){100, 64}, 26, -1, 1));
+    tc_tensor *u = K(&k, tc_index(emb, 0, idx));
+    for (int i = 0; i < 6; i++) u = K(&k, tc_add(u, in[i]));
+    tc_tensor *m = K(&k, tc_mean(u, 1, (int[]){1}, true));
+    int lines[2], kernels[2];
+    tc_tensor *y = K(&k, tc_sum(K(&k, tc_mul(K(&k, tc_sub(u, m)), in[6])), 1, (int[]){1}, false));
+    tc_target tg = tc_device_get(0)->target;
+    tg.has_vec = true;
+    for (int wide = 0; wide < 2; wide++) {
+        tg.simd_floats = wide ? 16 : 8, tg.simd_regs = wide ? 32 : 16;
+        sizes z = kernel_sizes_for(&y, 1, &tg);
+        fprintf(stderr, "%s: heavy load body %s: %d lines\n", wide ? "AVX-512" : "AVX2", z.name, z.lines);
+        lines[wide] = z.lines, kernels[wide] = z.kernels;
+    }
+    for (int wide = 0; wide < 2; wide++) {
+        assert_int_equal(kernels[wide], 1);
+        assert_true(lines[wide] <= 400);
+    }
+    tc_check_schedule(y, 1, 1e-4, 1e-4, "sum((u - mean(u)) * g)");
+    release_all(&k);
+}
+
 /* x.float() @ w.T for 8- and 16-bit integer x (MNIST's uint8 pixels into
  * a Linear layer, a dot tile: both read along the reduce): the tile converts 16 (AVX-512) or 8 (AVX2) lanes at a time through int32
  * lanes, two instructions, where gcc 12's one-step __builtin_convertvector
@@ -444,6 +482,7 @@ int main(void) {
         cmocka_unit_test(test_epi_loop_plan),
         cmocka_unit_test(test_tile_stores),
         cmocka_unit_test(test_narrow_int_cast),
+        cmocka_unit_test(test_heavy_load_body),
         cmocka_unit_test(test_beam_candidates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
