@@ -119,6 +119,10 @@ typedef struct {
     int64_t kblock;  /* indices of the blocked reduced axis per block; 0 = not blocked */
     bool epi_loop;   /* the stores run once per output in loops over the tile's kept copies,
                         reading the reduces' values from a scratch array, not once per copy */
+    bool pack;       /* a register tile (rows, vector columns) whose column operand
+                        (tc_opt_pack_load) is copied into a panel, contiguous along the
+                        columns, kblock (else all) reduce indices of the tile's columns,
+                        before the rows of tiles that read it */
 } tc_kopt;
 void tc_opt_choose(const tc_sched_item *it, const tc_target *target, tc_kopt *plan);
 /* stride of tracker st along loop axis a: 0 for a size-1 axis, -1 when not
@@ -129,7 +133,12 @@ int64_t tc_st_stride(const tc_st *st, int a);
  * reads a contiguously or not at all, and every op has a vector form (float
  * add, mul, neg, max, reciprocal, exp2, casts to float); along a kept axis
  * no reduce reads an earlier one (whose value would differ per lane) */
-bool tc_opt_vec_ok(const tc_sched_item *it, int a, bool kept);
+bool tc_opt_vec_ok(const tc_sched_item *it, int a, bool kept, const tc_ast *packed);
+/* the load a packed tile (tc_kopt.pack) along kept axis j reads from its
+ * panel: the only load under the kernel's one reduce that moves along j
+ * (and along the reduce); NULL where a kernel has none. packed (above): a
+ * load read from a panel, contiguous along a whatever its view */
+const tc_ast *tc_opt_pack_load(const tc_sched_item *it, int j);
 /* the reduced axis a plan may block (kblock): the outermost reduced axis
  * of more than one index, when the kernel's only output is stored straight
  * from its only reduce (a float sum, no assign); -1 otherwise */

@@ -128,6 +128,7 @@ int tc_lw_open_stage(lower_ctx *c, bool is_reduce) {
         bool is_block = a == c->kaxis; /* a block of kblock indices, from kb * kblock */
         int64_t step = is_split ? c->split * c->vl : 1;
         c->idx[a] = tc_ub_range(&c->ub, a, c->idt, (is_block ? c->kblock : c->it->full_shape[a]) / step);
+        if (is_reduce && a == c->pack_kaxis) c->pack_kloc = c->idx[a];
         opened++;
         c->ub.index_mode = true;
         if (is_split) c->up_base[c->n_up - 1] = ix(c, TC_OP_MUL, c->idx[a], ic(c, step));
@@ -142,6 +143,7 @@ void tc_lw_close_stage(lower_ctx *c, int opened) {
     while (opened--) tc_ub_end_range(&c->ub);
     for (int a = 0; a < c->it->ndim; a++)
         if ((c->it->reduce_axes >> a) & 1) c->idx[a] = NULL;
+    c->pack_kloc = NULL;
     if (c->split * c->vl > 1) c->up_base[c->n_up - 1] = NULL;
     c->epoch = tc_lw_next_epoch();
 }
@@ -196,6 +198,7 @@ void tc_lw_set_copy(lower_ctx *c, int r) {
     for (int i = c->n_up - 1; i >= 0; i--) {
         int64_t off = r % c->up_amt[i];
         r /= (int)c->up_amt[i];
+        c->up_off[i] = off;
         if (!c->up_base[i]) continue;
         c->ub.index_mode = true;
         bool is_vec_split = i == c->n_up - 1 && c->vl > 1; /* copies are vectors of vl indices */
@@ -249,7 +252,8 @@ static void choose_upcast(lower_ctx *c) {
         int64_t amt = p.amt[i];
         bool red = (c->it->reduce_axes >> a) & 1;
         bool vec = i == p.n - 1 && p.lanes > 1 && p.lanes <= 16 && !(p.lanes & (p.lanes - 1)) &&
-                   c->tg->has_vec && amt % p.lanes == 0 && tc_opt_vec_ok(c->it, a, !red);
+                   c->tg->has_vec && amt % p.lanes == 0 &&
+                   tc_opt_vec_ok(c->it, a, !red, p.pack ? tc_opt_pack_load(c->it, a) : NULL);
         if (vec && red) {
             c->vl = p.lanes;
             amt /= p.lanes;
@@ -265,6 +269,16 @@ static void choose_upcast(lower_ctx *c) {
     c->kaxis = p.kblock > 0 ? tc_opt_kblock_axis(c->it) : -1; /* opt.c checked the rest */
     if (c->kaxis >= 0) c->kblock = p.kblock;
     c->epi_loop = p.epi_loop;
+    c->pack_kaxis = -1;
+    if (p.pack && c->n_up == 2 && c->vj > 1 && (c->pack_load = tc_opt_pack_load(c->it, c->up_axis[1]))) {
+        for (int a = 0; a < c->it->ndim; a++)
+            if ((c->it->reduce_axes >> a) & 1 && c->it->full_shape[a] > 1) c->pack_kaxis = a;
+        c->pack_k = c->kaxis >= 0 ? c->kblock : c->it->full_shape[c->pack_kaxis];
+        c->pack_buf = tc_ub_define_scratch(&c->ub, TC_FLOAT32, c->pack_k * c->up_amt[1]);
+        if (!c->pack_buf) c->ub.failed = true;
+    } else {
+        c->pack_load = NULL;
+    }
 }
 
 static bool is_upcast(const lower_ctx *c, int a) {
@@ -359,7 +373,19 @@ static tc_uop *lower_reduce(lower_ctx *c, tc_ast *a) {
     return acc;
 }
 
+/* a packed tile's load of its column operand, in the reduce stage: the
+ * panel at (reduce index within it, column digit), a vector of the tile's
+ * column lanes in a vector copy */
+static tc_uop *panel_load(lower_ctx *c) {
+    c->ub.index_mode = true;
+    tc_uop *at = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, c->pack_kloc, ic(c, c->up_amt[1])), ic(c, c->up_off[1]));
+    c->ub.index_mode = false;
+    int lanes = tc_lw_vec_lanes_now(c);
+    return lanes ? tc_ub_load_vec(&c->ub, c->pack_buf, at, NULL, lanes) : tc_ub_load(&c->ub, c->pack_buf, at, NULL);
+}
+
 static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
+    if (a == c->pack_load && c->pack_kloc) return panel_load(c);
     tc_uop *idx, *valid;
     if (tc_lw_st_index(c, a->st, &idx, &valid) != TC_OK) {
         c->ub.failed = true;
@@ -540,8 +566,8 @@ static void loop_order(const lower_ctx *c, int *order) {
             reread_level(c, later) >= reread_level(c, first))
             return;
         i = first, j = later;
-    } else if (j < i || ceil_div(it->full_shape[j], c->up_amt[1]) < 8) {
-        return;
+    } else if (j < i || (ceil_div(it->full_shape[j], c->up_amt[1]) < 8 && !c->pack_load)) {
+        return; /* a packed tile's panel is filled outside its rows: columns first */
     }
     for (int o = j; o > i; o--) order[o] = order[o - 1];
     order[i] = j;
@@ -552,6 +578,38 @@ static void loop_order(const lower_ctx *c, int *order) {
  * and outside the others, so one block's panel serves every row of tiles */
 static tc_uop *block_range(lower_ctx *c) {
     return tc_ub_range(&c->ub, TC_MAX_DIMS, c->idt, c->it->full_shape[c->kaxis] / c->kblock);
+}
+
+/* a packed tile's panel, before the loop over its rows (the column loop and
+ * the reduce's block loop are open): panel[kk * cols + jj] = the column
+ * operand at reduce index (block start +) kk and column (tile start +) jj,
+ * the loop along which the operand is contiguous innermost. Axes whose
+ * loops are not open are ones the operand does not move along (opt.c). */
+static void emit_pack(lower_ctx *c) {
+    const tc_sched_item *it = c->it;
+    int j = c->up_axis[1], ka = c->pack_kaxis;
+    int64_t cols = c->up_amt[1];
+    tc_uop *saved[TC_MAX_DIMS];
+    memcpy(saved, c->idx, sizeof saved);
+    for (int a = 0; a < it->ndim; a++)
+        if (!c->idx[a]) c->idx[a] = ic(c, 0);
+    bool k_inner = tc_st_stride(c->pack_load->st, ka) == 1;
+    tc_uop *outer = tc_ub_range(&c->ub, TC_MAX_DIMS + 4, c->idt, k_inner ? cols : c->pack_k);
+    tc_uop *inner = tc_ub_range(&c->ub, TC_MAX_DIMS + 5, c->idt, k_inner ? c->pack_k : cols);
+    tc_uop *kk = k_inner ? inner : outer, *jj = k_inner ? outer : inner;
+    c->ub.index_mode = true;
+    c->idx[ka] = c->kaxis >= 0 ? ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, c->kb, ic(c, c->kblock)), kk) : kk;
+    c->idx[j] = ix(c, TC_OP_ADD, c->up_base[1], jj);
+    tc_uop *at = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, kk, ic(c, cols)), jj);
+    c->ub.index_mode = false;
+    tc_uop *idx, *valid;
+    if (tc_lw_st_index(c, c->pack_load->st, &idx, &valid) == TC_OK)
+        tc_ub_store(&c->ub, c->pack_buf, at, tc_ub_load(&c->ub, c->globals[c->pack_load->buf], idx, valid));
+    else
+        c->ub.failed = true;
+    tc_ub_end_range(&c->ub);
+    tc_ub_end_range(&c->ub);
+    memcpy(c->idx, saved, sizeof saved);
 }
 
 TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
@@ -570,6 +628,7 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     for (int o = 0; o < it->ndim; o++) {
         int a = order[o];
         if (c->kaxis >= 0 && !c->kb && c->ub.depth > 0) c->kb = block_range(c);
+        if (c->pack_load && a == c->up_axis[0]) emit_pack(c); /* before the rows */
         if ((it->reduce_axes >> a) & 1) continue;
         is_empty |= it->full_shape[a] == 0;
         if (c->tg->has_local) continue;

@@ -9,7 +9,7 @@
  * SLP vectorizer packs when they touch consecutive addresses (both checked
  * on the generated code in tests/codegen/test_opt.c).
  *
- * Four shapes of kernel get a plan:
+ * Five shapes of kernel get a plan:
  *  - register tile (matmul, conv): the column axis j is a kept axis along
  *    which some operand of the reduce (a load that moves along a reduced
  *    axis) is contiguous; of several, the one whose amount (up to 4
@@ -24,6 +24,10 @@
  *    FMAs; with has_vec the columns are vectors in the reduce stage. A row
  *    amount that does not divide the axis is clamped: the extra rows re-read
  *    the last row and their stores are gated off.
+ *  - packed tile (x @ w.T with enough rows, has_vec targets): a register
+ *    tile whose column operand moves along the reduce, not along the
+ *    columns, reads it from a panel that the kernel copies it into,
+ *    contiguous along the columns (see "packed panels" below).
  *  - dot tile (x @ w.T, a conv's weight gradient: every operand read along
  *    the reduce), has_vec targets where no tile or only one narrower than a
  *    vector exists: the innermost reduced axis in vectors of partial sums,
@@ -112,6 +116,8 @@ typedef struct {
     int n_loads;
     const tc_ast *stores[64]; /* the stores */
     int n_stores;
+    const tc_ast *reds[8];   /* the reduces (the first 8) */
+    int n_reds;              /* reduces, up to 9 (more than reds holds) */
     bool overflow;           /* more than the arrays hold: no plan */
 } kinfo;
 
@@ -128,6 +134,12 @@ static void collect(kinfo *k, const tc_ast *a, bool under_reduce) {
         if (k->n_stores == 64) k->overflow = true;
         else k->stores[k->n_stores++] = a;
     }
+    if (tc_op_is_reduce(a->op)) {
+        bool seen = false;
+        for (int i = 0; i < k->n_reds && i < 8; i++) seen |= k->reds[i] == a;
+        if (!seen && k->n_reds < 8) k->reds[k->n_reds] = a;
+        if (!seen && k->n_reds < 9) k->n_reds++;
+    }
     bool red = under_reduce || tc_op_is_reduce(a->op);
     for (int i = 0; i < a->n_srcs && !k->overflow; i++) collect(k, a->srcs[i], red);
 }
@@ -142,6 +154,7 @@ typedef struct {
     const tc_ast *seen[256]; /* nodes checked (ASTs are DAGs) */
     int n;
     bool kept;               /* the axis is kept: an earlier reduce's value is no scalar */
+    const tc_ast *packed;    /* a load read from a packed panel, contiguous along the axis */
 } vec_walk;
 
 static bool vec_seen(vec_walk *w, const tc_ast *a) {
@@ -155,7 +168,7 @@ static bool vec_seen(vec_walk *w, const tc_ast *a) {
 static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
     if (tc_op_is_reduce(a->op)) return !w->kept;
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {
-        int64_t st = tc_st_stride(a->st, axis);
+        int64_t st = a == w->packed ? 1 : tc_st_stride(a->st, axis);
         bool dt_ok = a->dtype == TC_FLOAT32 || a->dtype == TC_INT32 || a->dtype == TC_UINT8 ||
                      a->dtype == TC_INT8 || a->dtype == TC_UINT16 || a->dtype == TC_INT16;
         return dt_ok && (st == 0 || (st == 1 && a->op == TC_OP_LOAD));
@@ -181,8 +194,8 @@ static bool vec_reduces_ok(vec_walk *w, vec_walk *ops, const tc_ast *a, int axis
     return true;
 }
 
-bool tc_opt_vec_ok(const tc_sched_item *it, int a, bool kept) {
-    vec_walk w = {.n = 0}, ops = {.n = 0, .kept = kept};
+bool tc_opt_vec_ok(const tc_sched_item *it, int a, bool kept, const tc_ast *packed) {
+    vec_walk w = {.n = 0}, ops = {.n = 0, .kept = kept, .packed = packed};
     return vec_reduces_ok(&w, &ops, it->ast, a);
 }
 
@@ -322,6 +335,59 @@ static double lane_use(int64_t cj, int64_t l) {
     return (double)cj / (double)(((cj + l - 1) / l) * l);
 }
 
+/* ---- packed panels ----
+ * A register tile needs an operand that moves contiguously along its column
+ * axis j. x @ w.T has none: w (out, in) moves along the reduce. A packed
+ * tile copies the tile's columns of that operand, pack_k reduce indices of
+ * them, into a panel (a scratch array, contiguous along j) before the rows
+ * of tiles that read it, and reads the panel instead (lower.c): the copy is
+ * O(pack_k x columns) per panel, the tile's work O(rows x pack_k x columns)
+ * (OpenBLAS and BLIS pack every operand so). */
+
+enum {
+    PACK_ROWS_PER_LANE = 10,   /* rows a panel must serve per vector lane: its copy moves
+                                  pack_k x cols elements one by one, the tiles do rows x
+                                  pack_k x cols / lanes vector FMAs, so the copy costs at most
+                                  a tenth (x @ w.T, one thread, AVX-512: 64 rows 49 vs 59
+                                  GFLOPS for the dot tile, 128 rows 57 vs 60, 256 rows 58-72
+                                  vs 42-59) */
+    PACK_MAX_BYTES = 128 << 10 /* the largest panel (a stack array of the kernel) */
+};
+
+/* the load a packed tile along kept axis j copies into its panel: the only
+ * load under the reduces that moves along j, moving along the reduce too,
+ * float32, in a kernel of one reduce over one reduced axis (of more than one
+ * index) whose other loads do not move along j; NULL where there is none */
+static const tc_ast *pack_load(const tc_sched_item *it, const kinfo *k, int j) {
+    int n_red = 0;
+    for (int a = 0; a < it->ndim; a++) n_red += (it->reduce_axes >> a) & 1 && it->full_shape[a] > 1;
+    if (n_red != 1 || !is_kept(it, j) || k->n_reds != 1) return NULL;
+    const tc_ast *found = NULL;
+    for (int i = 0; i < k->n_loads; i++) {
+        const tc_ast *l = k->loads[i];
+        if (tc_st_stride(l->st, j) == 0) continue;
+        if (found || l->dtype != TC_FLOAT32 || !varies_in_reduce(it, l->st)) return NULL;
+        found = l;
+    }
+    return found;
+}
+
+/* the panel of load pl, filled before the loop over rows axis i (lower.c
+ * opens the column axis j before i), can be: every other kept axis pl
+ * moves along is opened before i, that is an earlier axis */
+static bool pack_axes_ok(const tc_sched_item *it, const tc_ast *pl, int i, int j) {
+    for (int a = 0; a < it->ndim; a++)
+        if (is_kept(it, a) && a != j && a >= i && tc_st_stride(pl->st, a) != 0) return false;
+    return true;
+}
+
+const tc_ast *tc_opt_pack_load(const tc_sched_item *it, int j) {
+    kinfo k;
+    memset(&k, 0, sizeof k);
+    collect(&k, it->ast, false);
+    return k.overflow ? NULL : pack_load(it, &k, j);
+}
+
 /* The rows of a register tile of `vecs` vectors per row (BLIS's micro-tile
  * mr x nr, nr = vecs lanes-wide vectors) that a file of `regs` SIMD
  * registers holds. Per reduce step the tile loads its vecs vectors of the
@@ -341,7 +407,8 @@ static int64_t tile_max_rows(int64_t regs, int64_t vecs) {
     return rows > 1 ? rows : 1;
 }
 
-static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, tc_kopt *p) {
+static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, bool may_pack,
+                      tc_kopt *p) {
     /* the column axis j: a kept axis some load under the reduce reads
      * contiguously (and along a reduced axis), filling the most vector
      * lanes; contiguous stores break ties (a conv whose weight is stored
@@ -360,9 +427,14 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
             break;
         }
     }
+    const tc_st *vst = best_j >= 0 ? k->loads[best_load]->st : NULL;
+    bool packed = false;
+    for (int j = it->ndim - 1; j >= 0 && best_j < 0 && may_pack; j--) { /* a packed tile */
+        const tc_ast *pl = pack_load(it, k, j);
+        if (pl && best_divisor(it->full_shape[j], TILE_VECS * l, l) >= l) best_j = j, vst = pl->st, packed = true;
+    }
     if (best_j < 0) return false;
     int j = best_j;
-    const tc_st *vst = k->loads[best_load]->st;
     /* a kernel of several outputs (an optimizer update riding on a weight
      * gradient) keeps its tile to two vectors and EPI_OUTPUTS outputs: the
      * unrolled updates of 384 outputs (the 6x64 tile of beautiful_mnist's
@@ -389,9 +461,13 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
         double reuse = (double)(best_ri * cj) / (double)l / (double)(best_ri + vecs);
         if (reuse < best_reuse || (reuse == best_reuse && best_ri * vecs <= best_accs)) continue;
         best_reuse = reuse, best_accs = best_ri * vecs;
-        if (best_i >= 0) *p = (tc_kopt){.n = 2, .axis = {best_i, j}, .amt = {best_ri, cj}};
+        if (best_i >= 0) *p = (tc_kopt){.n = 2, .axis = {best_i, j}, .amt = {best_ri, cj}, .pack = packed};
         else *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
     }
+    /* a panel serves the rows of one column block: enough of them */
+    if (best_reuse >= 0 && packed && (p->n != 2 || it->full_shape[p->axis[0]] < PACK_ROWS_PER_LANE * l ||
+                                      !pack_axes_ok(it, pack_load(it, k, j), p->axis[0], j)))
+        return false;
     return best_reuse >= 0;
 }
 
@@ -448,7 +524,7 @@ static int vec_lanes(int64_t n, int64_t l) {
  * or a short row whole with rows of a kept axis as independent streams. */
 static bool plan_dot(const tc_sched_item *it, const kinfo *k, int r, int64_t l, int64_t regs, tc_kopt *p) {
     int lanes = vec_lanes(it->full_shape[r], l);
-    if (!lanes || !tc_opt_vec_ok(it, r, false)) return false;
+    if (!lanes || !tc_opt_vec_ok(it, r, false, NULL)) return false;
     static const int64_t rows[] = {4, 5, 3, 6, 2};
     int64_t accs = 1;
     *p = (tc_kopt){0};
@@ -668,6 +744,24 @@ static void bound_plan(const tc_sched_item *it, const kinfo *k, tc_kopt *p) {
     p->epi_loop = kept > 1 && (kept * c.epi > EPI_BUDGET || store_copies(it, k, p) > STORE_BUDGET);
 }
 
+/* completes packed tile p: its columns in vectors (a packed tile exists
+ * for them: false where the kernel has no vector form), its panel of the
+ * whole reduce where that fits PACK_MAX_BYTES, else blocks (kblock) of the
+ * L1d's size, where the reduce may be blocked (false where not) */
+static bool plan_pack(const tc_sched_item *it, const kinfo *k, int64_t l, const tc_target *tg, tc_kopt *p) {
+    int j = p->axis[1];
+    const tc_ast *pl = pack_load(it, k, j);
+    if (!pl || p->amt[1] % l || !tc_opt_vec_ok(it, j, true, pl)) return false;
+    p->lanes = (int)l;
+    int ka = tc_opt_kblock_axis(it);
+    int64_t n_k = 1;
+    for (int a = 0; a < it->ndim; a++)
+        if ((it->reduce_axes >> a) & 1) n_k *= it->full_shape[a];
+    p->kblock = plan_kblock(it, p->amt[1], l1d_bytes(tg));
+    if (p->kblock == 0 && n_k * p->amt[1] * 4 > PACK_MAX_BYTES) return false;
+    return ka >= 0 || p->kblock == 0;
+}
+
 /* the plan of a kernel by its shape (see the charter) */
 static void choose_plan(const tc_sched_item *it, const tc_target *tg, const kinfo *k, tc_kopt *p) {
     int64_t l = tg->simd_floats > 1 ? tg->simd_floats : 4;
@@ -676,14 +770,16 @@ static void choose_plan(const tc_sched_item *it, const tc_target *tg, const kinf
     int64_t amt = 0;
     int r = split_axis(it, k, l, &amt);
     tc_kopt tile;
-    bool has_tile = plan_tile(it, k, l, file, &tile);
+    bool has_tile = plan_tile(it, k, l, file, tg->has_vec, &tile);
+    if (has_tile && tile.pack && !plan_pack(it, k, l, tg, &tile)) has_tile = false;
     /* a tile narrower than a vector loses to a dot tile where there is one */
     bool narrow = has_tile && tile.amt[tile.n - 1] < l;
     if (tg->has_vec && r >= 0 && (!has_tile || narrow) && plan_dot(it, k, r, l, regs, p)) return;
     if (has_tile) { /* its columns in vectors in the reduce stage where they fill them */
         int j = tile.axis[tile.n - 1];
-        if (tg->has_vec && tile.amt[tile.n - 1] % l == 0 && tc_opt_vec_ok(it, j, true)) tile.lanes = (int)l;
-        if (tile.n == 2) tile.kblock = plan_kblock(it, tile.amt[1], l1d_bytes(tg));
+        if (!tile.pack && tg->has_vec && tile.amt[tile.n - 1] % l == 0 && tc_opt_vec_ok(it, j, true, NULL))
+            tile.lanes = (int)l;
+        if (tile.n == 2 && !tile.pack) tile.kblock = plan_kblock(it, tile.amt[1], l1d_bytes(tg));
         *p = tile;
         return;
     }
@@ -740,6 +836,14 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
         if (p->n && p->axis[p->n - 1] == k && p->kblock % p->amt[p->n - 1]) return false;
     }
     if (p->epi_loop && kept == 0) return false; /* a loop over no copies */
+    if (p->pack) { /* a tile of rows and vector columns of the panel's operand */
+        const tc_ast *pl = p->n == 2 ? tc_opt_pack_load(it, p->axis[1]) : NULL;
+        if (kept != 2 || p->lanes < 2 || !pl || !pack_axes_ok(it, pl, p->axis[0], p->axis[1])) return false;
+        int64_t n_k = 1;
+        for (int a = 0; a < it->ndim; a++)
+            if ((it->reduce_axes >> a) & 1) n_k *= it->full_shape[a];
+        if ((p->kblock ? p->kblock : n_k) * p->amt[1] * 4 > PACK_MAX_BYTES) return false;
+    }
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
 }
 
@@ -794,6 +898,9 @@ int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out,
     tc_kopt e = *base; /* the stores once per copy, or in loops over them */
     e.epi_loop = !e.epi_loop;
     add_plan(it, &k, &c, out, &n, max, &e);
+    e = *base; /* the columns' operand from a panel, or not */
+    e.pack = !e.pack;
+    add_plan(it, &k, &c, out, &n, max, &e);
     int ka = tc_opt_kblock_axis(it);
     for (int64_t b = 0; ka >= 0 && b <= it->full_shape[ka] / 2; b = b ? b * 2 : 16) { /* other blocks */
         tc_kopt p = *base;
@@ -829,6 +936,7 @@ int tc_opt_format(const tc_kopt *p, char *buf, size_t size) {
     if (p->lanes > 1 && len < size) len += (size_t)snprintf(buf + len, size - len, "/%d", p->lanes);
     if (p->kblock > 0 && len < size) len += (size_t)snprintf(buf + len, size - len, "/k%lld", (long long)p->kblock);
     if (p->epi_loop && len < size) len += (size_t)snprintf(buf + len, size - len, "/e");
+    if (p->pack && len < size) len += (size_t)snprintf(buf + len, size - len, "/p");
     return len < size ? (int)len : -1;
 }
 
@@ -847,6 +955,7 @@ bool tc_opt_parse(const tc_sched_item *it, const char *s, tc_kopt *p) {
         long long kb = 0;
         if (*s == '/' && sscanf(s, "/k%lld%n", &kb, &used) == 1 && kb > 0) p->kblock = kb, s += used;
         if (s[0] == '/' && s[1] == 'e') p->epi_loop = true, s += 2;
+        if (s[0] == '/' && s[1] == 'p') p->pack = true, s += 2;
     }
     return !*s && (p->n == 0 || plan_valid(it, p));
 }

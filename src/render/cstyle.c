@@ -513,7 +513,9 @@ static char *render_load(rctx *r, const tc_uop *u) {
     const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
     bool is_gated = u->n_srcs > 2 && u->srcs[2]->op != TC_UOP_BARRIER;
     bool gpu_vec = u->vcount > 1 && r->d->vec_load && u->srcs[0]->op == TC_UOP_DEFINE_GLOBAL;
-    bool is_local = u->srcs[0]->op == TC_UOP_DEFINE_LOCAL; /* of vectors too: indexed */
+    /* a local of vectors is indexed; a CPU scratch array is of scalars, a
+     * vector is read from it at element alignment like a global's */
+    bool is_local = u->srcs[0]->op == TC_UOP_DEFINE_LOCAL && !(u->srcs[0]->is_scratch && u->vcount > 1);
     char *x = gpu_vec       ? fmt(r->d->vec_load, buf, idx, u->vcount, utype(r, u))
               : is_local    ? fmt("%s[%s]", buf, idx)
               : u->vcount > 1                 ? fmt("*(const %s_u *)(%s+%s)", utype(r, u), buf, idx)

@@ -566,6 +566,60 @@ static void test_plan_from_host(void **state) {
     tc_release(c);
 }
 
+/* x @ w.T with w (out, in): no operand moves contiguously along the output
+ * columns, so a register tile reads w's columns from a packed panel
+ * (tc_kopt.pack: copied contiguous along them before the rows of tiles
+ * that read it) where enough rows share it (PACK_ROWS_PER_LANE), and a dot
+ * tile does the work otherwise. Forced plans: the panel in blocks of the
+ * reduce and whole, rows clamped (250 = 41 * 6 + 4), a batch axis along
+ * which w moves, narrower tiles; each gives the reference's numbers. */
+static void test_plan_packed(void **state) {
+    (void)state;
+    tc_tensor *c = matmul_t(256, 256, 512, false);
+    tc_schedule *s = NULL;
+    tc_kopt p = plan_of(c, &avx512v, &s);
+    assert_true(p.pack);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.lanes, 16);
+    assert_int_equal(p.kblock, 128); /* no cache known: 32 KiB of panel a block */
+    char text[64];
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    assert_non_null(strstr(text, "/p"));
+    tc_kopt back;
+    assert_true(tc_opt_parse(&s->items[0], text, &back));
+    assert_memory_equal(&back, &p, sizeof p);
+    tc_schedule_free(s);
+    check_plan(c, "0:6,1:64/16/k128/p", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:64/16/p", 1e-4, 1e-4); /* the whole reduce: a 64 KiB panel */
+    check_plan(c, "0:3,1:32/8/k64/p", 1e-4, 1e-4);
+    p = plan_under(c, "avx2", "32K");
+    assert_true(p.pack);
+    assert_int_equal(p.amt[1], 16);
+    tc_release(c);
+    c = matmul_t(250, 384, 128, false);
+    check_plan(c, "0:6,1:64/16/k128/p", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:32/16/p", 1e-4, 1e-4);
+    tc_release(c);
+    c = matmul_t(64, 256, 512, false); /* 64 rows: the dot tile */
+    p = plan_of(c, &avx512v, NULL);
+    assert_false(p.pack);
+    assert_int_equal(p.n, 3);
+    tc_release(c);
+    int64_t sx[3] = {3, 200, 96}, sw[3] = {3, 64, 96}; /* a batch of x @ w[b].T */
+    tc_tensor *x = tc_randn(3, sx, TC_FLOAT32, NULL), *w = tc_randn(3, sw, TC_FLOAT32, NULL);
+    tc_tensor *xw[2] = {x, w};
+    assert_int_equal(tc_realize(xw, 2), TC_OK);
+    tc_tensor *wt = tc_transpose(w, 1, 2);
+    c = tc_matmul(x, wt);
+    p = plan_of(c, &avx512v, NULL);
+    assert_true(p.pack);
+    check_plan(c, "1:6,2:64/16/p", 1e-4, 1e-4);
+    check_plan(c, "1:5,2:32/16/p", 1e-4, 1e-4);
+    tc_release(c), tc_release(wt), tc_release(x), tc_release(w);
+}
+
 /* the loop-space axis of the outermost loop of t's only kernel, planned
  * and lowered for tg; with run, the kernel also runs on the CPU device and
  * gives the reference's numbers */
@@ -706,7 +760,7 @@ int main(void) {
         cmocka_unit_test(test_plan_conv),      cmocka_unit_test(test_plan_split_sum),
         cmocka_unit_test(test_small_shapes),   cmocka_unit_test(test_vectorized),
         cmocka_unit_test(test_epilogue_vectorized), cmocka_unit_test(test_beam),
-        cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_vector_partials),
+        cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_plan_packed),       cmocka_unit_test(test_vector_partials),
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
