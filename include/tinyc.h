@@ -75,6 +75,7 @@ typedef enum {
     TC_INT16,   /* 16-bit signed integer */
     TC_UINT16,  /* 16-bit unsigned integer */
     TC_UINT32,  /* 32-bit unsigned integer */
+    TC_FLOAT64, /* 64-bit IEEE float, computed in double where the device has it */
     TC_DTYPE_COUNT
 } tc_dtype;
 

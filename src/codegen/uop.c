@@ -146,8 +146,7 @@ tc_uop *tc_ub_const(tc_ub *ub, tc_dtype dt, double value, int64_t ivalue) {
         value = (double)ivalue;
         u->vmin = u->vmax = ivalue;
     } else {
-        value = dt == TC_FLOAT16 ? tc_half_to_float(tc_float_to_half((float)value))
-                                 : (double)(float)value;
+        value = tc_dtype_round(dt, value);
         ivalue = 0;
     }
     u->value = value;
@@ -302,20 +301,22 @@ static tc_uop *fold_divmod(tc_ub *ub, tc_op op, tc_uop *x, int64_t c) {
 /* ---- building with simplification ---- */
 
 /* op over constant operands, both ways: *ri on the int64 values (wrapping;
- * the caller wraps to the dtype), *rx on the doubles (float32 math for the
- * transcendentals). Returns whether op folds in the domain `ints` says (the
- * other domain's result is computed from 0s or converted values, and traps on
- * nothing). Shifts are not folded. */
-static bool fold(tc_op op, bool ints, const int64_t *i, const double *x, int64_t *ri, double *rx) {
+ * the caller wraps to the dtype), *rx on the doubles (the transcendentals in
+ * float32 math, or in double, libm's, when is_f64: as the reference
+ * evaluator computes them). Returns whether op folds in the domain `ints`
+ * says (the other domain's result is computed from 0s or converted values,
+ * and traps on nothing). Shifts are not folded. */
+static bool fold(tc_op op, bool ints, bool is_f64, const int64_t *i, const double *x, int64_t *ri,
+                 double *rx) {
     if (ints ? tc_ops[op].is_float_only : tc_ops[op].is_int_only) return false;
     int64_t a = i[0], b = i[1], c = i[2];
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     switch (op) {
-    case TC_OP_EXP2: *rx = exp2f((float)x[0]); return true;
-    case TC_OP_LOG2: *rx = log2f((float)x[0]); return true;
-    case TC_OP_SIN: *rx = sinf((float)x[0]); return true;
-    case TC_OP_SQRT: *rx = sqrtf((float)x[0]); return true;
-    case TC_OP_RECIP: *rx = 1.0f / (float)x[0]; return true;
+    case TC_OP_EXP2: *rx = is_f64 ? exp2(x[0]) : exp2f((float)x[0]); return true;
+    case TC_OP_LOG2: *rx = is_f64 ? log2(x[0]) : log2f((float)x[0]); return true;
+    case TC_OP_SIN: *rx = is_f64 ? sin(x[0]) : sinf((float)x[0]); return true;
+    case TC_OP_SQRT: *rx = is_f64 ? sqrt(x[0]) : sqrtf((float)x[0]); return true;
+    case TC_OP_RECIP: *rx = is_f64 ? 1.0 / x[0] : 1.0f / (float)x[0]; return true;
     case TC_OP_NEG: *ri = (int64_t)(0 - ua), *rx = -x[0]; return true;
     case TC_OP_ADD: *ri = (int64_t)(ua + ub), *rx = x[0] + x[1]; return true;
     case TC_OP_MUL: *ri = (int64_t)(ua * ub), *rx = x[0] * x[1]; return true;
@@ -363,7 +364,7 @@ static tc_uop *try_fold_consts(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop *
     int64_t iv[3] = {0, 0, 0}, ri = 0;
     double xv[3] = {0, 0, 0}, rx = 0;
     for (int k = 0; k < n; k++) iv[k] = s[k]->ivalue, xv[k] = s[k]->value;
-    if (!fold(op, is_int(in), iv, xv, &ri, &rx)) return NULL;
+    if (!fold(op, is_int(in), in == TC_FLOAT64, iv, xv, &ri, &rx)) return NULL;
     if (is_int(in)) return tc_ub_iconst(ub, dt, tc_dtype_wrap(dt, ri));
     return is_int(dt) ? tc_ub_iconst(ub, dt, (int64_t)rx) : tc_ub_const(ub, dt, rx, 0);
 }

@@ -38,6 +38,10 @@ const tc_dialect tc_dialect_c = {
     .int64_suffix = "LL",
     .math_fn = {[TC_OP_EXP2] = "tc_exp2f", [TC_OP_LOG2] = "tc_log2f", [TC_OP_SIN] = "tc_sinf",
                 [TC_OP_SQRT] = "sqrtf"},
+    /* float64: libm's double functions (the prelude's polynomials are
+     * float32 only); the reference evaluator calls the same ones */
+    .math_fn_f64 = {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin",
+                    [TC_OP_SQRT] = "sqrt"},
     /* out of line: a kernel of the differential suite whose four reduce
      * stages each recomputed six transcendentals took gcc 0.56 s with 46
      * inlined calls, 0.19 s calling these */
@@ -100,6 +104,8 @@ const tc_dialect tc_dialect_c_plain = {
     .int64_suffix = "LL",
     .math_fn = {[TC_OP_EXP2] = "tc_exp2f", [TC_OP_LOG2] = "tc_log2f", [TC_OP_SIN] = "tc_sinf",
                 [TC_OP_SQRT] = "sqrtf"},
+    .math_fn_f64 = {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin",
+                    [TC_OP_SQRT] = "sqrt"},
     .float_max = "tc_fmaxf(%1$s, %2$s)",
     .bool_float = "tc_cm_float(tc_cm_mask(%1$s) & 0x3f800000u)",
     .float_where = "tc_cm_sel(tc_cm_mask(%1$s), %2$s, %3$s)",
@@ -242,7 +248,9 @@ static int shared_math_calls(const rctx *r, bool *used) {
     int n = 0;
     for (int i = 0; i < r->k->n_uops; i++) {
         const tc_uop *u = r->k->uops[i];
-        if (u->op != TC_UOP_ALU || u->vcount > 1 || !r->d->math_fn_shared[u->alu]) continue;
+        if (u->op != TC_UOP_ALU || u->vcount > 1 || !r->d->math_fn_shared[u->alu] ||
+            u->dtype == TC_FLOAT64)
+            continue; /* the shared helpers are float32's */
         n++;
         if (used) used[u->alu] = true;
     }
@@ -303,6 +311,16 @@ static char *render_const(const rctx *r, const tc_uop *u) {
         }
         if (u->dtype == TC_FLOAT16 && !r->d->is_half_in_float)
             return fmt("((%s)%s)", r->d->half_type, num);
+        return fmt("(%s)", num);
+    }
+    case TC_FLOAT64: { /* %.17g: every double prints back to itself */
+        char num[64];
+        if (isnan(u->value)) snprintf(num, sizeof num, "((double)NAN)");
+        else if (isinf(u->value)) snprintf(num, sizeof num, "%s((double)INFINITY)", u->value < 0 ? "-" : "");
+        else {
+            snprintf(num, sizeof num, "%.17g", u->value);
+            if (!strpbrk(num, ".en")) strcat(num, ".0");
+        }
         return fmt("(%s)", num);
     }
     case TC_INT32:
@@ -433,8 +451,9 @@ static char *render_alu(rctx *r, const tc_uop *u) {
     if (u->vcount > 1) return r->d->vec_type ? render_gpu_vec_alu(r, u) : render_vec_alu(r, u);
     char *const *e = r->expr;
     const char *a = e[u->srcs[0]->id];
-    const char *fn = r->d->math_fn[u->alu];
-    if (r->is_math_shared && r->d->math_fn_shared[u->alu]) fn = r->d->math_fn_shared[u->alu];
+    bool is_f64 = u->dtype == TC_FLOAT64;
+    const char *fn = is_f64 ? r->d->math_fn_f64[u->alu] : r->d->math_fn[u->alu];
+    if (r->is_math_shared && r->d->math_fn_shared[u->alu] && !is_f64) fn = r->d->math_fn_shared[u->alu];
     if (fn)
         return u->dtype == TC_FLOAT16 && !r->d->is_half_in_float
                    ? fmt("((%s)%s((float)%s))", ctype(r, u->dtype), fn, a)
@@ -581,8 +600,9 @@ static char *render_cast(rctx *r, const tc_uop *u) {
     if (u->op == TC_UOP_CAST && u->dtype == TC_BOOL && u->srcs[0]->dtype != TC_BOOL)
         return bind(r, u, "cast", fmt("(%s!=0)", x)); /* what a cast to bool is; (_Bool)(a*b)
                                                          draws -Wint-in-bool-context */
-    if (u->op == TC_UOP_CAST) {
-        char *c = fmt("((%s)%s)", to, x);
+    if (u->op == TC_UOP_CAST) { /* float64 -> float16 through float32, on every device */
+        bool via_f32 = u->dtype == TC_FLOAT16 && u->srcs[0]->dtype == TC_FLOAT64;
+        char *c = via_f32 ? fmt("((%s)((float)%s))", to, x) : fmt("((%s)%s)", to, x);
         return bind(r, u, "cast", is_half_float(r, u->dtype) ? half_rounded(r, c) : c);
     }
     if (r->d->bitcast_any) return bind(r, u, "cast", fmt(r->d->bitcast_any, from, to, x));
@@ -719,6 +739,14 @@ static bool uses_half(const tc_kernel_uops *k) {
     return false;
 }
 
+static bool uses_f64(const tc_kernel_uops *k) {
+    for (int i = 0; i < k->n_uops; i++)
+        if (k->uops[i]->dtype == TC_FLOAT64) return true;
+    for (int i = 0; i < k->n_bufs; i++)
+        if (k->buf_dtypes[i] == TC_FLOAT64) return true;
+    return false;
+}
+
 static bool has_reduce(const tc_kernel_uops *k) {
     for (int i = 0; i < k->n_uops; i++)
         if (k->uops[i]->op == TC_UOP_DEFINE_ACC) return true;
@@ -740,6 +768,7 @@ static bool uses_vec(const tc_kernel_uops *k) {
 
 static void signature(rctx *r) {
     const tc_kernel_uops *k = r->k;
+    if (r->d->f64_preamble && uses_f64(k)) tc_sb_printf(&r->out, "%s", r->d->f64_preamble);
     tc_sb_printf(&r->out, "%s", r->d->preamble);
     if (r->d->half_preamble && uses_half(k)) tc_sb_printf(&r->out, "%s", r->d->half_preamble);
     if (r->d->vec_prelude && uses_vec(k)) tc_sb_printf(&r->out, "%s", r->d->vec_prelude);

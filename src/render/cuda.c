@@ -95,6 +95,8 @@ const tc_dialect tc_dialect_cuda = {
                 [TC_OP_LOG2] = "log2f",
                 [TC_OP_SIN] = "sinf",
                 [TC_OP_SQRT] = "sqrtf"},
+    .math_fn_f64 = {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin",
+                    [TC_OP_SQRT] = "sqrt"}, /* CUDA's double functions */
     .group_id = {"blockIdx.x", "blockIdx.y", "blockIdx.z"},
     .lane_id = {"threadIdx.x", "threadIdx.y", "threadIdx.z"},
     .local_prefix = "__shared__ ",

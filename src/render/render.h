@@ -39,6 +39,8 @@ typedef struct {
     const char *int64_suffix;  /* of int64 constants: "LL", "L" */
     const char *type_names[TC_DTYPE_COUNT]; /* value type names; NULL: tc_dtypes' cname */
     const char *math_fn[TC_OP_COUNT];       /* EXP2, LOG2, SIN, SQRT function names */
+    const char *math_fn_f64[TC_OP_COUNT];   /* the same on float64 values (double math) */
+    const char *f64_preamble;  /* text before everything when float64 appears (NULL: none) */
     const char *math_fn_shared[TC_OP_COUNT]; /* the same out of line, for a reduce kernel with
                                                 more than TC_MATH_INLINE_MAX scalar calls
                                                 (cstyle.c defines them; NULL: math_fn) */

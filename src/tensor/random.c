@@ -60,14 +60,15 @@ static void block_words(uint64_t block, uint32_t out[4]) {
     philox4x32_10(out, (uint32_t)rng_seed, (uint32_t)(rng_seed >> 32));
 }
 
-/* uniform in [0,1) with the precision dt can hold exactly */
+/* uniform in [0,1) with the precision dt can hold exactly (float64: the
+ * 24 bits of float32's, as tinygrad draws float32 and casts) */
 static double uniform(uint32_t w, tc_dtype dt) {
     return dt == TC_FLOAT16 ? (double)(w >> 21) * 0x1p-11 : (double)(w >> 8) * 0x1p-24;
 }
 
 /* v rounded to float dtype dt */
 static double to_dtype(double v, tc_dtype dt) {
-    return dt == TC_FLOAT16 ? (double)tc_half_to_float(tc_float_to_half((float)v)) : (float)v;
+    return tc_dtype_round(dt, v);
 }
 
 /* the largest value of float dtype dt below v: keeps low + (high-low)*u
@@ -79,6 +80,7 @@ static double below(double v, tc_dtype dt) {
         h = (h & 0x7FFFu) == 0 ? 0x8001u : (h & 0x8000u) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
         return tc_half_to_float(h);
     }
+    if (dt == TC_FLOAT64) return nextafter(v, -INFINITY);
     float f = (float)v;
     return (double)f < v ? f : nextafterf(f, -INFINITY);
 }

@@ -2,7 +2,8 @@
  *
  * Axes become a bitmask for tc_node_reduce (reduced dims stay size 1); unless
  * keepdim they are then reshaped away. Accumulation dtypes: bool, uint8 and
- * int32 sum in int32, int64 in int64, float16 in float32 (cast back after).
+ * int32 sum in int32, int64 in int64, float16 in float32 (cast back after),
+ * float64 in float64 (mean, var and std of float64 too).
  * min = flip(max(flip x)) with the order-reversing flip of tc_ew_order_flip.
  * mean = sum * (1/n) (ints in float32); var = sum((x-mean)^2) / max(0, n-c).
  * any = count(x != 0) != 0; all = count(x == 0) == 0. A 0-d tensor may name axis
@@ -171,6 +172,7 @@ tc_dtype tc_sum_dtype(tc_dtype dt) {
     case TC_INT32: return TC_INT32;
     case TC_UINT32: /* every uint32 sum of up to 2^31 elements fits */
     case TC_INT64: return TC_INT64;
+    case TC_FLOAT64: return TC_FLOAT64;
     case TC_FLOAT16:
     case TC_FLOAT32:
     case TC_DTYPE_COUNT: break;
@@ -242,8 +244,8 @@ static tc_node *reduce_node(tc_node *x, tc_dtype dt, reduce_kind kind, uint32_t 
     case R_VAR:
     case R_STD: break;
     }
-    tc_dtype out = dt == TC_FLOAT16 ? dt : TC_FLOAT32;
-    x = tc_ew_cast(x, TC_FLOAT32);
+    tc_dtype acc = tc_dtype_float_acc(dt), out = dt == TC_FLOAT16 ? dt : acc;
+    x = tc_ew_cast(x, acc);
     tc_node *r = kind == R_MEAN ? mean_keep(x, mask) : var_keep(x, mask, correction);
     if (kind == R_STD) r = tc_ew_unary(TC_OP_SQRT, r);
     return tc_ew_cast(r, out);

@@ -123,7 +123,7 @@ static tc_node *scan_axis(tc_node *x, int axis, bool is_reverse) {
 
 void tc_cumsum_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     const tc_node *x = c->inputs[0];
-    tc_node *gf = tc_ew_cast(g, TC_FLOAT32);
+    tc_node *gf = tc_ew_cast(g, tc_dtype_float_acc(x->dtype));
     if (x->ndim > 0) gf = scan_axis(gf, c->args.order[0], true);
     grads[0] = tc_ew_cast(gf, x->dtype);
 }

@@ -15,6 +15,7 @@ const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT] = {
     [TC_INT16] = {"int16", "short", 2, false, true, 2},
     [TC_UINT16] = {"uint16", "unsigned short", 2, false, false, 2},
     [TC_UINT32] = {"uint32", "unsigned int", 4, false, false, 3},
+    [TC_FLOAT64] = {"float64", "double", 8, true, true, 7},
 };
 
 bool tc_dtype_valid(int dt) {
@@ -65,6 +66,28 @@ int64_t tc_dtype_wrap(tc_dtype dt, int64_t v) {
     return (int64_t)low;
 }
 
+double tc_dtype_round(tc_dtype dt, double v) {
+    switch (dt) {
+    case TC_FLOAT16: return tc_half_to_float(tc_float_to_half((float)v));
+    case TC_FLOAT32: return (float)v;
+    case TC_FLOAT64:
+    case TC_INT32:
+    case TC_INT64:
+    case TC_UINT8:
+    case TC_BOOL:
+    case TC_INT8:
+    case TC_INT16:
+    case TC_UINT16:
+    case TC_UINT32:
+    case TC_DTYPE_COUNT: break;
+    }
+    return v;
+}
+
+tc_dtype tc_dtype_float_acc(tc_dtype dt) {
+    return dt == TC_FLOAT64 ? TC_FLOAT64 : TC_FLOAT32;
+}
+
 float tc_half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023, bits;
     if (e == 31) bits = sign | 0x7f800000 | (m << 13);
@@ -99,6 +122,7 @@ uint16_t tc_float_to_half(float f) {
 }
 
 double tc_scalar_load(const void *p, tc_dtype dt, int64_t i) {
+    if (dt == TC_FLOAT64) return ((const double *)p)[i];
     if (dt == TC_FLOAT32) return ((const float *)p)[i];
     if (dt == TC_FLOAT16) return tc_half_to_float(((const uint16_t *)p)[i]);
     return (double)tc_scalar_load_int(p, dt, i);
@@ -116,6 +140,7 @@ void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v) {
     case TC_INT16: ((int16_t *)p)[i] = (int16_t)v; return;
     case TC_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; return;
     case TC_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; return;
+    case TC_FLOAT64: ((double *)p)[i] = v; return;
     case TC_DTYPE_COUNT: break;
     }
 }
@@ -132,6 +157,7 @@ int64_t tc_scalar_load_int(const void *p, tc_dtype dt, int64_t i) {
     case TC_UINT32: return ((const uint32_t *)p)[i];
     case TC_FLOAT32:
     case TC_FLOAT16:
+    case TC_FLOAT64:
     case TC_DTYPE_COUNT: break;
     }
     return (int64_t)tc_scalar_load(p, dt, i);
@@ -149,6 +175,7 @@ void tc_scalar_store_int(void *p, tc_dtype dt, int64_t i, int64_t v) {
     case TC_UINT32: ((uint32_t *)p)[i] = (uint32_t)tc_dtype_wrap(dt, v); return;
     case TC_FLOAT32:
     case TC_FLOAT16:
+    case TC_FLOAT64:
     case TC_DTYPE_COUNT: break;
     }
     tc_scalar_store(p, dt, i, (double)v);

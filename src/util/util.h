@@ -152,9 +152,9 @@ typedef struct {
     const char *name;  /* "float32" */
     const char *cname; /* C type in rendered code: "float" */
     size_t size;       /* bytes per element */
-    bool is_float;     /* float32 or float16 */
+    bool is_float;     /* float16, float32 or float64 */
     bool is_signed;    /* signed integer or float */
-    int priority;      /* width order: bool < 8 < 16 < 32 < 64 bits < float16 < float32 */
+    int priority;      /* width order: bool < 8 < 16 < 32 < 64 bits < float16 < float32 < float64 */
 } tc_dtype_info;
 extern const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT];
 bool tc_dtype_valid(int dt);
@@ -164,6 +164,11 @@ bool tc_dtype_int_range(tc_dtype dt, int64_t *lo, int64_t *hi);
 /* v wrapped to an integer dtype's width, as a C conversion does (two's
  * complement; bool: v != 0); floats and 64-bit integers: v */
 int64_t tc_dtype_wrap(tc_dtype dt, int64_t v);
+/* v rounded to float dtype dt's precision (float16, float32: as a C
+ * conversion rounds, to nearest even; float64: v); integers: v */
+double tc_dtype_round(tc_dtype dt, double v);
+/* the dtype float math on dt runs in: float64 for float64, else float32 */
+tc_dtype tc_dtype_float_acc(tc_dtype dt);
 float tc_half_to_float(uint16_t h);
 uint16_t tc_float_to_half(float f); /* round to nearest even */
 /* reads element i of an array of dtype dt as double / writes one (with C casts;

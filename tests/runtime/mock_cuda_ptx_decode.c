@@ -47,7 +47,7 @@ static const struct {
     {"leu", C_LEU},     {"gtu", C_GTU},       {"geu", C_GEU},       {"num", C_NUM},
     {"nan", C_NAN},     {"rni", R_RNI},       {"rzi", R_RZI},       {"rmi", R_RMI},
     {"rpi", R_RPI},     {"global", S_GLOBAL}, {"shared", S_SHARED}, {"local", S_LOCAL},
-    {"param", S_PARAM},
+    {"param", S_PARAM}, {"ftz", M_FTZ},
 };
 
 /* modifiers that change nothing here (rounding to nearest is what C does;
@@ -368,8 +368,8 @@ static bool is_supported(const instr *in) {
     case OP_ABS:
     case OP_MIN:
     case OP_MAX: return (is_float && in->mod == M_NONE) || (is_int && t != T_PRED);
+    case OP_RCP: return (is_float && in->mod == M_NONE) || (t == T_F64 && in->mod == M_FTZ);
     case OP_FMA:
-    case OP_RCP:
     case OP_SQRT: return is_float;
     case OP_EX2:
     case OP_LG2:

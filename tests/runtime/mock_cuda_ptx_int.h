@@ -129,6 +129,7 @@ enum {
     S_SHARED, /* the block's buffer */
     S_LOCAL,  /* the thread's depot */
     S_PARAM,  /* kernel parameters */
+    M_FTZ,    /* rcp.approx.ftz.f64 (CUDA's double math): subnormals flushed to 0 */
 };
 
 typedef enum {

@@ -4,7 +4,7 @@
  * Values live in 64-bit register slots as raw bits (f32 in the low 32); each
  * instruction reads them at its own type. Arithmetic is C's IEEE float and
  * double arithmetic (round to nearest, as PTX's .rn); the approximations
- * (ex2, lg2, sin, cos, rsqrt) use libm. Every load and store is checked for
+ * (ex2, lg2, sin, cos, rsqrt, rcp.approx.ftz.f64) use libm or exact math. Every load and store is checked for
  * bounds and natural alignment.
  */
 #include "mock_cuda_ptx_int.h"
@@ -357,7 +357,11 @@ static uint64_t alu(const instr *in, uint64_t a, uint64_t b, uint64_t c) {
         case OP_ABS: return bits64(fabs(x));
         case OP_MIN: return bits64(fmin(x, y));
         case OP_MAX: return bits64(fmax(x, y));
-        case OP_RCP: return bits64(1.0 / x);
+        case OP_RCP: { /* .approx.ftz: exact here (CUDA refines the guess anyway) */
+            bool ftz = in->mod == M_FTZ;
+            double r = 1.0 / (ftz && fpclassify(x) == FP_SUBNORMAL ? copysign(0.0, x) : x);
+            return bits64(ftz && fpclassify(r) == FP_SUBNORMAL ? copysign(0.0, r) : r);
+        }
         case OP_SQRT: return bits64(sqrt(x));
         default: return 0;
         }
