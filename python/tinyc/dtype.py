@@ -3,9 +3,9 @@ and their mapping to tc_dtype values and numpy dtypes.
 
     from tinyc import dtypes
     dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
-    dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32
-    (aliases: float, half, int, long, char, short, ushort, uint, default_float,
-    default_int)
+    dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64
+    (aliases: float, half, double, int, long, char, short, ushort, uint, uchar,
+    default_float, default_int)
 
 `to_dtype(x)` accepts a DType, a name ("float32"), a numpy dtype or type, a
 torch dtype, or the Python types float/int/bool.
@@ -42,12 +42,15 @@ class dtypes:
     int16 = DType(7, "int16", np.int16, False, True)
     uint16 = DType(8, "uint16", np.uint16, False, True)
     uint32 = DType(9, "uint32", np.uint32, False, True)
+    float64 = DType(10, "float64", np.float64, True, False)
     char = int8
+    uchar = uint8
     short = int16
     ushort = uint16
     uint = uint32
     float = float32
     half = float16
+    double = float64
     int = int32
     long = int64
     default_float = float32
@@ -82,6 +85,19 @@ class dtypes:
         return True if dt.name == "bool" else int(np.iinfo(dt.np).max)
 
     @staticmethod
+    def fields():
+        """{name: DType} of every dtype and alias (tinygrad's dtypes.fields())"""
+        return dict(BY_NAME)
+
+    @staticmethod
+    def as_const(val, dt):
+        """val as the Python value dt holds: int, float or bool"""
+        dt = to_dtype(dt)
+        if dt.is_int:
+            return int(val)
+        return float(val) if dt.is_float else bool(val)
+
+    @staticmethod
     def from_py(x):
         """tinygrad's dtype of a Python value: float -> default_float, bool ->
         bool, int -> default_int; a list or tuple: the highest of its items'
@@ -101,14 +117,15 @@ class dtypes:
 
 
 ALL = (dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
-       dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32)
+       dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64)
 BY_VALUE = {d.value: d for d in ALL}
 BY_NAME = {d.name: d for d in ALL}
-BY_NAME.update(float=dtypes.float32, half=dtypes.float16, int=dtypes.int32, long=dtypes.int64,
-               char=dtypes.int8, short=dtypes.int16, ushort=dtypes.uint16, uint=dtypes.uint32)
-# numpy dtypes libtinyc does not have -> the one they are converted to (tinygrad's
-# default float for float64)
-NP_FALLBACK = {np.dtype(np.float64): dtypes.float32}
+BY_NAME.update(float=dtypes.float32, half=dtypes.float16, double=dtypes.float64, int=dtypes.int32,
+               long=dtypes.int64, char=dtypes.int8, uchar=dtypes.uint8, short=dtypes.int16,
+               ushort=dtypes.uint16, uint=dtypes.uint32)
+# numpy dtypes libtinyc does not have -> the one they are converted to (none
+# now: float64 arrays stay float64, as in tinygrad)
+NP_FALLBACK = {}
 BY_NP = {d.np: d for d in ALL}
 
 
@@ -171,3 +188,18 @@ def least_upper(a, b):
     if sg.itemsize > u.itemsize:
         return sg
     return {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64}[u.itemsize]
+
+
+def least_upper_dtype(*ds):
+    """the promoted dtype of several (tinygrad's least_upper_dtype)"""
+    ds = [to_dtype(d) for d in ds]
+    out = ds[0]
+    for d in ds[1:]:
+        out = least_upper(out, d)
+    return out
+
+
+def least_upper_float(dt):
+    """dt when it is a float, else the default float (tinygrad's least_upper_float)"""
+    dt = to_dtype(dt)
+    return dt if dt.is_float else least_upper(dt, dtypes.float32)

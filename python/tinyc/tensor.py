@@ -800,6 +800,7 @@ class Tensor(Movement, NNOps, TransformerOps):
 
     def float(self): return self.cast(dtypes.float32)
     def half(self): return self.cast(dtypes.float16)
+    def double(self): return self.cast(dtypes.float64)
     def int(self): return self.cast(dtypes.int32)
     def long(self): return self.cast(dtypes.int64)
     def bool(self): return self.cast(dtypes.bool)
