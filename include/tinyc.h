@@ -76,6 +76,7 @@ typedef enum {
     TC_UINT16,  /* 16-bit unsigned integer */
     TC_UINT32,  /* 32-bit unsigned integer */
     TC_FLOAT64, /* 64-bit IEEE float, computed in double where the device has it */
+    TC_UINT64,  /* 64-bit unsigned integer */
     TC_DTYPE_COUNT
 } tc_dtype;
 

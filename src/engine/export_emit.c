@@ -262,6 +262,7 @@ static void emit_value(emitter *e, const void *data, tc_dtype dt, int64_t i, int
         else P(e, "%a", d);
         return;
     }
+    case TC_UINT64: P(e, "%lluULL", (unsigned long long)((const uint64_t *)data)[i]); return;
     case TC_DTYPE_COUNT: break;
     }
 }

@@ -9,7 +9,8 @@
  * read back with tc_buffer_copyout. Arithmetic follows C per dtype: float32 in
  * float (exp2f, log2f, sinf, sqrtf), float16 in float rounded to half after
  * every op, float64 in double (libm's exp2, log2, sin, sqrt), integers with
- * two's-complement wrapping and without traps (division by zero gives 0),
+ * two's-complement wrapping and without traps (division by zero gives 0;
+ * uint64, held in an int64, compares, divides and shifts right unsigned),
  * bools as 0/1. Reduces accumulate in index order
  * in the node's dtype; GATHER reads 0 and SCATTER adds nothing at an index
  * outside the indexed axis; SCATTER adds in index order.
@@ -156,6 +157,10 @@ static bool is_float(tc_dtype dt) {
  * hold for both) */
 static int64_t f2i(double f, tc_dtype dt) {
     bool in64 = f >= -9223372036854775808.0 && f < 9223372036854775808.0;
+    if (dt == TC_UINT64) /* from 2^63 on: less 2^63, then the top bit set (gcc's way) */
+        return f >= 9223372036854775808.0 && f < 18446744073709551616.0
+                   ? (int64_t)((uint64_t)(int64_t)(f - 9223372036854775808.0) ^ (UINT64_C(1) << 63))
+                   : in64 ? (int64_t)f : INT64_MIN;
     if (dt == TC_INT64) return in64 ? (int64_t)f : INT64_MIN;
     if (dt == TC_UINT32) /* gcc converts through int64 and keeps the low half */
         return tc_dtype_wrap(dt, in64 ? (int64_t)f : INT64_MIN);
@@ -168,6 +173,7 @@ static float ldf(const void *p, tc_dtype dt, int64_t i) {
     if (dt == TC_FLOAT32) return ((const float *)p)[i];
     if (dt == TC_FLOAT16) return tc_half_to_float(((const uint16_t *)p)[i]);
     if (dt == TC_FLOAT64) return (float)((const double *)p)[i];
+    if (dt == TC_UINT64) return (float)((const uint64_t *)p)[i];
     return (float)tc_scalar_load_int(p, dt, i);
 }
 
@@ -175,7 +181,7 @@ static float ldf(const void *p, tc_dtype dt, int64_t i) {
 static double ldd(const void *p, tc_dtype dt, int64_t i) {
     if (dt == TC_FLOAT64) return ((const double *)p)[i];
     if (is_float(dt)) return ldf(p, dt, i);
-    return (double)tc_scalar_load_int(p, dt, i);
+    return tc_dtype_int_to_double(dt, tc_scalar_load_int(p, dt, i));
 }
 
 /* element i as an integer (floats truncated as C does) */
@@ -210,6 +216,15 @@ static void sti(void *p, tc_dtype dt, int64_t i, int64_t v) {
     else if (dt == TC_FLOAT32) ((float *)p)[i] = (float)v;
     else if (dt == TC_FLOAT16) ((uint16_t *)p)[i] = tc_float_to_half((float)v);
     else tc_scalar_store_int(p, dt, i, v); /* wraps to the width; bool: v != 0 */
+}
+
+/* stores integer v of dtype from into element i of dtype dt: sti, but a
+ * uint64 source converts to floats as unsigned */
+static void sti_from(void *p, tc_dtype dt, int64_t i, int64_t v, tc_dtype from) {
+    if (from != TC_UINT64 || !is_float(dt)) sti(p, dt, i, v);
+    else if (dt == TC_FLOAT64) ((double *)p)[i] = (double)(uint64_t)v;
+    else if (dt == TC_FLOAT32) ((float *)p)[i] = (float)(uint64_t)v;
+    else ((uint16_t *)p)[i] = tc_float_to_half((float)(uint64_t)v);
 }
 
 /* ---- elementwise ops ---------------------------------------------------- */
@@ -271,9 +286,50 @@ static double alu_f64(tc_op op, double a, double b, double c) {
  * overflow wraps, division by zero gives 0). The caller reads the half of
  * its domain; the other half is computed from zeros and traps on nothing.
  * float64 operands go to alu_f64 instead. */
-static num alu(tc_op op, num na, num nb, num nc, bool is_bool) {
+static num alu(tc_op op, num na, num nb, num nc, bool is_bool, bool is_u64) {
     uint64_t ua = (uint64_t)na.i, ub = (uint64_t)nb.i;
     int64_t x = na.i, y = nb.i;
+    if (is_u64) { /* uint64's ops that differ from int64's: unsigned order, / % >> */
+        num r = {0, 0};
+        switch (op) {
+        case TC_OP_IDIV: r.i = ub == 0 ? 0 : (int64_t)(ua / ub); return r;
+        case TC_OP_MOD: r.i = ub == 0 ? 0 : (int64_t)(ua % ub); return r;
+        case TC_OP_MAX: r.i = ua > ub ? x : y; return r;
+        case TC_OP_CMPLT: r.i = ua < ub; return r;
+        case TC_OP_SHR: r.i = y < 0 || y > 63 ? 0 : (int64_t)(ua >> y); return r;
+        case TC_OP_EXP2:
+        case TC_OP_LOG2:
+        case TC_OP_SIN:
+        case TC_OP_SQRT:
+        case TC_OP_RECIP:
+        case TC_OP_NEG:
+        case TC_OP_ADD:
+        case TC_OP_MUL:
+        case TC_OP_CMPNE:
+        case TC_OP_AND:
+        case TC_OP_OR:
+        case TC_OP_XOR:
+        case TC_OP_SHL:
+        case TC_OP_MULACC:
+        case TC_OP_CAST:
+        case TC_OP_BITCAST:
+        case TC_OP_WHERE:
+        case TC_OP_REDUCE_SUM:
+        case TC_OP_REDUCE_MAX:
+        case TC_OP_CONST:
+        case TC_OP_BUFFER:
+        case TC_OP_VIEW:
+        case TC_OP_COPY:
+        case TC_OP_CONTIGUOUS:
+        case TC_OP_ASSIGN:
+        case TC_OP_GATHER:
+        case TC_OP_SCATTER:
+        case TC_OP_LOAD:
+        case TC_OP_STORE:
+        case TC_OP_SINK:
+        case TC_OP_COUNT: break; /* as int64's */
+        }
+    }
     float af = (float)na.f, bf = (float)nb.f, cf = (float)nc.f;
     float rf = 0;
     num r = {0, 0};
@@ -359,7 +415,7 @@ TC_MUST_USE static tc_status eval_alu(const tc_node *n, void *out, void *const *
         if (n->op == TC_OP_CAST || n->op == TC_OP_WHERE) {
             int k = n->op == TC_OP_CAST ? 0 : truthy(in[0], s[0], i) ? 1 : 2;
             if (is_float(s[k])) std_(out, dt, i, ldd(in[k], s[k], i)); /* exact, then C's */
-            else sti(out, dt, i, ldi(in[k], s[k], i));
+            else sti_from(out, dt, i, ldi(in[k], s[k], i), s[k]);
         } else if (d == TC_FLOAT64) {
             double v[3] = {0, 0, 0};
             for (int k = 0; k < n->n_srcs; k++) v[k] = ldd(in[k], s[k], i);
@@ -370,7 +426,7 @@ TC_MUST_USE static tc_status eval_alu(const tc_node *n, void *out, void *const *
                 if (is_float(d)) v[k].f = ldf(in[k], s[k], i);
                 else v[k].i = ldi(in[k], s[k], i);
             }
-            num r = alu(n->op, v[0], v[1], v[2], d == TC_BOOL);
+            num r = alu(n->op, v[0], v[1], v[2], d == TC_BOOL, d == TC_UINT64);
             if (is_float(d)) stf(out, dt, i, (float)r.f);
             else sti(out, dt, i, r.i);
         }
@@ -399,7 +455,8 @@ static void accumulate(tc_op op, tc_dtype dt, void *out, int64_t oi, const void 
         stf(out, dt, oi, is_sum ? acc + x : acc > x || acc != acc ? acc : x);
     } else {
         int64_t acc = ldi(out, dt, oi), x = ldi(in, sdt, i);
-        sti(out, dt, oi, is_sum ? (int64_t)((uint64_t)acc + (uint64_t)x) : acc > x ? acc : x);
+        bool is_more = dt == TC_UINT64 ? (uint64_t)acc > (uint64_t)x : acc > x;
+        sti(out, dt, oi, is_sum ? (int64_t)((uint64_t)acc + (uint64_t)x) : is_more ? acc : x);
     }
 }
 

@@ -334,6 +334,8 @@ static char *render_const(const rctx *r, const tc_uop *u) {
     case TC_INT16:
     case TC_UINT16: return fmt("((%s)%lld)", ctype(r, u->dtype), (long long)u->ivalue);
     case TC_UINT32: return fmt("((%s)%lluu)", ctype(r, u->dtype), (unsigned long long)u->ivalue);
+    case TC_UINT64: /* its bits: 2^64-1 travels as -1 */
+        return fmt("((%s)%lluu%s)", ctype(r, u->dtype), (unsigned long long)u->ivalue, r->d->int64_suffix);
     case TC_DTYPE_COUNT: break;
     }
     return NULL;

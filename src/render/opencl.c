@@ -45,7 +45,7 @@ const tc_dialect tc_dialect_opencl = {
     .half_round = "tc_half_round(%1$s)",
     .int64_suffix = "L",
     .type_names = {[TC_INT64] = "long", [TC_UINT8] = "uchar", [TC_BOOL] = "bool", [TC_INT8] = "char",
-                   [TC_INT16] = "short", [TC_UINT16] = "ushort", [TC_UINT32] = "uint"},
+                   [TC_INT16] = "short", [TC_UINT16] = "ushort", [TC_UINT32] = "uint", [TC_UINT64] = "ulong"},
     .math_fn =
         {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin", [TC_OP_SQRT] = "sqrt"},
     .math_fn_f64 =

@@ -3,7 +3,7 @@
  * Axes become a bitmask for tc_node_reduce (reduced dims stay size 1); unless
  * keepdim they are then reshaped away. Accumulation dtypes: bool, uint8 and
  * int32 sum in int32, int64 in int64, float16 in float32 (cast back after),
- * float64 in float64 (mean, var and std of float64 too).
+ * float64 in float64 (mean, var and std of float64 too), uint64 in uint64.
  * min = flip(max(flip x)) with the order-reversing flip of tc_ew_order_flip.
  * mean = sum * (1/n) (ints in float32); var = sum((x-mean)^2) / max(0, n-c).
  * any = count(x != 0) != 0; all = count(x == 0) == 0. A 0-d tensor may name axis
@@ -173,6 +173,7 @@ tc_dtype tc_sum_dtype(tc_dtype dt) {
     case TC_UINT32: /* every uint32 sum of up to 2^31 elements fits */
     case TC_INT64: return TC_INT64;
     case TC_FLOAT64: return TC_FLOAT64;
+    case TC_UINT64: return TC_UINT64;
     case TC_FLOAT16:
     case TC_FLOAT32:
     case TC_DTYPE_COUNT: break;

@@ -16,6 +16,7 @@ const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT] = {
     [TC_UINT16] = {"uint16", "unsigned short", 2, false, false, 2},
     [TC_UINT32] = {"uint32", "unsigned int", 4, false, false, 3},
     [TC_FLOAT64] = {"float64", "double", 8, true, true, 7},
+    [TC_UINT64] = {"uint64", "unsigned long long", 8, false, false, 4},
 };
 
 bool tc_dtype_valid(int dt) {
@@ -43,6 +44,7 @@ tc_dtype tc_dtype_promote(tc_dtype a, tc_dtype b) {
     if (x->is_signed == y->is_signed) return x->size >= y->size ? a : b;
     const tc_dtype_info *u = x->is_signed ? y : x, *si = x->is_signed ? x : y;
     if (si->size > u->size) return x->is_signed ? a : b;
+    if (u->size == 8) return TC_FLOAT64; /* uint64 and a signed integer: numpy's float64 */
     return signed_of(2 * u->size);
 }
 
@@ -50,7 +52,7 @@ bool tc_dtype_int_range(tc_dtype dt, int64_t *lo, int64_t *hi) {
     const tc_dtype_info *d = &tc_dtypes[dt];
     if (d->is_float) return false;
     int bits = dt == TC_BOOL ? 1 : 8 * (int)d->size;
-    if (bits == 64) *lo = INT64_MIN, *hi = INT64_MAX;
+    if (bits == 64) *lo = d->is_signed ? INT64_MIN : 0, *hi = INT64_MAX;
     else if (d->is_signed) *lo = -((int64_t)1 << (bits - 1)), *hi = ((int64_t)1 << (bits - 1)) - 1;
     else *lo = 0, *hi = ((int64_t)1 << bits) - 1;
     return true;
@@ -66,11 +68,21 @@ int64_t tc_dtype_wrap(tc_dtype dt, int64_t v) {
     return (int64_t)low;
 }
 
+double tc_dtype_int_to_double(tc_dtype dt, int64_t v) {
+    return dt == TC_UINT64 ? (double)(uint64_t)v : (double)v;
+}
+
+int64_t tc_dtype_double_to_int(tc_dtype dt, double v) {
+    if (dt == TC_UINT64 && v >= 9223372036854775808.0) return (int64_t)(uint64_t)v;
+    return (int64_t)v;
+}
+
 double tc_dtype_round(tc_dtype dt, double v) {
     switch (dt) {
     case TC_FLOAT16: return tc_half_to_float(tc_float_to_half((float)v));
     case TC_FLOAT32: return (float)v;
     case TC_FLOAT64:
+    case TC_UINT64:
     case TC_INT32:
     case TC_INT64:
     case TC_UINT8:
@@ -125,7 +137,7 @@ double tc_scalar_load(const void *p, tc_dtype dt, int64_t i) {
     if (dt == TC_FLOAT64) return ((const double *)p)[i];
     if (dt == TC_FLOAT32) return ((const float *)p)[i];
     if (dt == TC_FLOAT16) return tc_half_to_float(((const uint16_t *)p)[i]);
-    return (double)tc_scalar_load_int(p, dt, i);
+    return tc_dtype_int_to_double(dt, tc_scalar_load_int(p, dt, i));
 }
 
 void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v) {
@@ -141,6 +153,7 @@ void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v) {
     case TC_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; return;
     case TC_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; return;
     case TC_FLOAT64: ((double *)p)[i] = v; return;
+    case TC_UINT64: ((uint64_t *)p)[i] = (uint64_t)tc_dtype_double_to_int(dt, v); return;
     case TC_DTYPE_COUNT: break;
     }
 }
@@ -155,6 +168,7 @@ int64_t tc_scalar_load_int(const void *p, tc_dtype dt, int64_t i) {
     case TC_INT16: return ((const int16_t *)p)[i];
     case TC_UINT16: return ((const uint16_t *)p)[i];
     case TC_UINT32: return ((const uint32_t *)p)[i];
+    case TC_UINT64: return (int64_t)((const uint64_t *)p)[i];
     case TC_FLOAT32:
     case TC_FLOAT16:
     case TC_FLOAT64:
@@ -173,6 +187,7 @@ void tc_scalar_store_int(void *p, tc_dtype dt, int64_t i, int64_t v) {
     case TC_INT16: ((int16_t *)p)[i] = (int16_t)tc_dtype_wrap(dt, v); return;
     case TC_UINT16: ((uint16_t *)p)[i] = (uint16_t)tc_dtype_wrap(dt, v); return;
     case TC_UINT32: ((uint32_t *)p)[i] = (uint32_t)tc_dtype_wrap(dt, v); return;
+    case TC_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; return;
     case TC_FLOAT32:
     case TC_FLOAT16:
     case TC_FLOAT64:

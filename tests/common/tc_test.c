@@ -26,6 +26,7 @@ static double load(const void *p, tc_dtype dt, int64_t i) {
     case TC_UINT16: return ((const uint16_t *)p)[i];
     case TC_UINT32: return ((const uint32_t *)p)[i];
     case TC_FLOAT64: return ((const double *)p)[i];
+    case TC_UINT64: return (double)((const uint64_t *)p)[i];
     case TC_DTYPE_COUNT: break;
     }
     return NAN;

@@ -190,8 +190,8 @@ static void test_fused_chain(void **state) {
     tc_release(e), tc_release(m), tc_release(ab), tc_release(s), tc_release(ta), tc_release(tb);
 }
 
-static const tc_dtype OTHERS[] = {TC_FLOAT32, TC_FLOAT16, TC_INT8,   TC_INT16,  TC_INT32,
-                                  TC_INT64,   TC_UINT8,   TC_UINT16, TC_UINT32, TC_BOOL};
+static const tc_dtype OTHERS[] = {TC_FLOAT32, TC_FLOAT16, TC_INT8,   TC_INT16,  TC_INT32, TC_INT64,
+                                  TC_UINT8,   TC_UINT16,  TC_UINT32, TC_UINT64, TC_BOOL};
 enum { N_OTHERS = sizeof OTHERS / sizeof OTHERS[0] };
 
 /* the C conversion of double v to dt, as double (float16 through float32,
@@ -203,6 +203,7 @@ static double host_cast(double v, tc_dtype dt) {
     case TC_FLOAT16: return tc_dtype_round(TC_FLOAT16, (float)v);
     case TC_BOOL: return v != 0;
     case TC_FLOAT64: return v;
+    case TC_UINT64:
     case TC_INT8:
     case TC_INT16:
     case TC_INT32:
@@ -227,7 +228,8 @@ static void test_casts(void **state) {
     for (int d = 0; d < N_OTHERS; d++) {
         tc_dtype dt = OTHERS[d];
         bool is_float = dt == TC_FLOAT32 || dt == TC_FLOAT16;
-        bool is_signed = dt != TC_UINT8 && dt != TC_UINT16 && dt != TC_UINT32 && dt != TC_BOOL;
+        bool is_signed =
+            dt != TC_UINT8 && dt != TC_UINT16 && dt != TC_UINT32 && dt != TC_UINT64 && dt != TC_BOOL;
         for (int set = 0; set < 3; set++) {
             const double *v = set == 0 ? small : set == 1 ? neg : EDGES;
             if ((set == 1 && !is_signed) || (set == 2 && !is_float && dt != TC_BOOL)) continue;
