@@ -97,3 +97,51 @@ def test_integer_dtypes_against_numpy(name):
         want = np.result_type(npdt, np.dtype(other))
         assert (ta + Tensor(np.zeros(12, other))).dtype.np == want, (name, other)
     assert (ta + Tensor(np.zeros(12, np.float32))).dtype == dtypes.float32  # numpy: float64
+
+
+def test_uint64_against_numpy():
+    """uint64 end to end: values past 2^63, unsigned order, division, modulo
+    and right shift, wrapping, casts, reductions and promotion, as numpy
+    computes them (tests/diff/test_int_dtypes.c checks the kernels against
+    the reference evaluator and C semantics)"""
+    top = np.iinfo(np.uint64).max
+    a = np.array([0, 1, 2, 7, 100, 2**63 - 1, 2**63, 2**63 + 5, top - 1, top, 12345678901234567890,
+                  64], np.uint64)
+    b = np.array([3, top, 2**63, 1, 7, 2, 0, 2**62, 5, top, 10, 64], np.uint64)
+    ta, tb = Tensor(a), Tensor(b)
+    assert ta.dtype == dtypes.uint64 and ta.numpy().dtype == np.uint64
+    np.testing.assert_array_equal(ta.numpy(), a)
+    assert dtypes.max(dtypes.uint64) == top and dtypes.min(dtypes.ulong) == 0
+    assert dtypes.is_unsigned(dtypes.uint64) and dtypes.is_int(dtypes.uint64)
+    nz = np.where(b == 0, 1, b).astype(np.uint64)
+    tnz = Tensor(nz)
+    with np.errstate(over="ignore"):
+        for got, want, what in [(ta + tb, a + b, "add"), (ta - tb, a - b, "sub"),
+                                (ta * tb, a * b, "mul"), (ta // tnz, a // nz, "idiv"),
+                                (ta % tnz, a % nz, "mod"), (ta.maximum(tb), np.maximum(a, b), "max"),
+                                (ta.minimum(tb), np.minimum(a, b), "min"),
+                                (ta & tb, a & b, "and"), (ta | tb, a | b, "or"),
+                                (ta ^ tb, a ^ b, "xor"), (ta < tb, a < b, "lt"),
+                                (ta == tb, a == b, "eq"), (ta > tb, a > b, "gt")]:
+            np.testing.assert_array_equal(got.numpy(), want, err_msg=what)
+    sh = np.array([0, 1, 3, 63, 5, 2, 1, 0, 7, 62, 4, 1], np.uint64)
+    np.testing.assert_array_equal((ta >> Tensor(sh)).numpy(), a >> sh)
+    np.testing.assert_array_equal((ta << Tensor(sh)).numpy(), a << sh)
+    m = a.reshape(3, 4)
+    np.testing.assert_array_equal(Tensor(m).max(1).numpy(), m.max(1))
+    np.testing.assert_array_equal(Tensor(m).min(0).numpy(), m.min(0))
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(Tensor(m).sum(1).numpy(), m.sum(1, dtype=np.uint64))
+    assert Tensor(m).sum().dtype == dtypes.uint64
+    np.testing.assert_array_equal(ta.cast(dtypes.float64).numpy(), a.astype(np.float64))
+    np.testing.assert_array_equal(ta.cast(dtypes.float32).numpy(), a.astype(np.float32))
+    np.testing.assert_array_equal(ta.cast(dtypes.int64).numpy(), a.astype(np.int64))
+    np.testing.assert_array_equal(ta.cast(dtypes.uint8).numpy(), a.astype(np.uint8))
+    small = np.array([0.0, 1.5, 2.0**40, 2.0**63, 2.0**64 - 2048], np.float64)
+    np.testing.assert_array_equal(Tensor(small).cast(dtypes.uint64).numpy(), small.astype(np.uint64))
+    for other in ("uint8", "uint32", "int8", "int64", "float32", "bool"):
+        want = np.result_type(np.uint64, np.dtype(other))
+        if other == "float32":
+            want = np.dtype(np.float32)  # a float over any integer, as tinygrad
+        assert (ta + Tensor(np.zeros(12, other))).dtype.np == want, other
+    assert Tensor([top]).dtype == dtypes.uint64 and Tensor([top]).numpy()[0] == top

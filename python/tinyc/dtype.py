@@ -3,9 +3,10 @@ and their mapping to tc_dtype values and numpy dtypes.
 
     from tinyc import dtypes
     dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
-    dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64
+    dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64,
+    dtypes.uint64
     (aliases: float, half, double, int, long, char, short, ushort, uint, uchar,
-    default_float, default_int)
+    ulong, default_float, default_int)
 
 `to_dtype(x)` accepts a DType, a name ("float32"), a numpy dtype or type, a
 torch dtype, or the Python types float/int/bool.
@@ -43,11 +44,13 @@ class dtypes:
     uint16 = DType(8, "uint16", np.uint16, False, True)
     uint32 = DType(9, "uint32", np.uint32, False, True)
     float64 = DType(10, "float64", np.float64, True, False)
+    uint64 = DType(11, "uint64", np.uint64, False, True)
     char = int8
     uchar = uint8
     short = int16
     ushort = uint16
     uint = uint32
+    ulong = uint64
     float = float32
     half = float16
     double = float64
@@ -117,12 +120,12 @@ class dtypes:
 
 
 ALL = (dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
-       dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64)
+       dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64, dtypes.uint64)
 BY_VALUE = {d.value: d for d in ALL}
 BY_NAME = {d.name: d for d in ALL}
 BY_NAME.update(float=dtypes.float32, half=dtypes.float16, double=dtypes.float64, int=dtypes.int32,
                long=dtypes.int64, char=dtypes.int8, uchar=dtypes.uint8, short=dtypes.int16,
-               ushort=dtypes.uint16, uint=dtypes.uint32)
+               ushort=dtypes.uint16, uint=dtypes.uint32, ulong=dtypes.uint64)
 # numpy dtypes libtinyc does not have -> the one they are converted to (none
 # now: float64 arrays stay float64, as in tinygrad)
 NP_FALLBACK = {}
@@ -172,7 +175,8 @@ def least_upper(a, b):
     """libtinyc's promotion (src/util/dtype.c, numpy's rule): a float over any
     integer (float32 over float16); bool under everything; integers of one
     signedness: the wider; signed and unsigned: the signed one if wider, else
-    the signed integer twice the unsigned one's width (uint8 + int8: int16)."""
+    the signed integer twice the unsigned one's width (uint8 + int8: int16;
+    uint64 and a signed integer: float64, as numpy)."""
     if a is b or b is dtypes.bool:
         return a
     if a is dtypes.bool:
@@ -187,7 +191,7 @@ def least_upper(a, b):
     u, sg = (a, b) if ua else (b, a)
     if sg.itemsize > u.itemsize:
         return sg
-    return {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64}[u.itemsize]
+    return {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64, 8: dtypes.float64}[u.itemsize]
 
 
 def least_upper_dtype(*ds):

@@ -932,7 +932,8 @@ def _from_array(data, dt, device):
                 dt = dtypes.bool
             elif arr.dtype.kind in "iu":
                 fits = arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31)
-                dt = dtypes.int32 if fits else dtypes.int64
+                dt = dtypes.int32 if fits else (dtypes.uint64 if arr.dtype == np.uint64
+                                                else dtypes.int64)
             else:
                 dt = dtypes.float32
         target = dt
