@@ -263,6 +263,7 @@ static void emit_value(emitter *e, const void *data, tc_dtype dt, int64_t i, int
         return;
     }
     case TC_UINT64: P(e, "%lluULL", (unsigned long long)((const uint64_t *)data)[i]); return;
+    case TC_BFLOAT16: P(e, "%u", (unsigned)((const uint16_t *)data)[i]); return; /* its bits */
     case TC_DTYPE_COUNT: break;
     }
 }

@@ -7,8 +7,8 @@
  * node becomes a dense host array of its dtype and shape; a VIEW gathers from
  * its base through tc_st_index (masked elements read 0); realized BUFFERs are
  * read back with tc_buffer_copyout. Arithmetic follows C per dtype: float32 in
- * float (exp2f, log2f, sinf, sqrtf), float16 in float rounded to half after
- * every op, float64 in double (libm's exp2, log2, sin, sqrt), integers with
+ * float (exp2f, log2f, sinf, sqrtf), float16 and bfloat16 in float rounded
+ * to their precision after every op, float64 in double (libm's exp2, log2, sin, sqrt), integers with
  * two's-complement wrapping and without traps (division by zero gives 0;
  * uint64, held in an int64, compares, divides and shifts right unsigned),
  * bools as 0/1. Reduces accumulate in index order
@@ -172,6 +172,7 @@ static int64_t f2i(double f, tc_dtype dt) {
 static float ldf(const void *p, tc_dtype dt, int64_t i) {
     if (dt == TC_FLOAT32) return ((const float *)p)[i];
     if (dt == TC_FLOAT16) return tc_half_to_float(((const uint16_t *)p)[i]);
+    if (dt == TC_BFLOAT16) return tc_bf16_to_float(((const uint16_t *)p)[i]);
     if (dt == TC_FLOAT64) return (float)((const double *)p)[i];
     if (dt == TC_UINT64) return (float)((const uint64_t *)p)[i];
     return (float)tc_scalar_load_int(p, dt, i);
@@ -196,11 +197,12 @@ static bool truthy(const void *p, tc_dtype dt, int64_t i) {
 }
 
 /* stores a float64 result into element i of dtype dt (a C conversion;
- * float16 through float32, as every renderer converts it) */
+ * float16 and bfloat16 through float32, as every renderer converts them) */
 static void std_(void *p, tc_dtype dt, int64_t i, double v) {
     if (dt == TC_FLOAT64) ((double *)p)[i] = v;
     else if (dt == TC_FLOAT32) ((float *)p)[i] = (float)v;
     else if (dt == TC_FLOAT16) ((uint16_t *)p)[i] = tc_float_to_half((float)v);
+    else if (dt == TC_BFLOAT16) ((uint16_t *)p)[i] = tc_float_to_bf16((float)v);
     else if (dt == TC_BOOL) ((uint8_t *)p)[i] = v != 0;
     else tc_scalar_store_int(p, dt, i, f2i(v, dt));
 }
@@ -215,6 +217,7 @@ static void sti(void *p, tc_dtype dt, int64_t i, int64_t v) {
     if (dt == TC_FLOAT64) ((double *)p)[i] = (double)v;
     else if (dt == TC_FLOAT32) ((float *)p)[i] = (float)v;
     else if (dt == TC_FLOAT16) ((uint16_t *)p)[i] = tc_float_to_half((float)v);
+    else if (dt == TC_BFLOAT16) ((uint16_t *)p)[i] = tc_float_to_bf16((float)v);
     else tc_scalar_store_int(p, dt, i, v); /* wraps to the width; bool: v != 0 */
 }
 
@@ -223,8 +226,7 @@ static void sti(void *p, tc_dtype dt, int64_t i, int64_t v) {
 static void sti_from(void *p, tc_dtype dt, int64_t i, int64_t v, tc_dtype from) {
     if (from != TC_UINT64 || !is_float(dt)) sti(p, dt, i, v);
     else if (dt == TC_FLOAT64) ((double *)p)[i] = (double)(uint64_t)v;
-    else if (dt == TC_FLOAT32) ((float *)p)[i] = (float)(uint64_t)v;
-    else ((uint16_t *)p)[i] = tc_float_to_half((float)(uint64_t)v);
+    else std_(p, dt, i, (float)(uint64_t)v); /* float32, float16, bfloat16 */
 }
 
 /* ---- elementwise ops ---------------------------------------------------- */

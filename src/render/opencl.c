@@ -31,10 +31,21 @@
     "  return as_float(u & ~0x1fffu);\n"                                              \
     "}\n"
 
+#define BF16                                                                          \
+    "inline float tc_bf2f(ushort b) { return as_float((uint)b << 16); }\n"            \
+    "inline ushort tc_f2bf(float f) {\n"                                               \
+    "  uint u = as_uint(f);\n"                                                         \
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);\n"     \
+    "  u += 0x7fffu + ((u >> 16) & 1u);\n"                                             \
+    "  return (ushort)(u >> 16);\n"                                                    \
+    "}\n"                                                                              \
+    "inline float tc_bfround(float f) { return tc_bf2f(tc_f2bf(f)); }\n"
+
 const tc_dialect tc_dialect_opencl = {
     .name = "OpenCL",
     .preamble = "",
     .half_preamble = HALF_ROUND,
+    .bf16_preamble = BF16,
     .kernel_prefix = "__kernel ",
     .buf_prefix = "__global ",
     .restrict_kw = "restrict ",
@@ -45,7 +56,8 @@ const tc_dialect tc_dialect_opencl = {
     .half_round = "tc_half_round(%1$s)",
     .int64_suffix = "L",
     .type_names = {[TC_INT64] = "long", [TC_UINT8] = "uchar", [TC_BOOL] = "bool", [TC_INT8] = "char",
-                   [TC_INT16] = "short", [TC_UINT16] = "ushort", [TC_UINT32] = "uint", [TC_UINT64] = "ulong"},
+                   [TC_INT16] = "short", [TC_UINT16] = "ushort", [TC_UINT32] = "uint", [TC_UINT64] = "ulong",
+                   [TC_BFLOAT16] = "ushort"},
     .math_fn =
         {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin", [TC_OP_SQRT] = "sqrt"},
     .math_fn_f64 =

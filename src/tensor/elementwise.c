@@ -83,7 +83,8 @@ tc_node *tc_ew_order_flip(tc_node *x) {
     switch (x->dtype) {
     case TC_FLOAT32:
     case TC_FLOAT16:
-    case TC_FLOAT64: return tc_ew_unary(TC_OP_NEG, x);
+    case TC_FLOAT64:
+    case TC_BFLOAT16: return tc_ew_unary(TC_OP_NEG, x);
     case TC_INT8:
     case TC_INT16:
     case TC_INT32:

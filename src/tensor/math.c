@@ -7,7 +7,7 @@
  *
  * Float formulas (x float; ints and bool keep their value for the rounding
  * ops and are cast to float32 for the rest):
- *   trunc: x where |x| >= 2^23 (2^10 for float16, 2^52 for float64: already
+ *   trunc: x where |x| >= 2^23 (2^10 for float16, 2^7 for bfloat16, 2^52 for float64: already
  *          whole, or inf/NaN), else float(int32(x)) (int64 for float64)
  *   floor: t - (x < t)   ceil: t + (t < x)   with t = trunc(x)
  *   round: t plus sign(x) when |x - t| > 1/2, or == 1/2 and t is odd (half to
@@ -55,6 +55,7 @@ static tc_node *as01(tc_node *cond, tc_dtype dt) {
 
 /* 2^(mantissa bits): every float at least this large is a whole number */
 static double whole_above(tc_dtype dt) {
+    if (dt == TC_BFLOAT16) return 128.0;
     return dt == TC_FLOAT16 ? 1024.0 : dt == TC_FLOAT64 ? 4503599627370496.0 : 8388608.0;
 }
 

@@ -145,7 +145,7 @@ TC_API tc_tensor *tc_cumsum(tc_tensor *x, int axis) {
     tc_dtype dt = x->node->dtype, acc = tc_sum_dtype(dt);
     tc_node *n = tc_ew_cast(tc_node_retain(x->node), acc);
     if (!is_0d) n = scan_axis(n, ax, false);
-    n = tc_ew_cast(n, dt == TC_FLOAT16 ? dt : acc);
+    n = tc_ew_cast(n, dt == TC_FLOAT16 || dt == TC_BFLOAT16 ? dt : acc);
     tc_ag_args args = {.order = {ax}};
     out = tc_ag_record(tc_tensor_wrap(n), TC_AG_CUMSUM, 1, &x, &args);
 done:

@@ -17,6 +17,7 @@ const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT] = {
     [TC_UINT32] = {"uint32", "unsigned int", 4, false, false, 3},
     [TC_FLOAT64] = {"float64", "double", 8, true, true, 7},
     [TC_UINT64] = {"uint64", "unsigned long long", 8, false, false, 4},
+    [TC_BFLOAT16] = {"bfloat16", "unsigned short", 2, true, true, 5}, /* cname: its bits */
 };
 
 bool tc_dtype_valid(int dt) {
@@ -38,6 +39,8 @@ tc_dtype tc_dtype_promote(tc_dtype a, tc_dtype b) {
     if (a == b || b == TC_BOOL) return a;
     if (a == TC_BOOL) return b;
     if (x->is_float || y->is_float) {
+        if ((a == TC_FLOAT16 && b == TC_BFLOAT16) || (a == TC_BFLOAT16 && b == TC_FLOAT16))
+            return TC_FLOAT32; /* neither holds the other: torch's and tinygrad's float32 */
         if (x->is_float && y->is_float) return x->priority >= y->priority ? a : b;
         return x->is_float ? a : b;
     }
@@ -80,6 +83,7 @@ int64_t tc_dtype_double_to_int(tc_dtype dt, double v) {
 double tc_dtype_round(tc_dtype dt, double v) {
     switch (dt) {
     case TC_FLOAT16: return tc_half_to_float(tc_float_to_half((float)v));
+    case TC_BFLOAT16: return tc_bf16_to_float(tc_float_to_bf16((float)v));
     case TC_FLOAT32: return (float)v;
     case TC_FLOAT64:
     case TC_UINT64:
@@ -98,6 +102,21 @@ double tc_dtype_round(tc_dtype dt, double v) {
 
 tc_dtype tc_dtype_float_acc(tc_dtype dt) {
     return dt == TC_FLOAT64 ? TC_FLOAT64 : TC_FLOAT32;
+}
+
+float tc_bf16_to_float(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t tc_float_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* NaN, quieted */
+    x += 0x7fff + ((x >> 16) & 1); /* ties to even; the largest values carry into inf */
+    return (uint16_t)(x >> 16);
 }
 
 float tc_half_to_float(uint16_t h) {
@@ -137,6 +156,7 @@ double tc_scalar_load(const void *p, tc_dtype dt, int64_t i) {
     if (dt == TC_FLOAT64) return ((const double *)p)[i];
     if (dt == TC_FLOAT32) return ((const float *)p)[i];
     if (dt == TC_FLOAT16) return tc_half_to_float(((const uint16_t *)p)[i]);
+    if (dt == TC_BFLOAT16) return tc_bf16_to_float(((const uint16_t *)p)[i]);
     return tc_dtype_int_to_double(dt, tc_scalar_load_int(p, dt, i));
 }
 
@@ -154,6 +174,7 @@ void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v) {
     case TC_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; return;
     case TC_FLOAT64: ((double *)p)[i] = v; return;
     case TC_UINT64: ((uint64_t *)p)[i] = (uint64_t)tc_dtype_double_to_int(dt, v); return;
+    case TC_BFLOAT16: ((uint16_t *)p)[i] = tc_float_to_bf16((float)v); return;
     case TC_DTYPE_COUNT: break;
     }
 }
@@ -172,6 +193,7 @@ int64_t tc_scalar_load_int(const void *p, tc_dtype dt, int64_t i) {
     case TC_FLOAT32:
     case TC_FLOAT16:
     case TC_FLOAT64:
+    case TC_BFLOAT16:
     case TC_DTYPE_COUNT: break;
     }
     return (int64_t)tc_scalar_load(p, dt, i);
@@ -191,6 +213,7 @@ void tc_scalar_store_int(void *p, tc_dtype dt, int64_t i, int64_t v) {
     case TC_FLOAT32:
     case TC_FLOAT16:
     case TC_FLOAT64:
+    case TC_BFLOAT16:
     case TC_DTYPE_COUNT: break;
     }
     tc_scalar_store(p, dt, i, (double)v);

@@ -154,7 +154,8 @@ typedef struct {
     size_t size;       /* bytes per element */
     bool is_float;     /* float16, float32 or float64 */
     bool is_signed;    /* signed integer or float */
-    int priority;      /* width order: bool < 8 < 16 < 32 < 64 bits < float16 < float32 < float64 */
+    int priority;      /* width order: bool < 8 < 16 < 32 < 64 bits < float16 = bfloat16 <
+                          float32 < float64 */
 } tc_dtype_info;
 extern const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT];
 bool tc_dtype_valid(int dt);
@@ -177,6 +178,8 @@ int64_t tc_dtype_double_to_int(tc_dtype dt, double v);
 double tc_dtype_round(tc_dtype dt, double v);
 /* the dtype float math on dt runs in: float64 for float64, else float32 */
 tc_dtype tc_dtype_float_acc(tc_dtype dt);
+float tc_bf16_to_float(uint16_t b);  /* exact */
+uint16_t tc_float_to_bf16(float f); /* round to nearest even; NaN stays (quiet) NaN */
 float tc_half_to_float(uint16_t h);
 uint16_t tc_float_to_half(float f); /* round to nearest even */
 /* reads element i of an array of dtype dt as double / writes one (with C casts;

@@ -238,6 +238,7 @@ static double limit(tc_dtype dt) {
     case TC_UINT32:
     case TC_FLOAT64: /* not generated: tests/diff/test_float64.c checks it */
     case TC_UINT64:  /* nor this: tests/diff/test_int_dtypes.c */
+    case TC_BFLOAT16: /* nor this: tests/diff/test_bfloat16.c */
     case TC_DTYPE_COUNT: break;
     }
     return 0;

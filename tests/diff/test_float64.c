@@ -190,8 +190,9 @@ static void test_fused_chain(void **state) {
     tc_release(e), tc_release(m), tc_release(ab), tc_release(s), tc_release(ta), tc_release(tb);
 }
 
-static const tc_dtype OTHERS[] = {TC_FLOAT32, TC_FLOAT16, TC_INT8,   TC_INT16,  TC_INT32, TC_INT64,
-                                  TC_UINT8,   TC_UINT16,  TC_UINT32, TC_UINT64, TC_BOOL};
+static const tc_dtype OTHERS[] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_INT8,
+                                  TC_INT16,   TC_INT32,   TC_INT64,    TC_UINT8,
+                                  TC_UINT16,  TC_UINT32,  TC_UINT64,   TC_BOOL};
 enum { N_OTHERS = sizeof OTHERS / sizeof OTHERS[0] };
 
 /* the C conversion of double v to dt, as double (float16 through float32,
@@ -201,6 +202,7 @@ static double host_cast(double v, tc_dtype dt) {
     switch (dt) {
     case TC_FLOAT32: return (float)v;
     case TC_FLOAT16: return tc_dtype_round(TC_FLOAT16, (float)v);
+    case TC_BFLOAT16: return tc_dtype_round(TC_BFLOAT16, (float)v);
     case TC_BOOL: return v != 0;
     case TC_FLOAT64: return v;
     case TC_UINT64:
@@ -227,9 +229,9 @@ static void test_casts(void **state) {
                                   -99.0, -127.0, -1e-9, -5.5,   -12.25, -42.0, 1.0,    2.0};
     for (int d = 0; d < N_OTHERS; d++) {
         tc_dtype dt = OTHERS[d];
-        bool is_float = dt == TC_FLOAT32 || dt == TC_FLOAT16;
-        bool is_signed =
-            dt != TC_UINT8 && dt != TC_UINT16 && dt != TC_UINT32 && dt != TC_UINT64 && dt != TC_BOOL;
+        bool is_float = dt == TC_FLOAT32 || dt == TC_FLOAT16 || dt == TC_BFLOAT16;
+        bool is_signed = dt != TC_UINT8 && dt != TC_UINT16 && dt != TC_UINT32 && dt != TC_UINT64 &&
+                         dt != TC_BOOL;
         for (int set = 0; set < 3; set++) {
             const double *v = set == 0 ? small : set == 1 ? neg : EDGES;
             if ((set == 1 && !is_signed) || (set == 2 && !is_float && dt != TC_BOOL)) continue;

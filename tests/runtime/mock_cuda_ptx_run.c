@@ -461,6 +461,17 @@ static int run_thread(launch *l, thread *th) {
             break;
         }
         case OP_CVT: r[o[0].reg] = cvt(in, val(l, th, &o[1])); break;
+        case OP_PRMT: { /* byte k of d: byte (c >> 4k) & 7 of {b, a}, or its sign with bit 3 */
+            uint64_t ab = mask(val(l, th, &o[1]), 32) | mask(val(l, th, &o[2]), 32) << 32;
+            uint32_t c = (uint32_t)val(l, th, &o[3]), d = 0;
+            for (int k = 0; k < 4; k++) {
+                unsigned sel = (c >> (4 * k)) & 15, byte = (unsigned)(ab >> (8 * (sel & 7))) & 255;
+                if (sel & 8) byte = byte & 128 ? 255 : 0;
+                d |= (uint32_t)byte << (8 * k);
+            }
+            r[o[0].reg] = d;
+            break;
+        }
         case OP_BFI: {
             uint64_t a = val(l, th, &o[1]), b = val(l, th, &o[2]);
             unsigned pos = (unsigned)val(l, th, &o[3]) & 255,
