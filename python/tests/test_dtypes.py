@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import assert_close
 from tinyc import Tensor, dtypes
 
 
@@ -145,3 +146,62 @@ def test_uint64_against_numpy():
             want = np.dtype(np.float32)  # a float over any integer, as tinygrad
         assert (ta + Tensor(np.zeros(12, other))).dtype.np == want, other
     assert Tensor([top]).dtype == dtypes.uint64 and Tensor([top]).numpy()[0] == top
+
+
+def _bf16(x):
+    """float32 values rounded to bfloat16 (nearest even) with torch"""
+    return torch.tensor(np.asarray(x, np.float32)).to(torch.bfloat16).float().numpy()
+
+
+def test_bfloat16_against_torch():
+    """bfloat16: storage with casts (round to nearest even on the way down),
+    elementwise math in float32 rounded after every op, as torch's bfloat16
+    ops on the CPU give them; .numpy() is float32 (numpy has no bfloat16), as
+    tinygrad (tests/diff/test_bfloat16.c checks the kernels bit for bit)"""
+    f = np.array([1.0 + 2**-8, 1.0 + 3 * 2**-8, 0.1, -0.1, 3.3961775e38, 1e-40, 65504.0,
+                  16777217.0, -0.0, 123.456, np.inf, -2.5], np.float32)
+    t = Tensor(f).cast(dtypes.bfloat16)
+    assert t.dtype == dtypes.bfloat16 and t.dtype.itemsize == 2 and t.nbytes == 2 * len(f)
+    got = t.numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, _bf16(f))
+    np.testing.assert_array_equal(Tensor(f, dtype=dtypes.bfloat16).numpy(), _bf16(f))
+    np.testing.assert_array_equal(Tensor(f.tolist(), dtype="bfloat16").numpy(), _bf16(f))
+    a = _bf16(np.linspace(-3, 3, 12))
+    b = _bf16(np.linspace(0.5, 7, 12))
+    ta, tb = Tensor(a, dtype=dtypes.bfloat16), Tensor(b, dtype=dtypes.bfloat16)
+    xa, xb = torch.tensor(a).bfloat16(), torch.tensor(b).bfloat16()
+    for got, want, what in [(ta + tb, xa + xb, "add"), (ta * tb, xa * xb, "mul"),
+                            (ta - tb, xa - xb, "sub"), (ta.maximum(tb), torch.maximum(xa, xb), "max"),
+                            (-ta, -xa, "neg"), (tb.sqrt(), xb.sqrt(), "sqrt"),
+                            (ta.sum(), xa.float().sum().bfloat16(), "sum"),
+                            (ta.max(), xa.max(), "max all")]:
+        assert got.dtype == dtypes.bfloat16, what
+        np.testing.assert_array_equal(got.numpy(), want.float().numpy(), err_msg=what)
+    # exp, sin: float32 math rounded after each step: within a couple of bfloat16 steps
+    assert_close(ta.exp(), xa.float().exp(), rtol=3 * 2**-8, atol=0, what="exp")
+    assert_close(ta.sin(), xa.float().sin(), rtol=2 * 2**-8, atol=2**-9, what="sin")
+    # promotion: bfloat16 with float16 is float32, with ints bfloat16
+    assert (ta + Tensor(np.zeros(12, np.float16))).dtype == dtypes.float32
+    assert (ta + Tensor(np.zeros(12, np.int32))).dtype == dtypes.bfloat16
+    assert (ta + Tensor(np.zeros(12, np.float32))).dtype == dtypes.float32
+    assert (ta * 2).dtype == dtypes.bfloat16
+    assert dtypes.is_float(dtypes.bfloat16) and dtypes.fields()["bfloat16"] is dtypes.bfloat16
+    np.testing.assert_array_equal(ta.cast(dtypes.int32).numpy(), a.astype(np.int32))
+    np.testing.assert_array_equal(ta.cast(dtypes.float64).numpy(), a.astype(np.float64))
+
+
+def test_safetensors_new_dtypes(tmp_path):
+    """tinyc.nn.state.safe_save/safe_load keep every dtype (BF16 as its bits)"""
+    from tinyc.nn.state import safe_load, safe_save
+    ts = {"f64": Tensor(np.array([0.1, -1e300])),
+          "u64": Tensor(np.array([2**64 - 1, 5], np.uint64)),
+          "i8": Tensor(np.array([-128, 127], np.int8)),
+          "u32": Tensor(np.array([4000000000, 1], np.uint32)),
+          "bf16": Tensor(np.array([1.0 + 2**-8, -3.25], np.float32), dtype=dtypes.bfloat16)}
+    fn = str(tmp_path / "new.safetensors")
+    safe_save(ts, fn)
+    back = safe_load(fn)
+    for k, t in ts.items():
+        assert back[k].dtype == t.dtype, k
+        np.testing.assert_array_equal(back[k].numpy(), t.numpy(), err_msg=k)

@@ -4,7 +4,7 @@ and their mapping to tc_dtype values and numpy dtypes.
     from tinyc import dtypes
     dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
     dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64,
-    dtypes.uint64
+    dtypes.uint64, dtypes.bfloat16 (numpy has none: its arrays travel as float32)
     (aliases: float, half, double, int, long, char, short, ushort, uint, uchar,
     ulong, default_float, default_int)
 
@@ -19,9 +19,9 @@ class DType:
     `np` (the numpy dtype)."""
     __slots__ = ("value", "name", "itemsize", "np", "is_float", "is_int")
 
-    def __init__(self, value, name, np_dtype, is_float, is_int):
+    def __init__(self, value, name, np_dtype, is_float, is_int, itemsize=None):
         self.value, self.name, self.np = value, name, np.dtype(np_dtype)
-        self.itemsize = self.np.itemsize
+        self.itemsize = itemsize or self.np.itemsize
         self.is_float, self.is_int = is_float, is_int
 
     def __repr__(self):
@@ -45,6 +45,8 @@ class dtypes:
     uint32 = DType(9, "uint32", np.uint32, False, True)
     float64 = DType(10, "float64", np.float64, True, False)
     uint64 = DType(11, "uint64", np.uint64, False, True)
+    # numpy has no bfloat16: `np` is the float32 its values travel as
+    bfloat16 = DType(12, "bfloat16", np.float32, True, False, itemsize=2)
     char = int8
     uchar = uint8
     short = int16
@@ -120,7 +122,8 @@ class dtypes:
 
 
 ALL = (dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
-       dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64, dtypes.uint64)
+       dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64, dtypes.uint64,
+       dtypes.bfloat16)
 BY_VALUE = {d.value: d for d in ALL}
 BY_NAME = {d.name: d for d in ALL}
 BY_NAME.update(float=dtypes.float32, half=dtypes.float16, double=dtypes.float64, int=dtypes.int32,
@@ -129,7 +132,7 @@ BY_NAME.update(float=dtypes.float32, half=dtypes.float16, double=dtypes.float64,
 # numpy dtypes libtinyc does not have -> the one they are converted to (none
 # now: float64 arrays stay float64, as in tinygrad)
 NP_FALLBACK = {}
-BY_NP = {d.np: d for d in ALL}
+BY_NP = {d.np: d for d in ALL if d is not dtypes.bfloat16}
 
 
 def from_numpy_dtype(npdt):
@@ -182,6 +185,8 @@ def least_upper(a, b):
     if a is dtypes.bool:
         return b
     if a.is_float or b.is_float:
+        if {a.name, b.name} == {"float16", "bfloat16"}:
+            return dtypes.float32  # neither holds the other, as torch and tinygrad
         if a.is_float and b.is_float:
             return a if a.itemsize >= b.itemsize else b
         return a if a.is_float else b

@@ -529,6 +529,8 @@ class Tensor(Movement, NNOps, TransformerOps):
         return Schedule(ScheduleItem(i) for i in range(n))
 
     def numpy(self):
+        if self.dtype is dtypes.bfloat16:  # numpy has none: float32, as tinygrad
+            return self.float().numpy()
         out = np.empty(self.shape, dtype=self.dtype.np)
         check_status(lib.tc_to_host(self._h, out.ctypes.data_as(_lib.vp), out.nbytes))
         return out
@@ -942,5 +944,12 @@ def _from_array(data, dt, device):
                         "numbers and Tensors are supported)" % type(data).__name__)
     arr = arr.astype(target.np, order="C", copy=False)  # a copy only when needed
     n, shape = _lib.shape_arg(arr.shape)
+    if target is dtypes.bfloat16:  # float32 values, rounded to bfloat16 by a cast
+        f = check(lib.tc_from_data(arr.ctypes.data_as(_lib.vp), dtypes.float32.value, n, shape,
+                                   _dev(device)))
+        try:
+            return check(lib.tc_cast(f, target.value))
+        finally:
+            lib.tc_release(f)
     return check(lib.tc_from_data(arr.ctypes.data_as(_lib.vp), target.value, n, shape,
                                   _dev(device)))
