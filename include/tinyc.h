@@ -75,6 +75,9 @@ typedef enum {
     TC_INT16,   /* 16-bit signed integer */
     TC_UINT16,  /* 16-bit unsigned integer */
     TC_UINT32,  /* 32-bit unsigned integer */
+    TC_FLOAT64, /* 64-bit IEEE float, computed in double where the device has it */
+    TC_UINT64,  /* 64-bit unsigned integer */
+    TC_BFLOAT16, /* bfloat16 (float32's top 16 bits): storage and casts, math in float32 */
     TC_DTYPE_COUNT
 } tc_dtype;
 

@@ -1,6 +1,7 @@
-"""test_creation.py - Tensors from numpy arrays of every dtype (float64 ->
-float32), non-contiguous arrays, nested lists and scalars; zeros ones full
-arange rand randn eye manual_seed; attributes; numpy() item() tolist()."""
+"""test_creation.py - Tensors from numpy arrays of every dtype (float64 stays
+float64, as in tinygrad), non-contiguous arrays, nested lists and scalars;
+zeros ones full arange rand randn eye manual_seed; attributes; numpy() item()
+tolist()."""
 import numpy as np
 import pytest
 
@@ -11,7 +12,7 @@ from tinyc import Tensor, dtypes
 @pytest.mark.parametrize("npdt,dt", [
     (np.float32, dtypes.float32), (np.float16, dtypes.float16), (np.int32, dtypes.int32),
     (np.int64, dtypes.int64), (np.uint8, dtypes.uint8), (np.bool_, dtypes.bool),
-    (np.float64, dtypes.float32), (np.int16, dtypes.int16), (np.int8, dtypes.int8),
+    (np.float64, dtypes.float64), (np.int16, dtypes.int16), (np.int8, dtypes.int8),
     (np.uint16, dtypes.uint16), (np.uint32, dtypes.uint32)])
 def test_from_numpy(npdt, dt):
     a = (np.arange(12).reshape(3, 4) % 5).astype(npdt)

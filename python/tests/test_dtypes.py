@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import assert_close
 from tinyc import Tensor, dtypes
 
 
@@ -97,3 +98,110 @@ def test_integer_dtypes_against_numpy(name):
         want = np.result_type(npdt, np.dtype(other))
         assert (ta + Tensor(np.zeros(12, other))).dtype.np == want, (name, other)
     assert (ta + Tensor(np.zeros(12, np.float32))).dtype == dtypes.float32  # numpy: float64
+
+
+def test_uint64_against_numpy():
+    """uint64 end to end: values past 2^63, unsigned order, division, modulo
+    and right shift, wrapping, casts, reductions and promotion, as numpy
+    computes them (tests/diff/test_int_dtypes.c checks the kernels against
+    the reference evaluator and C semantics)"""
+    top = np.iinfo(np.uint64).max
+    a = np.array([0, 1, 2, 7, 100, 2**63 - 1, 2**63, 2**63 + 5, top - 1, top, 12345678901234567890,
+                  64], np.uint64)
+    b = np.array([3, top, 2**63, 1, 7, 2, 0, 2**62, 5, top, 10, 64], np.uint64)
+    ta, tb = Tensor(a), Tensor(b)
+    assert ta.dtype == dtypes.uint64 and ta.numpy().dtype == np.uint64
+    np.testing.assert_array_equal(ta.numpy(), a)
+    assert dtypes.max(dtypes.uint64) == top and dtypes.min(dtypes.ulong) == 0
+    assert dtypes.is_unsigned(dtypes.uint64) and dtypes.is_int(dtypes.uint64)
+    nz = np.where(b == 0, 1, b).astype(np.uint64)
+    tnz = Tensor(nz)
+    with np.errstate(over="ignore"):
+        for got, want, what in [(ta + tb, a + b, "add"), (ta - tb, a - b, "sub"),
+                                (ta * tb, a * b, "mul"), (ta // tnz, a // nz, "idiv"),
+                                (ta % tnz, a % nz, "mod"), (ta.maximum(tb), np.maximum(a, b), "max"),
+                                (ta.minimum(tb), np.minimum(a, b), "min"),
+                                (ta & tb, a & b, "and"), (ta | tb, a | b, "or"),
+                                (ta ^ tb, a ^ b, "xor"), (ta < tb, a < b, "lt"),
+                                (ta == tb, a == b, "eq"), (ta > tb, a > b, "gt")]:
+            np.testing.assert_array_equal(got.numpy(), want, err_msg=what)
+    sh = np.array([0, 1, 3, 63, 5, 2, 1, 0, 7, 62, 4, 1], np.uint64)
+    np.testing.assert_array_equal((ta >> Tensor(sh)).numpy(), a >> sh)
+    np.testing.assert_array_equal((ta << Tensor(sh)).numpy(), a << sh)
+    m = a.reshape(3, 4)
+    np.testing.assert_array_equal(Tensor(m).max(1).numpy(), m.max(1))
+    np.testing.assert_array_equal(Tensor(m).min(0).numpy(), m.min(0))
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(Tensor(m).sum(1).numpy(), m.sum(1, dtype=np.uint64))
+    assert Tensor(m).sum().dtype == dtypes.uint64
+    np.testing.assert_array_equal(ta.cast(dtypes.float64).numpy(), a.astype(np.float64))
+    np.testing.assert_array_equal(ta.cast(dtypes.float32).numpy(), a.astype(np.float32))
+    np.testing.assert_array_equal(ta.cast(dtypes.int64).numpy(), a.astype(np.int64))
+    np.testing.assert_array_equal(ta.cast(dtypes.uint8).numpy(), a.astype(np.uint8))
+    small = np.array([0.0, 1.5, 2.0**40, 2.0**63, 2.0**64 - 2048], np.float64)
+    np.testing.assert_array_equal(Tensor(small).cast(dtypes.uint64).numpy(), small.astype(np.uint64))
+    for other in ("uint8", "uint32", "int8", "int64", "float32", "bool"):
+        want = np.result_type(np.uint64, np.dtype(other))
+        if other == "float32":
+            want = np.dtype(np.float32)  # a float over any integer, as tinygrad
+        assert (ta + Tensor(np.zeros(12, other))).dtype.np == want, other
+    assert Tensor([top]).dtype == dtypes.uint64 and Tensor([top]).numpy()[0] == top
+
+
+def _bf16(x):
+    """float32 values rounded to bfloat16 (nearest even) with torch"""
+    return torch.tensor(np.asarray(x, np.float32)).to(torch.bfloat16).float().numpy()
+
+
+def test_bfloat16_against_torch():
+    """bfloat16: storage with casts (round to nearest even on the way down),
+    elementwise math in float32 rounded after every op, as torch's bfloat16
+    ops on the CPU give them; .numpy() is float32 (numpy has no bfloat16), as
+    tinygrad (tests/diff/test_bfloat16.c checks the kernels bit for bit)"""
+    f = np.array([1.0 + 2**-8, 1.0 + 3 * 2**-8, 0.1, -0.1, 3.3961775e38, 1e-40, 65504.0,
+                  16777217.0, -0.0, 123.456, np.inf, -2.5], np.float32)
+    t = Tensor(f).cast(dtypes.bfloat16)
+    assert t.dtype == dtypes.bfloat16 and t.dtype.itemsize == 2 and t.nbytes == 2 * len(f)
+    got = t.numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, _bf16(f))
+    np.testing.assert_array_equal(Tensor(f, dtype=dtypes.bfloat16).numpy(), _bf16(f))
+    np.testing.assert_array_equal(Tensor(f.tolist(), dtype="bfloat16").numpy(), _bf16(f))
+    a = _bf16(np.linspace(-3, 3, 12))
+    b = _bf16(np.linspace(0.5, 7, 12))
+    ta, tb = Tensor(a, dtype=dtypes.bfloat16), Tensor(b, dtype=dtypes.bfloat16)
+    xa, xb = torch.tensor(a).bfloat16(), torch.tensor(b).bfloat16()
+    for got, want, what in [(ta + tb, xa + xb, "add"), (ta * tb, xa * xb, "mul"),
+                            (ta - tb, xa - xb, "sub"), (ta.maximum(tb), torch.maximum(xa, xb), "max"),
+                            (-ta, -xa, "neg"), (tb.sqrt(), xb.sqrt(), "sqrt"),
+                            (ta.sum(), xa.float().sum().bfloat16(), "sum"),
+                            (ta.max(), xa.max(), "max all")]:
+        assert got.dtype == dtypes.bfloat16, what
+        np.testing.assert_array_equal(got.numpy(), want.float().numpy(), err_msg=what)
+    # exp, sin: float32 math rounded after each step: within a couple of bfloat16 steps
+    assert_close(ta.exp(), xa.float().exp(), rtol=3 * 2**-8, atol=0, what="exp")
+    assert_close(ta.sin(), xa.float().sin(), rtol=2 * 2**-8, atol=2**-9, what="sin")
+    # promotion: bfloat16 with float16 is float32, with ints bfloat16
+    assert (ta + Tensor(np.zeros(12, np.float16))).dtype == dtypes.float32
+    assert (ta + Tensor(np.zeros(12, np.int32))).dtype == dtypes.bfloat16
+    assert (ta + Tensor(np.zeros(12, np.float32))).dtype == dtypes.float32
+    assert (ta * 2).dtype == dtypes.bfloat16
+    assert dtypes.is_float(dtypes.bfloat16) and dtypes.fields()["bfloat16"] is dtypes.bfloat16
+    np.testing.assert_array_equal(ta.cast(dtypes.int32).numpy(), a.astype(np.int32))
+    np.testing.assert_array_equal(ta.cast(dtypes.float64).numpy(), a.astype(np.float64))
+
+
+def test_safetensors_new_dtypes(tmp_path):
+    """tinyc.nn.state.safe_save/safe_load keep every dtype (BF16 as its bits)"""
+    from tinyc.nn.state import safe_load, safe_save
+    ts = {"f64": Tensor(np.array([0.1, -1e300])),
+          "u64": Tensor(np.array([2**64 - 1, 5], np.uint64)),
+          "i8": Tensor(np.array([-128, 127], np.int8)),
+          "u32": Tensor(np.array([4000000000, 1], np.uint32)),
+          "bf16": Tensor(np.array([1.0 + 2**-8, -3.25], np.float32), dtype=dtypes.bfloat16)}
+    fn = str(tmp_path / "new.safetensors")
+    safe_save(ts, fn)
+    back = safe_load(fn)
+    for k, t in ts.items():
+        assert back[k].dtype == t.dtype, k
+        np.testing.assert_array_equal(back[k].numpy(), t.numpy(), err_msg=k)

@@ -3,9 +3,10 @@ and their mapping to tc_dtype values and numpy dtypes.
 
     from tinyc import dtypes
     dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
-    dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32
-    (aliases: float, half, int, long, char, short, ushort, uint, default_float,
-    default_int)
+    dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64,
+    dtypes.uint64, dtypes.bfloat16 (numpy has none: its arrays travel as float32)
+    (aliases: float, half, double, int, long, char, short, ushort, uint, uchar,
+    ulong, default_float, default_int)
 
 `to_dtype(x)` accepts a DType, a name ("float32"), a numpy dtype or type, a
 torch dtype, or the Python types float/int/bool.
@@ -18,9 +19,9 @@ class DType:
     `np` (the numpy dtype)."""
     __slots__ = ("value", "name", "itemsize", "np", "is_float", "is_int")
 
-    def __init__(self, value, name, np_dtype, is_float, is_int):
+    def __init__(self, value, name, np_dtype, is_float, is_int, itemsize=None):
         self.value, self.name, self.np = value, name, np.dtype(np_dtype)
-        self.itemsize = self.np.itemsize
+        self.itemsize = itemsize or self.np.itemsize
         self.is_float, self.is_int = is_float, is_int
 
     def __repr__(self):
@@ -42,12 +43,19 @@ class dtypes:
     int16 = DType(7, "int16", np.int16, False, True)
     uint16 = DType(8, "uint16", np.uint16, False, True)
     uint32 = DType(9, "uint32", np.uint32, False, True)
+    float64 = DType(10, "float64", np.float64, True, False)
+    uint64 = DType(11, "uint64", np.uint64, False, True)
+    # numpy has no bfloat16: `np` is the float32 its values travel as
+    bfloat16 = DType(12, "bfloat16", np.float32, True, False, itemsize=2)
     char = int8
+    uchar = uint8
     short = int16
     ushort = uint16
     uint = uint32
+    ulong = uint64
     float = float32
     half = float16
+    double = float64
     int = int32
     long = int64
     default_float = float32
@@ -82,6 +90,19 @@ class dtypes:
         return True if dt.name == "bool" else int(np.iinfo(dt.np).max)
 
     @staticmethod
+    def fields():
+        """{name: DType} of every dtype and alias (tinygrad's dtypes.fields())"""
+        return dict(BY_NAME)
+
+    @staticmethod
+    def as_const(val, dt):
+        """val as the Python value dt holds: int, float or bool"""
+        dt = to_dtype(dt)
+        if dt.is_int:
+            return int(val)
+        return float(val) if dt.is_float else bool(val)
+
+    @staticmethod
     def from_py(x):
         """tinygrad's dtype of a Python value: float -> default_float, bool ->
         bool, int -> default_int; a list or tuple: the highest of its items'
@@ -101,15 +122,17 @@ class dtypes:
 
 
 ALL = (dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool,
-       dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32)
+       dtypes.int8, dtypes.int16, dtypes.uint16, dtypes.uint32, dtypes.float64, dtypes.uint64,
+       dtypes.bfloat16)
 BY_VALUE = {d.value: d for d in ALL}
 BY_NAME = {d.name: d for d in ALL}
-BY_NAME.update(float=dtypes.float32, half=dtypes.float16, int=dtypes.int32, long=dtypes.int64,
-               char=dtypes.int8, short=dtypes.int16, ushort=dtypes.uint16, uint=dtypes.uint32)
-# numpy dtypes libtinyc does not have -> the one they are converted to (tinygrad's
-# default float for float64)
-NP_FALLBACK = {np.dtype(np.float64): dtypes.float32}
-BY_NP = {d.np: d for d in ALL}
+BY_NAME.update(float=dtypes.float32, half=dtypes.float16, double=dtypes.float64, int=dtypes.int32,
+               long=dtypes.int64, char=dtypes.int8, uchar=dtypes.uint8, short=dtypes.int16,
+               ushort=dtypes.uint16, uint=dtypes.uint32, ulong=dtypes.uint64)
+# numpy dtypes libtinyc does not have -> the one they are converted to (none
+# now: float64 arrays stay float64, as in tinygrad)
+NP_FALLBACK = {}
+BY_NP = {d.np: d for d in ALL if d is not dtypes.bfloat16}
 
 
 def from_numpy_dtype(npdt):
@@ -155,12 +178,15 @@ def least_upper(a, b):
     """libtinyc's promotion (src/util/dtype.c, numpy's rule): a float over any
     integer (float32 over float16); bool under everything; integers of one
     signedness: the wider; signed and unsigned: the signed one if wider, else
-    the signed integer twice the unsigned one's width (uint8 + int8: int16)."""
+    the signed integer twice the unsigned one's width (uint8 + int8: int16;
+    uint64 and a signed integer: float64, as numpy)."""
     if a is b or b is dtypes.bool:
         return a
     if a is dtypes.bool:
         return b
     if a.is_float or b.is_float:
+        if {a.name, b.name} == {"float16", "bfloat16"}:
+            return dtypes.float32  # neither holds the other, as torch and tinygrad
         if a.is_float and b.is_float:
             return a if a.itemsize >= b.itemsize else b
         return a if a.is_float else b
@@ -170,4 +196,19 @@ def least_upper(a, b):
     u, sg = (a, b) if ua else (b, a)
     if sg.itemsize > u.itemsize:
         return sg
-    return {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64}[u.itemsize]
+    return {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64, 8: dtypes.float64}[u.itemsize]
+
+
+def least_upper_dtype(*ds):
+    """the promoted dtype of several (tinygrad's least_upper_dtype)"""
+    ds = [to_dtype(d) for d in ds]
+    out = ds[0]
+    for d in ds[1:]:
+        out = least_upper(out, d)
+    return out
+
+
+def least_upper_float(dt):
+    """dt when it is a float, else the default float (tinygrad's least_upper_float)"""
+    dt = to_dtype(dt)
+    return dt if dt.is_float else least_upper(dt, dtypes.float32)

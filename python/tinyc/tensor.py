@@ -529,6 +529,8 @@ class Tensor(Movement, NNOps, TransformerOps):
         return Schedule(ScheduleItem(i) for i in range(n))
 
     def numpy(self):
+        if self.dtype is dtypes.bfloat16:  # numpy has none: float32, as tinygrad
+            return self.float().numpy()
         out = np.empty(self.shape, dtype=self.dtype.np)
         check_status(lib.tc_to_host(self._h, out.ctypes.data_as(_lib.vp), out.nbytes))
         return out
@@ -800,6 +802,7 @@ class Tensor(Movement, NNOps, TransformerOps):
 
     def float(self): return self.cast(dtypes.float32)
     def half(self): return self.cast(dtypes.float16)
+    def double(self): return self.cast(dtypes.float64)
     def int(self): return self.cast(dtypes.int32)
     def long(self): return self.cast(dtypes.int64)
     def bool(self): return self.cast(dtypes.bool)
@@ -931,7 +934,8 @@ def _from_array(data, dt, device):
                 dt = dtypes.bool
             elif arr.dtype.kind in "iu":
                 fits = arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31)
-                dt = dtypes.int32 if fits else dtypes.int64
+                dt = dtypes.int32 if fits else (dtypes.uint64 if arr.dtype == np.uint64
+                                                else dtypes.int64)
             else:
                 dt = dtypes.float32
         target = dt
@@ -940,5 +944,12 @@ def _from_array(data, dt, device):
                         "numbers and Tensors are supported)" % type(data).__name__)
     arr = arr.astype(target.np, order="C", copy=False)  # a copy only when needed
     n, shape = _lib.shape_arg(arr.shape)
+    if target is dtypes.bfloat16:  # float32 values, rounded to bfloat16 by a cast
+        f = check(lib.tc_from_data(arr.ctypes.data_as(_lib.vp), dtypes.float32.value, n, shape,
+                                   _dev(device)))
+        try:
+            return check(lib.tc_cast(f, target.value))
+        finally:
+            lib.tc_release(f)
     return check(lib.tc_from_data(arr.ctypes.data_as(_lib.vp), target.value, n, shape,
                                   _dev(device)))

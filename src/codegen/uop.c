@@ -33,6 +33,9 @@ static bool is_int(tc_dtype dt) {
     return !tc_dtypes[dt].is_float;
 }
 
+/* the range an int64 bound can state of dt; 64-bit integers: unknown
+ * (uint64's values past 2^63 are negative as int64s, so its ALUs keep
+ * this; its constants hold their bits) */
 static void dtype_bounds(tc_dtype dt, int64_t *lo, int64_t *hi) {
     if (!tc_dtype_int_range(dt, lo, hi) || tc_dtypes[dt].size == 8) *lo = -BIG, *hi = BIG;
 }
@@ -143,11 +146,10 @@ tc_uop *tc_ub_const(tc_ub *ub, tc_dtype dt, double value, int64_t ivalue) {
     tc_uop *u = new_uop(ub, TC_UOP_CONST, dt, 0, NULL);
     if (!u) return NULL;
     if (is_int(dt)) {
-        value = (double)ivalue;
+        value = tc_dtype_int_to_double(dt, ivalue);
         u->vmin = u->vmax = ivalue;
     } else {
-        value = dt == TC_FLOAT16 ? tc_half_to_float(tc_float_to_half((float)value))
-                                 : (double)(float)value;
+        value = tc_dtype_round(dt, value);
         ivalue = 0;
     }
     u->value = value;
@@ -175,7 +177,7 @@ static int64_t clamp_add(int64_t a, int64_t b) {
 }
 
 static void set_bounds(tc_uop *u) {
-    if (!is_int(u->dtype) || u->op != TC_UOP_ALU) return;
+    if (!is_int(u->dtype) || u->op != TC_UOP_ALU || u->dtype == TC_UINT64) return;
     int64_t lo, hi;
     dtype_bounds(u->dtype, &lo, &hi);
     const tc_uop *a = u->srcs[0], *b = u->n_srcs > 1 ? u->srcs[1] : NULL;
@@ -302,20 +304,31 @@ static tc_uop *fold_divmod(tc_ub *ub, tc_op op, tc_uop *x, int64_t c) {
 /* ---- building with simplification ---- */
 
 /* op over constant operands, both ways: *ri on the int64 values (wrapping;
- * the caller wraps to the dtype), *rx on the doubles (float32 math for the
- * transcendentals). Returns whether op folds in the domain `ints` says (the
- * other domain's result is computed from 0s or converted values, and traps on
- * nothing). Shifts are not folded. */
-static bool fold(tc_op op, bool ints, const int64_t *i, const double *x, int64_t *ri, double *rx) {
+ * the caller wraps to the dtype; uint64's bits, compared and divided as
+ * unsigned when is_u64), *rx on the doubles (the transcendentals in float32
+ * math, or in double, libm's, when is_f64: as the reference evaluator
+ * computes them). Returns whether op folds in the domain `ints` says (the
+ * other domain's result is computed from 0s or converted values, and traps
+ * on nothing). Shifts are not folded. */
+static bool fold(tc_op op, bool ints, bool is_f64, bool is_u64, const int64_t *i, const double *x,
+                 int64_t *ri, double *rx) {
     if (ints ? tc_ops[op].is_float_only : tc_ops[op].is_int_only) return false;
     int64_t a = i[0], b = i[1], c = i[2];
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    if (is_u64 && (op == TC_OP_IDIV || op == TC_OP_MOD)) {
+        *ri = ub == 0 ? 0 : (int64_t)(op == TC_OP_IDIV ? ua / ub : ua % ub);
+        return true;
+    }
+    if (is_u64 && (op == TC_OP_MAX || op == TC_OP_CMPLT)) {
+        *ri = op == TC_OP_MAX ? (ua > ub ? a : b) : ua < ub;
+        return true;
+    }
     switch (op) {
-    case TC_OP_EXP2: *rx = exp2f((float)x[0]); return true;
-    case TC_OP_LOG2: *rx = log2f((float)x[0]); return true;
-    case TC_OP_SIN: *rx = sinf((float)x[0]); return true;
-    case TC_OP_SQRT: *rx = sqrtf((float)x[0]); return true;
-    case TC_OP_RECIP: *rx = 1.0f / (float)x[0]; return true;
+    case TC_OP_EXP2: *rx = is_f64 ? exp2(x[0]) : exp2f((float)x[0]); return true;
+    case TC_OP_LOG2: *rx = is_f64 ? log2(x[0]) : log2f((float)x[0]); return true;
+    case TC_OP_SIN: *rx = is_f64 ? sin(x[0]) : sinf((float)x[0]); return true;
+    case TC_OP_SQRT: *rx = is_f64 ? sqrt(x[0]) : sqrtf((float)x[0]); return true;
+    case TC_OP_RECIP: *rx = is_f64 ? 1.0 / x[0] : 1.0f / (float)x[0]; return true;
     case TC_OP_NEG: *ri = (int64_t)(0 - ua), *rx = -x[0]; return true;
     case TC_OP_ADD: *ri = (int64_t)(ua + ub), *rx = x[0] + x[1]; return true;
     case TC_OP_MUL: *ri = (int64_t)(ua * ub), *rx = x[0] * x[1]; return true;
@@ -363,9 +376,9 @@ static tc_uop *try_fold_consts(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop *
     int64_t iv[3] = {0, 0, 0}, ri = 0;
     double xv[3] = {0, 0, 0}, rx = 0;
     for (int k = 0; k < n; k++) iv[k] = s[k]->ivalue, xv[k] = s[k]->value;
-    if (!fold(op, is_int(in), iv, xv, &ri, &rx)) return NULL;
+    if (!fold(op, is_int(in), in == TC_FLOAT64, in == TC_UINT64, iv, xv, &ri, &rx)) return NULL;
     if (is_int(in)) return tc_ub_iconst(ub, dt, tc_dtype_wrap(dt, ri));
-    return is_int(dt) ? tc_ub_iconst(ub, dt, (int64_t)rx) : tc_ub_const(ub, dt, rx, 0);
+    return is_int(dt) ? tc_ub_iconst(ub, dt, tc_dtype_double_to_int(dt, rx)) : tc_ub_const(ub, dt, rx, 0);
 }
 
 /* identities and range-based folds; NULL when nothing applies */
@@ -409,6 +422,9 @@ static tc_uop *simplify(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop **s) {
         }
         if (a->vmin >= 0) return fold_divmod(ub, op, a, b->ivalue);
     } else if (op == TC_OP_CMPLT) {
+        /* unsigned x < 0: never (uint64's bounds are unknown, so it needs the rule) */
+        if (is_int(a->dtype) && !tc_dtypes[a->dtype].is_signed && is_iconst(b, 0))
+            return tc_ub_iconst(ub, TC_BOOL, 0);
         if (is_int(a->dtype) && a->vmax < b->vmin) return tc_ub_iconst(ub, TC_BOOL, 1);
         if (is_int(a->dtype) && a->vmin >= b->vmax) return tc_ub_iconst(ub, TC_BOOL, 0);
     } else if (op == TC_OP_AND) {
@@ -450,8 +466,11 @@ tc_uop *tc_ub_cast(tc_ub *ub, tc_uop *x, tc_dtype dt, bool bitcast) {
     if (x->dtype == dt) return x;
     if (!bitcast && is_const(x)) {
         if (dt == TC_BOOL) return tc_ub_iconst(ub, dt, is_int(x->dtype) ? x->ivalue != 0 : x->value != 0);
-        if (is_int(dt)) return tc_ub_iconst(ub, dt, is_int(x->dtype) ? tc_dtype_wrap(dt, x->ivalue) : (int64_t)x->value);
-        return tc_ub_const(ub, dt, is_int(x->dtype) ? (double)x->ivalue : x->value, 0);
+        if (is_int(dt))
+            return tc_ub_iconst(ub, dt, is_int(x->dtype) ? tc_dtype_wrap(dt, x->ivalue)
+                                                         : tc_dtype_double_to_int(dt, x->value));
+        return tc_ub_const(ub, dt, is_int(x->dtype) ? tc_dtype_int_to_double(x->dtype, x->ivalue) : x->value,
+                           0);
     }
     tc_uop *u = new_uop(ub, bitcast ? TC_UOP_BITCAST : TC_UOP_CAST, dt, 1, &x);
     return u ? intern(ub, u) : NULL;

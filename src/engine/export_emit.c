@@ -254,6 +254,16 @@ static void emit_value(emitter *e, const void *data, tc_dtype dt, int64_t i, int
     case TC_INT16: P(e, "%d", (int)((const int16_t *)data)[i]); return;
     case TC_UINT16: P(e, "%u", (unsigned)((const uint16_t *)data)[i]); return;
     case TC_UINT32: P(e, "%luu", (unsigned long)((const uint32_t *)data)[i]); return;
+    case TC_FLOAT64: { /* hexadecimal: exact */
+        double d = ((const double *)data)[i];
+        if (isnan(d)) P(e, "%s(double)NAN", signbit(d) ? "-" : "");
+        else if (isinf(d)) P(e, "%s(double)INFINITY", d < 0 ? "-" : "");
+        else if (d == 0) P(e, "%s0.0", signbit(d) ? "-" : "");
+        else P(e, "%a", d);
+        return;
+    }
+    case TC_UINT64: P(e, "%lluULL", (unsigned long long)((const uint64_t *)data)[i]); return;
+    case TC_BFLOAT16: P(e, "%u", (unsigned)((const uint16_t *)data)[i]); return; /* its bits */
     case TC_DTYPE_COUNT: break;
     }
 }

@@ -7,9 +7,11 @@
  * node becomes a dense host array of its dtype and shape; a VIEW gathers from
  * its base through tc_st_index (masked elements read 0); realized BUFFERs are
  * read back with tc_buffer_copyout. Arithmetic follows C per dtype: float32 in
- * float (exp2f, log2f, sinf, sqrtf), float16 in float rounded to half after
- * every op, integers with two's-complement wrapping and without traps
- * (division by zero gives 0), bools as 0/1. Reduces accumulate in index order
+ * float (exp2f, log2f, sinf, sqrtf), float16 and bfloat16 in float rounded
+ * to their precision after every op, float64 in double (libm's exp2, log2, sin, sqrt), integers with
+ * two's-complement wrapping and without traps (division by zero gives 0;
+ * uint64, held in an int64, compares, divides and shifts right unsigned),
+ * bools as 0/1. Reduces accumulate in index order
  * in the node's dtype; GATHER reads 0 and SCATTER adds nothing at an index
  * outside the indexed axis; SCATTER adds in index order.
  *
@@ -146,94 +148,217 @@ TC_MUST_USE static tc_status topo(ctx *c, tc_node *root) {
 /* ---- scalar access in C semantics ---------------------------------------- */
 
 static bool is_float(tc_dtype dt) {
-    return dt == TC_FLOAT32 || dt == TC_FLOAT16;
+    return tc_dtypes[dt].is_float;
 }
 
 /* float -> integer as x86's truncating conversion does it: out-of-range and
- * NaN give the "integer indefinite" value; uint8 goes through int32 */
-static int64_t f2i(float f, tc_dtype dt) {
-    if (dt == TC_INT64) return f >= -9.223372e18f && f < 9.223372e18f ? (int64_t)f : INT64_MIN;
+ * NaN give the "integer indefinite" value; uint8 goes through int32. f is a
+ * float32 or float64 value (every float32 is one double: the bounds below
+ * hold for both) */
+static int64_t f2i(double f, tc_dtype dt) {
+    bool in64 = f >= -9223372036854775808.0 && f < 9223372036854775808.0;
+    if (dt == TC_UINT64) /* from 2^63 on: less 2^63, then the top bit set (gcc's way) */
+        return f >= 9223372036854775808.0 && f < 18446744073709551616.0
+                   ? (int64_t)((uint64_t)(int64_t)(f - 9223372036854775808.0) ^ (UINT64_C(1) << 63))
+                   : in64 ? (int64_t)f : INT64_MIN;
+    if (dt == TC_INT64) return in64 ? (int64_t)f : INT64_MIN;
     if (dt == TC_UINT32) /* gcc converts through int64 and keeps the low half */
-        return tc_dtype_wrap(dt, f >= -9.223372e18f && f < 9.223372e18f ? (int64_t)f : INT64_MIN);
-    int32_t v = f > -2147483904.0f && f < 2147483648.0f ? (int32_t)f : INT32_MIN;
+        return tc_dtype_wrap(dt, in64 ? (int64_t)f : INT64_MIN);
+    int32_t v = f > -2147483649.0 && f < 2147483648.0 ? (int32_t)f : INT32_MIN;
     return tc_dtype_wrap(dt, v);
 }
 
-/* element i as a float (integers converted as C does) */
+/* element i as a float32 (integers and float64 converted as C does) */
 static float ldf(const void *p, tc_dtype dt, int64_t i) {
     if (dt == TC_FLOAT32) return ((const float *)p)[i];
     if (dt == TC_FLOAT16) return tc_half_to_float(((const uint16_t *)p)[i]);
+    if (dt == TC_BFLOAT16) return tc_bf16_to_float(((const uint16_t *)p)[i]);
+    if (dt == TC_FLOAT64) return (float)((const double *)p)[i];
+    if (dt == TC_UINT64) return (float)((const uint64_t *)p)[i];
     return (float)tc_scalar_load_int(p, dt, i);
+}
+
+/* element i as a float64 (integers converted as C does, floats exactly) */
+static double ldd(const void *p, tc_dtype dt, int64_t i) {
+    if (dt == TC_FLOAT64) return ((const double *)p)[i];
+    if (is_float(dt)) return ldf(p, dt, i);
+    return tc_dtype_int_to_double(dt, tc_scalar_load_int(p, dt, i));
 }
 
 /* element i as an integer (floats truncated as C does) */
 static int64_t ldi(const void *p, tc_dtype dt, int64_t i) {
-    if (tc_dtypes[dt].is_float) return f2i(ldf(p, dt, i), TC_INT64);
+    if (is_float(dt)) return f2i(ldd(p, dt, i), TC_INT64);
     return tc_scalar_load_int(p, dt, i);
 }
 
 /* element i as a C condition */
 static bool truthy(const void *p, tc_dtype dt, int64_t i) {
-    return is_float(dt) ? ldf(p, dt, i) != 0 : ldi(p, dt, i) != 0;
+    return is_float(dt) ? ldd(p, dt, i) != 0 : ldi(p, dt, i) != 0;
 }
 
-/* stores a float result into element i of dtype dt (a C conversion) */
-static void stf(void *p, tc_dtype dt, int64_t i, float v) {
-    if (dt == TC_FLOAT32) ((float *)p)[i] = v;
-    else if (dt == TC_FLOAT16) ((uint16_t *)p)[i] = tc_float_to_half(v);
+/* stores a float64 result into element i of dtype dt (a C conversion;
+ * float16 and bfloat16 through float32, as every renderer converts them) */
+static void std_(void *p, tc_dtype dt, int64_t i, double v) {
+    if (dt == TC_FLOAT64) ((double *)p)[i] = v;
+    else if (dt == TC_FLOAT32) ((float *)p)[i] = (float)v;
+    else if (dt == TC_FLOAT16) ((uint16_t *)p)[i] = tc_float_to_half((float)v);
+    else if (dt == TC_BFLOAT16) ((uint16_t *)p)[i] = tc_float_to_bf16((float)v);
     else if (dt == TC_BOOL) ((uint8_t *)p)[i] = v != 0;
     else tc_scalar_store_int(p, dt, i, f2i(v, dt));
 }
 
+/* stores a float32 result into element i of dtype dt (a C conversion) */
+static void stf(void *p, tc_dtype dt, int64_t i, float v) {
+    std_(p, dt, i, v);
+}
+
 /* stores an integer result into element i of dtype dt (wrapping to its width) */
 static void sti(void *p, tc_dtype dt, int64_t i, int64_t v) {
-    if (dt == TC_FLOAT32) ((float *)p)[i] = (float)v;
+    if (dt == TC_FLOAT64) ((double *)p)[i] = (double)v;
+    else if (dt == TC_FLOAT32) ((float *)p)[i] = (float)v;
     else if (dt == TC_FLOAT16) ((uint16_t *)p)[i] = tc_float_to_half((float)v);
+    else if (dt == TC_BFLOAT16) ((uint16_t *)p)[i] = tc_float_to_bf16((float)v);
     else tc_scalar_store_int(p, dt, i, v); /* wraps to the width; bool: v != 0 */
+}
+
+/* stores integer v of dtype from into element i of dtype dt: sti, but a
+ * uint64 source converts to floats as unsigned */
+static void sti_from(void *p, tc_dtype dt, int64_t i, int64_t v, tc_dtype from) {
+    if (from != TC_UINT64 || !is_float(dt)) sti(p, dt, i, v);
+    else if (dt == TC_FLOAT64) ((double *)p)[i] = (double)(uint64_t)v;
+    else std_(p, dt, i, (float)(uint64_t)v); /* float32, float16, bfloat16 */
 }
 
 /* ---- elementwise ops ---------------------------------------------------- */
 
-/* one element of an operand or a result: .f in float arithmetic, .i on
- * integers held in int64 */
+/* one element of an operand or a result: .f in float arithmetic (a float32
+ * value, or a float64 one when the op computes in float64), .i on integers
+ * held in int64 */
 typedef struct {
-    float f;
+    double f;
     int64_t i;
 } num;
 
-/* one op on one element, both ways: .f in float (check_alu made sure op
- * applies to the float domain when it is the one used), .i on integers (the
- * store wraps to the dtype's width; no undefined behaviour: overflow wraps,
- * division by zero gives 0). The caller reads the half of its domain; the
- * other half is computed from zeros and traps on nothing. */
-static num alu(tc_op op, num a, num b, num c, bool is_bool) {
-    uint64_t ua = (uint64_t)a.i, ub = (uint64_t)b.i;
-    int64_t x = a.i, y = b.i;
+/* op on float64 operands in double (libm's exp2, log2, sin, sqrt) */
+static double alu_f64(tc_op op, double a, double b, double c) {
+    switch (op) {
+    case TC_OP_EXP2: return exp2(a);
+    case TC_OP_LOG2: return log2(a);
+    case TC_OP_SIN: return sin(a);
+    case TC_OP_SQRT: return sqrt(a);
+    case TC_OP_RECIP: return 1.0 / a;
+    case TC_OP_NEG: return -a;
+    case TC_OP_ADD: return a + b;
+    case TC_OP_MUL: return a * b;
+    case TC_OP_IDIV: return trunc(a / b);
+    case TC_OP_MOD: return fmod(a, b);
+    case TC_OP_MAX: return a > b || a != a ? a : b; /* NaN wins, as in torch */
+    case TC_OP_CMPLT: return a < b;
+    case TC_OP_CMPNE: return a != b;
+    case TC_OP_MULACC: return a * b + c;
+    case TC_OP_AND:
+    case TC_OP_OR:
+    case TC_OP_XOR:
+    case TC_OP_SHL:
+    case TC_OP_SHR:
+    case TC_OP_CAST:
+    case TC_OP_BITCAST:
+    case TC_OP_WHERE:
+    case TC_OP_REDUCE_SUM:
+    case TC_OP_REDUCE_MAX:
+    case TC_OP_CONST:
+    case TC_OP_BUFFER:
+    case TC_OP_VIEW:
+    case TC_OP_COPY:
+    case TC_OP_CONTIGUOUS:
+    case TC_OP_ASSIGN:
+    case TC_OP_GATHER:
+    case TC_OP_SCATTER:
+    case TC_OP_LOAD:
+    case TC_OP_STORE:
+    case TC_OP_SINK:
+    case TC_OP_COUNT: break;
+    }
+    return 0;
+}
+
+/* one op on one element, both ways: .f in float32 arithmetic (check_alu
+ * made sure op applies to the float domain when it is the one used), .i on
+ * integers (the store wraps to the dtype's width; no undefined behaviour:
+ * overflow wraps, division by zero gives 0). The caller reads the half of
+ * its domain; the other half is computed from zeros and traps on nothing.
+ * float64 operands go to alu_f64 instead. */
+static num alu(tc_op op, num na, num nb, num nc, bool is_bool, bool is_u64) {
+    uint64_t ua = (uint64_t)na.i, ub = (uint64_t)nb.i;
+    int64_t x = na.i, y = nb.i;
+    if (is_u64) { /* uint64's ops that differ from int64's: unsigned order, / % >> */
+        num r = {0, 0};
+        switch (op) {
+        case TC_OP_IDIV: r.i = ub == 0 ? 0 : (int64_t)(ua / ub); return r;
+        case TC_OP_MOD: r.i = ub == 0 ? 0 : (int64_t)(ua % ub); return r;
+        case TC_OP_MAX: r.i = ua > ub ? x : y; return r;
+        case TC_OP_CMPLT: r.i = ua < ub; return r;
+        case TC_OP_SHR: r.i = y < 0 || y > 63 ? 0 : (int64_t)(ua >> y); return r;
+        case TC_OP_EXP2:
+        case TC_OP_LOG2:
+        case TC_OP_SIN:
+        case TC_OP_SQRT:
+        case TC_OP_RECIP:
+        case TC_OP_NEG:
+        case TC_OP_ADD:
+        case TC_OP_MUL:
+        case TC_OP_CMPNE:
+        case TC_OP_AND:
+        case TC_OP_OR:
+        case TC_OP_XOR:
+        case TC_OP_SHL:
+        case TC_OP_MULACC:
+        case TC_OP_CAST:
+        case TC_OP_BITCAST:
+        case TC_OP_WHERE:
+        case TC_OP_REDUCE_SUM:
+        case TC_OP_REDUCE_MAX:
+        case TC_OP_CONST:
+        case TC_OP_BUFFER:
+        case TC_OP_VIEW:
+        case TC_OP_COPY:
+        case TC_OP_CONTIGUOUS:
+        case TC_OP_ASSIGN:
+        case TC_OP_GATHER:
+        case TC_OP_SCATTER:
+        case TC_OP_LOAD:
+        case TC_OP_STORE:
+        case TC_OP_SINK:
+        case TC_OP_COUNT: break; /* as int64's */
+        }
+    }
+    float af = (float)na.f, bf = (float)nb.f, cf = (float)nc.f;
+    float rf = 0;
     num r = {0, 0};
     switch (op) {
-    case TC_OP_EXP2: r.f = exp2f(a.f); break;
-    case TC_OP_LOG2: r.f = log2f(a.f); break;
-    case TC_OP_SIN: r.f = sinf(a.f); break;
-    case TC_OP_SQRT: r.f = sqrtf(a.f); break;
-    case TC_OP_RECIP: r.f = 1.0f / a.f; break;
-    case TC_OP_NEG: r.f = -a.f, r.i = is_bool ? !x : (int64_t)(0 - ua); break;
-    case TC_OP_ADD: r.f = a.f + b.f, r.i = (int64_t)(ua + ub); break;
-    case TC_OP_MUL: r.f = a.f * b.f, r.i = (int64_t)(ua * ub); break;
+    case TC_OP_EXP2: rf = exp2f(af); break;
+    case TC_OP_LOG2: rf = log2f(af); break;
+    case TC_OP_SIN: rf = sinf(af); break;
+    case TC_OP_SQRT: rf = sqrtf(af); break;
+    case TC_OP_RECIP: rf = 1.0f / af; break;
+    case TC_OP_NEG: rf = -af, r.i = is_bool ? !x : (int64_t)(0 - ua); break;
+    case TC_OP_ADD: rf = af + bf, r.i = (int64_t)(ua + ub); break;
+    case TC_OP_MUL: rf = af * bf, r.i = (int64_t)(ua * ub); break;
     case TC_OP_IDIV:
-        r.f = truncf(a.f / b.f), r.i = y == 0 ? 0 : y == -1 ? (int64_t)(0 - ua) : x / y;
+        rf = truncf(af / bf), r.i = y == 0 ? 0 : y == -1 ? (int64_t)(0 - ua) : x / y;
         break;
-    case TC_OP_MOD: r.f = fmodf(a.f, b.f), r.i = y == 0 || y == -1 ? 0 : x % y; break;
+    case TC_OP_MOD: rf = fmodf(af, bf), r.i = y == 0 || y == -1 ? 0 : x % y; break;
     case TC_OP_MAX: /* NaN wins, as in torch */
-        r.f = a.f > b.f || a.f != a.f ? a.f : b.f, r.i = x > y ? x : y;
+        rf = af > bf || af != af ? af : bf, r.i = x > y ? x : y;
         break;
-    case TC_OP_CMPLT: r.f = a.f < b.f, r.i = x < y; break;
-    case TC_OP_CMPNE: r.f = a.f != b.f, r.i = x != y; break;
+    case TC_OP_CMPLT: rf = af < bf, r.i = x < y; break;
+    case TC_OP_CMPNE: rf = af != bf, r.i = x != y; break;
     case TC_OP_AND: r.i = x & y; break;
     case TC_OP_OR: r.i = x | y; break;
     case TC_OP_XOR: r.i = x ^ y; break;
     case TC_OP_SHL: r.i = y < 0 || y > 63 ? 0 : (int64_t)(ua << y); break;
     case TC_OP_SHR: r.i = y < 0 || y > 63 ? (x < 0 ? -1 : 0) : x >> y; break;
-    case TC_OP_MULACC: r.f = a.f * b.f + c.f, r.i = (int64_t)(ua * ub + (uint64_t)c.i); break;
+    case TC_OP_MULACC: rf = af * bf + cf, r.i = (int64_t)(ua * ub + (uint64_t)nc.i); break;
     case TC_OP_CAST: /* eval_alu copies CAST, WHERE and BITCAST itself */
     case TC_OP_BITCAST:
     case TC_OP_WHERE:
@@ -252,6 +377,7 @@ static num alu(tc_op op, num a, num b, num c, bool is_bool) {
     case TC_OP_SINK:
     case TC_OP_COUNT: break;
     }
+    r.f = rf;
     return r;
 }
 
@@ -290,16 +416,20 @@ TC_MUST_USE static tc_status eval_alu(const tc_node *n, void *out, void *const *
     for (int64_t i = 0; i < numel; i++) {
         if (n->op == TC_OP_CAST || n->op == TC_OP_WHERE) {
             int k = n->op == TC_OP_CAST ? 0 : truthy(in[0], s[0], i) ? 1 : 2;
-            if (is_float(s[k])) stf(out, dt, i, ldf(in[k], s[k], i));
-            else sti(out, dt, i, ldi(in[k], s[k], i));
+            if (is_float(s[k])) std_(out, dt, i, ldd(in[k], s[k], i)); /* exact, then C's */
+            else sti_from(out, dt, i, ldi(in[k], s[k], i), s[k]);
+        } else if (d == TC_FLOAT64) {
+            double v[3] = {0, 0, 0};
+            for (int k = 0; k < n->n_srcs; k++) v[k] = ldd(in[k], s[k], i);
+            std_(out, dt, i, alu_f64(n->op, v[0], v[1], v[2]));
         } else {
             num v[3] = {{0, 0}, {0, 0}, {0, 0}};
             for (int k = 0; k < n->n_srcs; k++) {
                 if (is_float(d)) v[k].f = ldf(in[k], s[k], i);
                 else v[k].i = ldi(in[k], s[k], i);
             }
-            num r = alu(n->op, v[0], v[1], v[2], d == TC_BOOL);
-            if (is_float(d)) stf(out, dt, i, r.f);
+            num r = alu(n->op, v[0], v[1], v[2], d == TC_BOOL, d == TC_UINT64);
+            if (is_float(d)) stf(out, dt, i, (float)r.f);
             else sti(out, dt, i, r.i);
         }
     }
@@ -319,12 +449,16 @@ static void store_max_identity(void *p, tc_dtype dt, int64_t i) {
 static void accumulate(tc_op op, tc_dtype dt, void *out, int64_t oi, const void *in, tc_dtype sdt,
                        int64_t i) {
     bool is_sum = op == TC_OP_REDUCE_SUM;
-    if (is_float(dt)) {
+    if (dt == TC_FLOAT64) {
+        double acc = ldd(out, dt, oi), x = ldd(in, sdt, i);
+        std_(out, dt, oi, is_sum ? acc + x : acc > x || acc != acc ? acc : x);
+    } else if (is_float(dt)) {
         float acc = ldf(out, dt, oi), x = ldf(in, sdt, i);
         stf(out, dt, oi, is_sum ? acc + x : acc > x || acc != acc ? acc : x);
     } else {
         int64_t acc = ldi(out, dt, oi), x = ldi(in, sdt, i);
-        sti(out, dt, oi, is_sum ? (int64_t)((uint64_t)acc + (uint64_t)x) : acc > x ? acc : x);
+        bool is_more = dt == TC_UINT64 ? (uint64_t)acc > (uint64_t)x : acc > x;
+        sti(out, dt, oi, is_sum ? (int64_t)((uint64_t)acc + (uint64_t)x) : is_more ? acc : x);
     }
 }
 
@@ -363,7 +497,7 @@ TC_MUST_USE static tc_status eval_reduce(const tc_node *n, void *out, const void
 TC_MUST_USE static tc_status eval_const(const tc_node *n, void *out) {
     int64_t numel = tc_node_numel(n);
     for (int64_t i = 0; i < numel; i++) {
-        if (is_float(n->dtype)) stf(out, n->dtype, i, (float)n->value);
+        if (is_float(n->dtype)) std_(out, n->dtype, i, tc_dtype_round(n->dtype, n->value));
         else if (n->dtype == TC_BOOL) sti(out, n->dtype, i, n->ivalue != 0 || n->value != 0);
         else sti(out, n->dtype, i, n->ivalue);
     }
@@ -466,7 +600,8 @@ TC_MUST_USE static tc_status eval_scatter(const tc_node *n, void *out, const voi
         unravel(o, sn->ndim, sn->shape, at);
         at[a] = k;
         int64_t t = ravel(n->ndim, n->shape, at);
-        if (is_float(n->dtype)) stf(out, n->dtype, t, ldf(out, n->dtype, t) + ldf(src, sn->dtype, o));
+        if (n->dtype == TC_FLOAT64) std_(out, n->dtype, t, ldd(out, n->dtype, t) + ldd(src, sn->dtype, o));
+        else if (is_float(n->dtype)) stf(out, n->dtype, t, ldf(out, n->dtype, t) + ldf(src, sn->dtype, o));
         else sti(out, n->dtype, t, (int64_t)((uint64_t)ldi(out, n->dtype, t) + (uint64_t)ldi(src, sn->dtype, o)));
     }
     return TC_OK;

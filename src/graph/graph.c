@@ -222,9 +222,9 @@ static tc_node *const_to_shape(tc_node *c, int ndim, const int64_t *shape) {
 }
 
 tc_node *tc_node_const(double value, tc_dtype dt, int device, int ndim, const int64_t *shape) {
-    if (!tc_dtypes[dt].is_float) return tc_node_const_int((int64_t)value, dt, device, ndim, shape);
-    if (dt == TC_FLOAT16) value = tc_half_to_float(tc_float_to_half((float)value));
-    else value = (float)value;
+    if (!tc_dtypes[dt].is_float)
+        return tc_node_const_int(tc_dtype_double_to_int(dt, value), dt, device, ndim, shape);
+    value = tc_dtype_round(dt, value);
     return const_to_shape(const_base(value, 0, dt, device), ndim, shape);
 }
 
@@ -232,7 +232,8 @@ tc_node *tc_node_const_int(int64_t value, tc_dtype dt, int device, int ndim,
                            const int64_t *shape) {
     if (tc_dtypes[dt].is_float) return tc_node_const((double)value, dt, device, ndim, shape);
     value = tc_dtype_wrap(dt, value);
-    return const_to_shape(const_base((double)value, value, dt, device), ndim, shape);
+    return const_to_shape(const_base(tc_dtype_int_to_double(dt, value), value, dt, device), ndim,
+                          shape);
 }
 
 tc_node *tc_node_buffer(tc_buffer *b, tc_dtype dt, int ndim, const int64_t *shape) {

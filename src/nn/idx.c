@@ -4,9 +4,8 @@
  * An IDX file is a 4-byte magic (0, 0, a type code, the number of dims), one
  * big-endian uint32 size per dim, then the elements in row-major order, big-
  * endian. Type codes read here: 0x08 uint8 -> TC_UINT8, 0x09 int8 -> TC_INT8,
- * 0x0B int16 -> TC_INT16, 0x0C int32 -> TC_INT32, 0x0D float32 -> TC_FLOAT32
- * (0x0E, float64, is not). The file may be gzip-compressed
- * (gz.c). Every defect (missing file, wrong magic, truncated data, bytes after
+ * 0x0B int16 -> TC_INT16, 0x0C int32 -> TC_INT32, 0x0D float32 -> TC_FLOAT32,
+ * 0x0E float64 -> TC_FLOAT64. The file may be gzip-compressed (gz.c). Every defect (missing file, wrong magic, truncated data, bytes after
  * the data, labels that do not fit the images) is a TC_ERR_IO or
  * TC_ERR_SHAPE error naming the file; the caller owns the returned tensors. */
 #include "nn.h"
@@ -34,12 +33,12 @@ TC_MUST_USE static tc_status read_header(tc_gzfile *f, const char *api, const ch
         return tc_error_set(TC_ERR_IO, "%s: %s is not an IDX file: it has only %lld bytes", api,
                             path, (long long)got);
     uint32_t magic = be32(m);
-    static const tc_dtype types[6] = {TC_UINT8, TC_INT8, TC_DTYPE_COUNT, TC_INT16, TC_INT32,
-                                      TC_FLOAT32}; /* type codes 0x08..0x0D */
-    if (m[0] != 0 || m[1] != 0 || m[2] < 0x08 || m[2] > 0x0D || types[m[2] - 0x08] == TC_DTYPE_COUNT)
+    static const tc_dtype types[7] = {TC_UINT8, TC_INT8,    TC_DTYPE_COUNT, TC_INT16,
+                                      TC_INT32, TC_FLOAT32, TC_FLOAT64}; /* codes 0x08..0x0E */
+    if (m[0] != 0 || m[1] != 0 || m[2] < 0x08 || m[2] > 0x0E || types[m[2] - 0x08] == TC_DTYPE_COUNT)
         return tc_error_set(TC_ERR_IO,
                             "%s: %s has the wrong magic 0x%08x for an IDX file "
-                            "(want 0x0000TTNN with type TT 08, 09, 0B, 0C or 0D)",
+                            "(want 0x0000TTNN with type TT 08, 09, 0B, 0C, 0D or 0E)",
                             api, path, magic);
     d->dtype = types[m[2] - 0x08];
     d->ndim = m[3];
@@ -64,11 +63,14 @@ TC_MUST_USE static tc_status read_header(tc_gzfile *f, const char *api, const ch
     return TC_OK;
 }
 
-/* converts n big-endian elements of esize bytes (2 or 4) in place to host order */
+/* converts n big-endian elements of esize bytes (2, 4 or 8) in place to host order */
 static void swap_be(void *data, int64_t n, size_t esize) {
     unsigned char *p = data;
     for (int64_t i = 0; i < n; i++, p += esize) {
-        if (esize == 4) {
+        if (esize == 8) {
+            uint64_t v = (uint64_t)be32(p) << 32 | be32(p + 4);
+            memcpy(p, &v, 8);
+        } else if (esize == 4) {
             uint32_t v = be32(p);
             memcpy(p, &v, 4);
         } else {

@@ -66,7 +66,7 @@ TC_MUST_USE static tc_status check_params(const char *api, tc_tensor **params, i
     for (int i = 0; i < n; i++) {
         if (!params[i]) return tc_error_set(TC_ERR_INVALID, "%s: params[%d] is NULL", api, i);
         tc_dtype dt = tc_get_dtype(params[i]);
-        if (dt != TC_FLOAT32 && dt != TC_FLOAT16)
+        if (!tc_dtypes[dt].is_float)
             return tc_error_set(TC_ERR_DTYPE, "%s: params[%d] is %s; parameters are float", api, i,
                                 tc_dtype_name(dt));
         if (strcmp(tc_device(params[i]), tc_device(params[0])) != 0)

@@ -25,7 +25,8 @@ static const char *const st_dtype[TC_DTYPE_COUNT] = {
     [TC_FLOAT32] = "F32", [TC_FLOAT16] = "F16", [TC_INT32] = "I32",
     [TC_INT64] = "I64",   [TC_UINT8] = "U8",    [TC_BOOL] = "BOOL",
     [TC_INT8] = "I8",     [TC_INT16] = "I16",   [TC_UINT16] = "U16",
-    [TC_UINT32] = "U32",
+    [TC_UINT32] = "U32",  [TC_FLOAT64] = "F64", [TC_UINT64] = "U64",
+    [TC_BFLOAT16] = "BF16",
 };
 
 /* ---- writing -------------------------------------------------------------- */

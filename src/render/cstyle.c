@@ -14,12 +14,27 @@
  * is guarded so a kernel never traps. Work-group UOps (SPECIAL,
  * DEFINE_LOCAL, BARRIER, IF) print through the dialect's strings (a CPU
  * kernel's scratch DEFINE_LOCAL is a plain array, tileN); float16
- * values of dialects with is_half_in_float are floats rounded after each op.
+ * values of dialects with is_half_in_float, and bfloat16 values in every
+ * dialect, are floats rounded after each op.
  */
 #include "render.h"
 
 #include <math.h>
 #include <string.h>
+
+/* bfloat16 in C (both C dialects): its bits in buffers, a float in
+ * variables (render.h); to bfloat16 rounds to nearest even, NaN stays a
+ * quiet NaN */
+static const char c_bf16[] =
+    "#ifndef TC_BF16\n#define TC_BF16\n"
+    "static inline float tc_bf2f(unsigned short b) {\n"
+    "  uint32_t u = (uint32_t)b << 16;\n  float f;\n  memcpy(&f, &u, sizeof f);\n  return f;\n}\n"
+    "static inline unsigned short tc_f2bf(float f) {\n"
+    "  uint32_t u;\n  memcpy(&u, &f, sizeof u);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"
+    "  u += 0x7fffu + ((u >> 16) & 1u);\n  return (unsigned short)(u >> 16);\n}\n"
+    "static inline float tc_bfround(float f) { return tc_bf2f(tc_f2bf(f)); }\n"
+    "#endif\n";
 
 const tc_dialect tc_dialect_c = {
     .name = "C",
@@ -35,9 +50,14 @@ const tc_dialect tc_dialect_c = {
     .buf_prefix = "",
     .restrict_kw = "restrict ",
     .half_type = "_Float16",
+    .bf16_preamble = c_bf16,
     .int64_suffix = "LL",
     .math_fn = {[TC_OP_EXP2] = "tc_exp2f", [TC_OP_LOG2] = "tc_log2f", [TC_OP_SIN] = "tc_sinf",
                 [TC_OP_SQRT] = "sqrtf"},
+    /* float64: libm's double functions (the prelude's polynomials are
+     * float32 only); the reference evaluator calls the same ones */
+    .math_fn_f64 = {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin",
+                    [TC_OP_SQRT] = "sqrt"},
     /* out of line: a kernel of the differential suite whose four reduce
      * stages each recomputed six transcendentals took gcc 0.56 s with 46
      * inlined calls, 0.19 s calling these */
@@ -97,9 +117,12 @@ const tc_dialect tc_dialect_c_plain = {
     .half_load = "tc_h2f(%1$s[%2$s])",
     .half_store = "%1$s[%2$s] = tc_f2h(%3$s);",
     .half_round = "tc_h2f(tc_f2h(%1$s))",
+    .bf16_preamble = c_bf16,
     .int64_suffix = "LL",
     .math_fn = {[TC_OP_EXP2] = "tc_exp2f", [TC_OP_LOG2] = "tc_log2f", [TC_OP_SIN] = "tc_sinf",
                 [TC_OP_SQRT] = "sqrtf"},
+    .math_fn_f64 = {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin",
+                    [TC_OP_SQRT] = "sqrt"},
     .float_max = "tc_fmaxf(%1$s, %2$s)",
     .bool_float = "tc_cm_float(tc_cm_mask(%1$s) & 0x3f800000u)",
     .float_where = "tc_cm_sel(tc_cm_mask(%1$s), %2$s, %3$s)",
@@ -120,6 +143,7 @@ typedef struct {
 /* the type of a value of dtype dt */
 static const char *ctype(const rctx *r, tc_dtype dt) {
     if (dt == TC_FLOAT16) return r->d->is_half_in_float ? "float" : r->d->half_type;
+    if (dt == TC_BFLOAT16) return "float"; /* rounded after each op (render.h) */
     return r->d->type_names[dt] ? r->d->type_names[dt] : tc_dtypes[dt].cname;
 }
 
@@ -242,7 +266,9 @@ static int shared_math_calls(const rctx *r, bool *used) {
     int n = 0;
     for (int i = 0; i < r->k->n_uops; i++) {
         const tc_uop *u = r->k->uops[i];
-        if (u->op != TC_UOP_ALU || u->vcount > 1 || !r->d->math_fn_shared[u->alu]) continue;
+        if (u->op != TC_UOP_ALU || u->vcount > 1 || !r->d->math_fn_shared[u->alu] ||
+            u->dtype == TC_FLOAT64)
+            continue; /* the shared helpers are float32's */
         n++;
         if (used) used[u->alu] = true;
     }
@@ -267,6 +293,8 @@ static void shared_math_fns(rctx *r) {
 
 /* the element type of a global buffer of dtype dt */
 static const char *buf_ctype(const rctx *r, tc_dtype dt) {
+    if (dt == TC_BFLOAT16) /* its bits */
+        return r->d->type_names[dt] ? r->d->type_names[dt] : tc_dtypes[dt].cname;
     return dt == TC_FLOAT16 ? r->d->half_type : ctype(r, dt);
 }
 
@@ -292,6 +320,7 @@ static char *fmt(const char *f, ...) {
 static char *render_const(const rctx *r, const tc_uop *u) {
     switch (u->dtype) {
     case TC_FLOAT32:
+    case TC_BFLOAT16: /* a float holding a bfloat16 value: printed exactly by %.9g */
     case TC_FLOAT16: {
         char num[64];
         if (isnan(u->value)) snprintf(num, sizeof num, "NAN");
@@ -305,6 +334,16 @@ static char *render_const(const rctx *r, const tc_uop *u) {
             return fmt("((%s)%s)", r->d->half_type, num);
         return fmt("(%s)", num);
     }
+    case TC_FLOAT64: { /* %.17g: every double prints back to itself */
+        char num[64];
+        if (isnan(u->value)) snprintf(num, sizeof num, "((double)NAN)");
+        else if (isinf(u->value)) snprintf(num, sizeof num, "%s((double)INFINITY)", u->value < 0 ? "-" : "");
+        else {
+            snprintf(num, sizeof num, "%.17g", u->value);
+            if (!strpbrk(num, ".en")) strcat(num, ".0");
+        }
+        return fmt("(%s)", num);
+    }
     case TC_INT32:
         return u->ivalue == INT32_MIN ? fmt("(-2147483647-1)") : fmt("%lld", (long long)u->ivalue);
     case TC_INT64:
@@ -316,6 +355,8 @@ static char *render_const(const rctx *r, const tc_uop *u) {
     case TC_INT16:
     case TC_UINT16: return fmt("((%s)%lld)", ctype(r, u->dtype), (long long)u->ivalue);
     case TC_UINT32: return fmt("((%s)%lluu)", ctype(r, u->dtype), (unsigned long long)u->ivalue);
+    case TC_UINT64: /* its bits: 2^64-1 travels as -1 */
+        return fmt("((%s)%lluu%s)", ctype(r, u->dtype), (unsigned long long)u->ivalue, r->d->int64_suffix);
     case TC_DTYPE_COUNT: break;
     }
     return NULL;
@@ -385,9 +426,18 @@ static void hoist_repeated(rctx *r, const tc_uop *u, const char *f) {
     }
 }
 
-/* an ALU result; float16 in a float is rounded */
+/* x (a float holding a bfloat16 result) rounded to bfloat16; takes x */
+static char *bf16_rounded(char *x) {
+    if (!x) return NULL;
+    char *y = fmt("tc_bfround(%s)", x);
+    tc_free(x);
+    return y;
+}
+
+/* an ALU result; float16 and bfloat16 in a float are rounded */
 static char *render_alu_value(rctx *r, const tc_uop *u) {
     char *x = render_alu(r, u);
+    if (u->dtype == TC_BFLOAT16 && u->vcount <= 1) return bf16_rounded(x);
     return is_half_float(r, u->dtype) ? half_rounded(r, x) : x;
 }
 
@@ -433,8 +483,9 @@ static char *render_alu(rctx *r, const tc_uop *u) {
     if (u->vcount > 1) return r->d->vec_type ? render_gpu_vec_alu(r, u) : render_vec_alu(r, u);
     char *const *e = r->expr;
     const char *a = e[u->srcs[0]->id];
-    const char *fn = r->d->math_fn[u->alu];
-    if (r->is_math_shared && r->d->math_fn_shared[u->alu]) fn = r->d->math_fn_shared[u->alu];
+    bool is_f64 = u->dtype == TC_FLOAT64;
+    const char *fn = is_f64 ? r->d->math_fn_f64[u->alu] : r->d->math_fn[u->alu];
+    if (r->is_math_shared && r->d->math_fn_shared[u->alu] && !is_f64) fn = r->d->math_fn_shared[u->alu];
     if (fn)
         return u->dtype == TC_FLOAT16 && !r->d->is_half_in_float
                    ? fmt("((%s)%s((float)%s))", ctype(r, u->dtype), fn, a)
@@ -443,7 +494,8 @@ static char *render_alu(rctx *r, const tc_uop *u) {
     const char *f = alu_fmt[u->alu];
     /* NaN does not occur in integers: no self-comparison (which -Wall flags) */
     if (u->alu == TC_OP_MAX && !tc_dtypes[u->dtype].is_float) f = "((%1$s>%2$s)?%1$s:%2$s)";
-    if (u->alu == TC_OP_MAX && (u->dtype == TC_FLOAT32 || is_half_float(r, u->dtype)) && r->d->float_max)
+    bool is_in_float = u->dtype == TC_FLOAT32 || u->dtype == TC_BFLOAT16 || is_half_float(r, u->dtype);
+    if (u->alu == TC_OP_MAX && is_in_float && r->d->float_max)
         f = r->d->float_max;
     if (u->alu == TC_OP_WHERE && u->dtype == TC_FLOAT32 && r->d->float_where) f = r->d->float_where;
     if (u->dtype == TC_BOOL && bool_fmt[u->alu]) f = bool_fmt[u->alu];
@@ -506,6 +558,10 @@ static bool is_global_half(const rctx *r, const tc_uop *buf) {
     return buf->op == TC_UOP_DEFINE_GLOBAL && is_half_float(r, buf->dtype);
 }
 
+static bool is_global_bf16(const tc_uop *buf) {
+    return buf->op == TC_UOP_DEFINE_GLOBAL && buf->dtype == TC_BFLOAT16;
+}
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static char *render_load(rctx *r, const tc_uop *u) {
@@ -520,6 +576,7 @@ static char *render_load(rctx *r, const tc_uop *u) {
               : is_local    ? fmt("%s[%s]", buf, idx)
               : u->vcount > 1                 ? fmt("*(const %s_u *)(%s+%s)", utype(r, u), buf, idx)
               : is_global_half(r, u->srcs[0]) ? fmt(r->d->half_load, buf, idx)
+              : is_global_bf16(u->srcs[0])    ? fmt("tc_bf2f(%s[%s])", buf, idx)
                                               : fmt("%s[%s]", buf, idx);
     if (x && is_gated) {
         char *zero = gpu_vec ? fmt(r->d->vec_bcast, utype(r, u), "0.0f") : NULL;
@@ -550,6 +607,8 @@ static char *render_store(rctx *r, const tc_uop *u) {
         char *x = fmt(r->d->half_store, buf, idx, val);
         if (x) line(r, "%s", x);
         tc_free(x);
+    } else if (is_global_bf16(u->srcs[0])) {
+        line(r, "%s[%s] = tc_f2bf(%s);", buf, idx, val);
     } else {
         line(r, "%s[%s] = %s;", buf, idx, val);
     }
@@ -583,8 +642,11 @@ static char *render_cast(rctx *r, const tc_uop *u) {
     if (u->op == TC_UOP_CAST && u->dtype == TC_BOOL && u->srcs[0]->dtype != TC_BOOL)
         return bind(r, u, "cast", fmt("(%s!=0)", x)); /* what a cast to bool is; (_Bool)(a*b)
                                                          draws -Wint-in-bool-context */
-    if (u->op == TC_UOP_CAST) {
-        char *c = fmt("((%s)%s)", to, x);
+    if (u->op == TC_UOP_CAST && u->dtype == TC_BFLOAT16) /* through float32, then rounded */
+        return bind(r, u, "cast", bf16_rounded(fmt("((float)%s)", x)));
+    if (u->op == TC_UOP_CAST) { /* float64 -> float16 through float32, on every device */
+        bool via_f32 = u->dtype == TC_FLOAT16 && u->srcs[0]->dtype == TC_FLOAT64;
+        char *c = via_f32 ? fmt("((%s)((float)%s))", to, x) : fmt("((%s)%s)", to, x);
         return bind(r, u, "cast", is_half_float(r, u->dtype) ? half_rounded(r, c) : c);
     }
     if (r->d->bitcast_any) return bind(r, u, "cast", fmt(r->d->bitcast_any, from, to, x));
@@ -721,6 +783,22 @@ static bool uses_half(const tc_kernel_uops *k) {
     return false;
 }
 
+static bool uses_f64(const tc_kernel_uops *k) {
+    for (int i = 0; i < k->n_uops; i++)
+        if (k->uops[i]->dtype == TC_FLOAT64) return true;
+    for (int i = 0; i < k->n_bufs; i++)
+        if (k->buf_dtypes[i] == TC_FLOAT64) return true;
+    return false;
+}
+
+static bool uses_bf16(const tc_kernel_uops *k) {
+    for (int i = 0; i < k->n_uops; i++)
+        if (k->uops[i]->dtype == TC_BFLOAT16) return true;
+    for (int i = 0; i < k->n_bufs; i++)
+        if (k->buf_dtypes[i] == TC_BFLOAT16) return true;
+    return false;
+}
+
 static bool has_reduce(const tc_kernel_uops *k) {
     for (int i = 0; i < k->n_uops; i++)
         if (k->uops[i]->op == TC_UOP_DEFINE_ACC) return true;
@@ -742,8 +820,10 @@ static bool uses_vec(const tc_kernel_uops *k) {
 
 static void signature(rctx *r) {
     const tc_kernel_uops *k = r->k;
+    if (r->d->f64_preamble && uses_f64(k)) tc_sb_printf(&r->out, "%s", r->d->f64_preamble);
     tc_sb_printf(&r->out, "%s", r->d->preamble);
     if (r->d->half_preamble && uses_half(k)) tc_sb_printf(&r->out, "%s", r->d->half_preamble);
+    if (r->d->bf16_preamble && uses_bf16(k)) tc_sb_printf(&r->out, "%s", r->d->bf16_preamble);
     if (r->d->vec_prelude && uses_vec(k)) tc_sb_printf(&r->out, "%s", r->d->vec_prelude);
     if (!r->d->vec_type) vector_typedefs(r); /* C: GCC vector types */
     if (r->is_math_shared) shared_math_fns(r);

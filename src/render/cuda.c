@@ -76,10 +76,21 @@
     "__device__ inline float4 tc_float4(uchar4 a) {\n"                                        \
     "  return make_float4((float)a.x, (float)a.y, (float)a.z, (float)a.w);\n}\n"
 
+#define CUDA_BF16                                                                           \
+    "__device__ inline float tc_bf2f(unsigned short b) {\n"                                  \
+    "  return __uint_as_float((unsigned int)b << 16);\n}\n"                                 \
+    "__device__ inline unsigned short tc_f2bf(float f) {\n"                                  \
+    "  unsigned int u = __float_as_uint(f);\n"                                               \
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"   \
+    "  u += 0x7fffu + ((u >> 16) & 1u);\n"                                                   \
+    "  return (unsigned short)(u >> 16);\n}\n"                                              \
+    "__device__ inline float tc_bfround(float f) { return tc_bf2f(tc_f2bf(f)); }\n"
+
 const tc_dialect tc_dialect_cuda = {
     .name = "CUDA",
     .preamble = CUDA_PREAMBLE,
     .half_preamble = CUDA_HALF,
+    .bf16_preamble = CUDA_BF16,
     .kernel_prefix = "extern \"C\" __global__ ",
     .has_launch_bounds = true,
     .buf_prefix = "",
@@ -95,6 +106,8 @@ const tc_dialect tc_dialect_cuda = {
                 [TC_OP_LOG2] = "log2f",
                 [TC_OP_SIN] = "sinf",
                 [TC_OP_SQRT] = "sqrtf"},
+    .math_fn_f64 = {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin",
+                    [TC_OP_SQRT] = "sqrt"}, /* CUDA's double functions */
     .group_id = {"blockIdx.x", "blockIdx.y", "blockIdx.z"},
     .lane_id = {"threadIdx.x", "threadIdx.y", "threadIdx.z"},
     .local_prefix = "__shared__ ",

@@ -8,6 +8,9 @@
  * with vload_half and written with vstore_half (round to nearest even), and
  * values are floats rounded by tc_half_round (bit arithmetic: 10 mantissa
  * bits, ties to even, float16 subnormals in steps of 2^-24, overflow to inf).
+ * float64 is `double`, enabled by the cl_khr_fp64 pragma in kernels that
+ * use it (the runtime refuses such a kernel on a device without the
+ * extension, with an error naming the device).
  * Vector kernels (render.h) use float4 values, vload4/vstore4 (element
  * alignment is enough, though codegen proves 16 bytes for CUDA's sake), the
  * built-in float4 arithmetic and overloaded math; max keeps NaN winning with
@@ -28,10 +31,21 @@
     "  return as_float(u & ~0x1fffu);\n"                                              \
     "}\n"
 
+#define BF16                                                                          \
+    "inline float tc_bf2f(ushort b) { return as_float((uint)b << 16); }\n"            \
+    "inline ushort tc_f2bf(float f) {\n"                                               \
+    "  uint u = as_uint(f);\n"                                                         \
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);\n"     \
+    "  u += 0x7fffu + ((u >> 16) & 1u);\n"                                             \
+    "  return (ushort)(u >> 16);\n"                                                    \
+    "}\n"                                                                              \
+    "inline float tc_bfround(float f) { return tc_bf2f(tc_f2bf(f)); }\n"
+
 const tc_dialect tc_dialect_opencl = {
     .name = "OpenCL",
     .preamble = "",
     .half_preamble = HALF_ROUND,
+    .bf16_preamble = BF16,
     .kernel_prefix = "__kernel ",
     .buf_prefix = "__global ",
     .restrict_kw = "restrict ",
@@ -42,9 +56,13 @@ const tc_dialect tc_dialect_opencl = {
     .half_round = "tc_half_round(%1$s)",
     .int64_suffix = "L",
     .type_names = {[TC_INT64] = "long", [TC_UINT8] = "uchar", [TC_BOOL] = "bool", [TC_INT8] = "char",
-                   [TC_INT16] = "short", [TC_UINT16] = "ushort", [TC_UINT32] = "uint"},
+                   [TC_INT16] = "short", [TC_UINT16] = "ushort", [TC_UINT32] = "uint", [TC_UINT64] = "ulong",
+                   [TC_BFLOAT16] = "ushort"},
     .math_fn =
         {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin", [TC_OP_SQRT] = "sqrt"},
+    .math_fn_f64 =
+        {[TC_OP_EXP2] = "exp2", [TC_OP_LOG2] = "log2", [TC_OP_SIN] = "sin", [TC_OP_SQRT] = "sqrt"},
+    .f64_preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
     .group_id = {"get_group_id(0)", "get_group_id(1)", "get_group_id(2)"},
     .lane_id = {"get_local_id(0)", "get_local_id(1)", "get_local_id(2)"},
     .local_prefix = "__local ",

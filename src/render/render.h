@@ -16,6 +16,10 @@
  * gives: a float result of one +,*,/ rounds once more without error); only
  * buffers hold 16-bit values, read and written through conversions. So no
  * device needs cl_khr_fp16 and NVRTC needs no cuda_fp16.h.
+ *
+ * bfloat16, in every dialect (C too): the same, values in float variables
+ * rounded to bfloat16 after every operation, buffers of its 16-bit
+ * patterns read with tc_bf2f and written with tc_f2bf (bf16_preamble).
  */
 #ifndef TC_RENDER_H
 #define TC_RENDER_H
@@ -39,6 +43,11 @@ typedef struct {
     const char *int64_suffix;  /* of int64 constants: "LL", "L" */
     const char *type_names[TC_DTYPE_COUNT]; /* value type names; NULL: tc_dtypes' cname */
     const char *math_fn[TC_OP_COUNT];       /* EXP2, LOG2, SIN, SQRT function names */
+    const char *math_fn_f64[TC_OP_COUNT];   /* the same on float64 values (double math) */
+    const char *f64_preamble;  /* text before everything when float64 appears (NULL: none) */
+    const char *bf16_preamble; /* after the preamble when bfloat16 appears: tc_bf2f (bits ->
+                                  float), tc_f2bf (float -> bits, ties to even) and
+                                  tc_bfround (a float rounded to bfloat16) */
     const char *math_fn_shared[TC_OP_COUNT]; /* the same out of line, for a reduce kernel with
                                                 more than TC_MATH_INLINE_MAX scalar calls
                                                 (cstyle.c defines them; NULL: math_fn) */

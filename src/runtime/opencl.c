@@ -7,6 +7,8 @@
  * Memory: cl_mem buffers (tc_buffer.ptr holds the cl_mem); copies are
  * blocking reads and writes at a byte offset.
  * compile: key = tc_hash_hex("opencl", device name, driver version, source).
+ * A kernel that enables cl_khr_fp64 (uses float64) is refused with
+ * TC_ERR_DEVICE on a device whose extensions lack it.
  * Programs (cl_program + cl_kernel) stay in the device by (key, fn_name). On
  * a miss the binary <cachedir>/<key>.clbin is loaded when it exists and
  * builds; else the source is built (the build log goes into the error
@@ -39,9 +41,14 @@
 
 static int64_t build_count;  /* programs built from source in this process */
 static int64_t live_objects; /* OpenCL objects created here and not yet released */
+static bool is_fp64_hidden;  /* tests: every device acts as if it lacked cl_khr_fp64 */
 
 int64_t tc_opencl_live_objects(void) {
     return live_objects;
+}
+
+void tc_opencl_hide_fp64(bool hidden) {
+    is_fp64_hidden = hidden;
 }
 
 struct tc_program {
@@ -57,6 +64,7 @@ typedef struct {
     cl_command_queue queue; /* in-order queue: launches and copies run in call order */
     char device_name[128];  /* CL_DEVICE_NAME */
     char driver[64];        /* CL_DRIVER_VERSION */
+    bool has_fp64;          /* CL_DEVICE_EXTENSIONS lists cl_khr_fp64 (double) */
     tc_ptrvec programs;     /* tc_program *, owned */
 } ocl_ctx;
 
@@ -305,6 +313,14 @@ static tc_program *ocl_compile(tc_dev *d, const char *src, const char *fn_name) 
         return NULL;
     }
     ocl_ctx *c = d->ctx;
+    /* the renderer enables cl_khr_fp64 exactly in kernels that use float64 */
+    if ((!c->has_fp64 || is_fp64_hidden) && strstr(src, "cl_khr_fp64")) {
+        tc_error_set(TC_ERR_DEVICE,
+                     "%s (%s) has no float64: the device lacks cl_khr_fp64, which kernel '%s' "
+                     "needs (cast to float32 before moving to this device)",
+                     d->name, c->device_name, fn_name);
+        return NULL;
+    }
     char key[33];
     /* the binary depends on the device, its driver and the source */
     if (tc_cache_key(key, d->name, "opencl\n%s\n%s\n%s", c->device_name, c->driver, src) != TC_OK)
@@ -402,6 +418,15 @@ static bool open_device(ocl_ctx *c, int index) {
     }
     device_string(c->device, CL_DEVICE_NAME, c->device_name, sizeof c->device_name);
     device_string(c->device, CL_DRIVER_VERSION, c->driver, sizeof c->driver);
+    size_t len = 0;
+    char *ext = NULL;
+    if (clGetDeviceInfo(c->device, CL_DEVICE_EXTENSIONS, 0, NULL, &len) == CL_SUCCESS && len &&
+        (ext = tc_malloc(len + 1)) &&
+        clGetDeviceInfo(c->device, CL_DEVICE_EXTENSIONS, len, ext, NULL) == CL_SUCCESS) {
+        ext[len] = '\0';
+        c->has_fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+    }
+    tc_free(ext);
     return true;
 }
 
@@ -455,6 +480,10 @@ int64_t tc_opencl_build_count(void) {
 
 int64_t tc_opencl_live_objects(void) {
     return 0;
+}
+
+void tc_opencl_hide_fp64(bool hidden) {
+    (void)hidden;
 }
 
 #endif /* TC_HAVE_OPENCL */

@@ -187,6 +187,9 @@ int64_t tc_opencl_build_count(void); /* programs built from source in this proce
 /* OpenCL objects (contexts, queues, buffers, programs, kernels) the device
  * created and has not released: 0 after tc_runtime_shutdown */
 int64_t tc_opencl_live_objects(void);
+/* tests: every OpenCL device acts as if it lacked cl_khr_fp64 while hidden
+ * (a kernel using float64 is then refused at compile with TC_ERR_DEVICE) */
+void tc_opencl_hide_fp64(bool hidden);
 
 /* ---- CUDA devices (cuda.c) ------------------------------------------------
  * libcuda (driver API) and libnvrtc are loaded with dlopen at run time, so

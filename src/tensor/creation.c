@@ -71,6 +71,7 @@ TC_MUST_USE static tc_status check_value(const char *api, double value, tc_dtype
         return TC_OK; /* floats hold anything; bool is value != 0 */
     /* valid: lo <= trunc(value) < hi (hi one past the largest: exact in double) */
     double lo = (double)ilo, hi = ihi == INT64_MAX ? 9223372036854775808.0 : (double)ihi + 1;
+    if (dt == TC_UINT64) hi = 18446744073709551616.0;
     double t = trunc(value);
     if (!(t >= lo && t < hi))
         return tc_error_set(TC_ERR_INVALID, "%s: value %g does not fit in %s", api, value,
@@ -82,7 +83,7 @@ TC_MUST_USE static tc_status check_value(const char *api, double value, tc_dtype
 static tc_node *const_node(double value, tc_dtype dt, int dev, int ndim, const int64_t *shape) {
     if (dt == TC_BOOL) return tc_node_const_int(value != 0, dt, dev, ndim, shape);
     if (tc_dtypes[dt].is_float) return tc_node_const(value, dt, dev, ndim, shape);
-    return tc_node_const_int((int64_t)value, dt, dev, ndim, shape);
+    return tc_node_const_int(tc_dtype_double_to_int(dt, value), dt, dev, ndim, shape);
 }
 
 static tc_tensor *full(const char *api, int ndim, const int64_t *shape, double value, tc_dtype dt,

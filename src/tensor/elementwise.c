@@ -70,7 +70,8 @@ tc_node *tc_ew_const(const tc_node *like, double value) {
     if (!like) return NULL;
     if (tc_dtypes[like->dtype].is_float)
         return tc_node_const(value, like->dtype, like->device, like->ndim, like->shape);
-    return tc_node_const_int((int64_t)value, like->dtype, like->device, like->ndim, like->shape);
+    return tc_node_const_int(tc_dtype_double_to_int(like->dtype, value), like->dtype, like->device,
+                             like->ndim, like->shape);
 }
 
 tc_node *tc_ew_not(tc_node *x) {
@@ -81,11 +82,14 @@ tc_node *tc_ew_order_flip(tc_node *x) {
     if (!x) return NULL;
     switch (x->dtype) {
     case TC_FLOAT32:
-    case TC_FLOAT16: return tc_ew_unary(TC_OP_NEG, x);
+    case TC_FLOAT16:
+    case TC_FLOAT64:
+    case TC_BFLOAT16: return tc_ew_unary(TC_OP_NEG, x);
     case TC_INT8:
     case TC_INT16:
     case TC_INT32:
-    case TC_INT64: return tc_ew_binary(TC_OP_XOR, x, tc_ew_const(x, -1)); /* ~x: no overflow */
+    case TC_INT64:
+    case TC_UINT64: return tc_ew_binary(TC_OP_XOR, x, tc_ew_const(x, -1)); /* ~x: no overflow */
     case TC_UINT8:
     case TC_UINT16:
     case TC_UINT32: { /* max - x, as x ^ max */

@@ -75,7 +75,7 @@ static tc_node *unbroadcast(tc_node *g, const tc_node *target) {
     }
     if (mask) {
         tc_dtype dt = g->dtype;
-        g = tc_ew_cast(tc_ew_reduce(tc_ew_cast(g, TC_FLOAT32), TC_OP_REDUCE_SUM, mask), dt);
+        g = tc_ew_cast(tc_ew_reduce(tc_ew_cast(g, tc_dtype_float_acc(dt)), TC_OP_REDUCE_SUM, mask), dt);
     }
     return tc_ew_cast(reshape_like(g, target), target->dtype);
 }
@@ -235,12 +235,13 @@ static tc_node *d_reduce(const tc_ag_ctx *c, tc_node *g) {
     }
     /* VAR, STD */
     double dof = n - c->args.correction;
-    tc_node *xf = tc_ew_cast(K(x), TC_FLOAT32), *xf2 = K(xf);
+    tc_dtype acc = tc_dtype_float_acc(x->dtype);
+    tc_node *xf = tc_ew_cast(K(x), acc), *xf2 = K(xf);
     tc_node *mean = scale(tc_ew_reduce(xf2, TC_OP_REDUCE_SUM, mask), n > 0 ? 1 / n : 0);
     tc_node *d = add(xf, neg(tc_ew_broadcast(mean, x->ndim, x->shape)));
-    tc_node *gf = tc_ew_cast(g, TC_FLOAT32);
+    tc_node *gf = tc_ew_cast(g, acc);
     if (c->op == TC_AG_STD) { /* g/std, 0 where std == 0 (all equal, or size-1 axes: torch) */
-        tc_node *yf = tc_ew_cast(K(y), TC_FLOAT32);
+        tc_node *yf = tc_ew_cast(K(y), acc);
         tc_node *is_zero = tc_ew_not(tc_ew_binary(TC_OP_CMPNE, K(yf), cnst(yf, 0)));
         tc_node *inv = tc_ew_where(is_zero, cnst(yf, 0), recip(K(yf)));
         tc_node_release(yf);

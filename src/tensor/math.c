@@ -7,8 +7,8 @@
  *
  * Float formulas (x float; ints and bool keep their value for the rounding
  * ops and are cast to float32 for the rest):
- *   trunc: x where |x| >= 2^23 (2^10 for float16: already whole, or inf/NaN),
- *          else float(int32(x))
+ *   trunc: x where |x| >= 2^23 (2^10 for float16, 2^7 for bfloat16, 2^52 for float64: already
+ *          whole, or inf/NaN), else float(int32(x)) (int64 for float64)
  *   floor: t - (x < t)   ceil: t + (t < x)   with t = trunc(x)
  *   round: t plus sign(x) when |x - t| > 1/2, or == 1/2 and t is odd (half to
  *          even, as torch and numpy)
@@ -55,17 +55,18 @@ static tc_node *as01(tc_node *cond, tc_dtype dt) {
 
 /* 2^(mantissa bits): every float at least this large is a whole number */
 static double whole_above(tc_dtype dt) {
-    return dt == TC_FLOAT16 ? 1024.0 : 8388608.0;
+    if (dt == TC_BFLOAT16) return 128.0;
+    return dt == TC_FLOAT16 ? 1024.0 : dt == TC_FLOAT64 ? 4503599627370496.0 : 8388608.0;
 }
 
 /* the parts of float x (borrowed) that the rounding ops share: *small = |x|
- * below whole_above (false for inf and NaN), *ti = int32 trunc of x where
+ * below whole_above (false for inf and NaN), *ti = int32 (float64: int64) trunc of x where
  * small (0 elsewhere, so the cast never overflows), *t = *ti as x's dtype */
 static void trunc_parts(tc_node *x, tc_node **small, tc_node **ti, tc_node **t) {
     tc_node *lim = cnst(x, whole_above(x->dtype));
     *small = lt(tc_ew_abs(K(x)), lim);
     tc_node *safe = tc_ew_where(K(*small), K(x), cnst(x, 0));
-    *ti = tc_ew_cast(safe, TC_INT32);
+    *ti = tc_ew_cast(safe, x->dtype == TC_FLOAT64 ? TC_INT64 : TC_INT32); /* 2^52 needs int64 */
     *t = tc_ew_cast(K(*ti), x->dtype);
 }
 

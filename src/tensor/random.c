@@ -6,7 +6,7 @@
  * Key = the 64-bit seed (low word first); counter = (block index low, high,
  * 0, 0), where the block index continues from a global counter that every
  * successful call advances by the blocks it used. One block gives 4 words.
- * rand: U[0,1) from the top 24 bits of each word (11 bits for float16, so the
+ * rand: U[0,1) from the top 24 bits of each word (11 for float16, 8 for bfloat16, so the
  * value is exact and never rounds up to 1); uniform scales it to [low, high)
  * (a value that rounds up to high becomes the dtype's next value below).
  * randn: Box-Muller on pairs of words; normal is mean + std * randn's value
@@ -60,14 +60,16 @@ static void block_words(uint64_t block, uint32_t out[4]) {
     philox4x32_10(out, (uint32_t)rng_seed, (uint32_t)(rng_seed >> 32));
 }
 
-/* uniform in [0,1) with the precision dt can hold exactly */
+/* uniform in [0,1) with the precision dt can hold exactly (float64: the
+ * 24 bits of float32's, as tinygrad draws float32 and casts) */
 static double uniform(uint32_t w, tc_dtype dt) {
+    if (dt == TC_BFLOAT16) return (double)(w >> 24) * 0x1p-8;
     return dt == TC_FLOAT16 ? (double)(w >> 21) * 0x1p-11 : (double)(w >> 8) * 0x1p-24;
 }
 
 /* v rounded to float dtype dt */
 static double to_dtype(double v, tc_dtype dt) {
-    return dt == TC_FLOAT16 ? (double)tc_half_to_float(tc_float_to_half((float)v)) : (float)v;
+    return tc_dtype_round(dt, v);
 }
 
 /* the largest value of float dtype dt below v: keeps low + (high-low)*u
@@ -78,6 +80,13 @@ static double below(double v, tc_dtype dt) {
         if ((double)tc_half_to_float(h) < v) return tc_half_to_float(h);
         h = (h & 0x7FFFu) == 0 ? 0x8001u : (h & 0x8000u) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
         return tc_half_to_float(h);
+    }
+    if (dt == TC_FLOAT64) return nextafter(v, -INFINITY);
+    if (dt == TC_BFLOAT16) { /* one bfloat16 step down, as for float16 below */
+        uint16_t b = tc_float_to_bf16((float)v);
+        if ((double)tc_bf16_to_float(b) < v) return tc_bf16_to_float(b);
+        b = (b & 0x7FFFu) == 0 ? 0x8001u : (b & 0x8000u) ? (uint16_t)(b + 1) : (uint16_t)(b - 1);
+        return tc_bf16_to_float(b);
     }
     float f = (float)v;
     return (double)f < v ? f : nextafterf(f, -INFINITY);

@@ -2,7 +2,9 @@
  *
  * Axes become a bitmask for tc_node_reduce (reduced dims stay size 1); unless
  * keepdim they are then reshaped away. Accumulation dtypes: bool, uint8 and
- * int32 sum in int32, int64 in int64, float16 in float32 (cast back after).
+ * int32 sum in int32, int64 in int64, float16 and bfloat16 in float32 (cast
+ * back after),
+ * float64 in float64 (mean, var and std of float64 too), uint64 in uint64.
  * min = flip(max(flip x)) with the order-reversing flip of tc_ew_order_flip.
  * mean = sum * (1/n) (ints in float32); var = sum((x-mean)^2) / max(0, n-c).
  * any = count(x != 0) != 0; all = count(x == 0) == 0. A 0-d tensor may name axis
@@ -161,6 +163,11 @@ static int64_t reduced_count(const tc_node *x, uint32_t mask) {
     return n;
 }
 
+/* the 16-bit floats: summed in float32, the result cast back */
+static bool is_half(tc_dtype dt) {
+    return dt == TC_FLOAT16 || dt == TC_BFLOAT16;
+}
+
 tc_dtype tc_sum_dtype(tc_dtype dt) {
     switch (dt) {
     case TC_BOOL:
@@ -171,7 +178,10 @@ tc_dtype tc_sum_dtype(tc_dtype dt) {
     case TC_INT32: return TC_INT32;
     case TC_UINT32: /* every uint32 sum of up to 2^31 elements fits */
     case TC_INT64: return TC_INT64;
+    case TC_FLOAT64: return TC_FLOAT64;
+    case TC_UINT64: return TC_UINT64;
     case TC_FLOAT16:
+    case TC_BFLOAT16:
     case TC_FLOAT32:
     case TC_DTYPE_COUNT: break;
     }
@@ -233,7 +243,7 @@ static tc_node *reduce_node(tc_node *x, tc_dtype dt, reduce_kind kind, uint32_t 
     switch (kind) {
     case R_SUM:
         return tc_ew_cast(tc_ew_reduce(tc_ew_cast(x, tc_sum_dtype(dt)), TC_OP_REDUCE_SUM, mask),
-                          dt == TC_FLOAT16 ? dt : tc_sum_dtype(dt));
+                          is_half(dt) ? dt : tc_sum_dtype(dt));
     case R_MAX: return tc_ew_reduce(x, TC_OP_REDUCE_MAX, mask);
     case R_MIN: return tc_ew_order_flip(tc_ew_reduce(tc_ew_order_flip(x), TC_OP_REDUCE_MAX, mask));
     case R_ANY:
@@ -242,8 +252,8 @@ static tc_node *reduce_node(tc_node *x, tc_dtype dt, reduce_kind kind, uint32_t 
     case R_VAR:
     case R_STD: break;
     }
-    tc_dtype out = dt == TC_FLOAT16 ? dt : TC_FLOAT32;
-    x = tc_ew_cast(x, TC_FLOAT32);
+    tc_dtype acc = tc_dtype_float_acc(dt), out = is_half(dt) ? dt : acc;
+    x = tc_ew_cast(x, acc);
     tc_node *r = kind == R_MEAN ? mean_keep(x, mask) : var_keep(x, mask, correction);
     if (kind == R_STD) r = tc_ew_unary(TC_OP_SQRT, r);
     return tc_ew_cast(r, out);

@@ -123,7 +123,7 @@ static tc_node *scan_axis(tc_node *x, int axis, bool is_reverse) {
 
 void tc_cumsum_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     const tc_node *x = c->inputs[0];
-    tc_node *gf = tc_ew_cast(g, TC_FLOAT32);
+    tc_node *gf = tc_ew_cast(g, tc_dtype_float_acc(x->dtype));
     if (x->ndim > 0) gf = scan_axis(gf, c->args.order[0], true);
     grads[0] = tc_ew_cast(gf, x->dtype);
 }
@@ -145,7 +145,7 @@ TC_API tc_tensor *tc_cumsum(tc_tensor *x, int axis) {
     tc_dtype dt = x->node->dtype, acc = tc_sum_dtype(dt);
     tc_node *n = tc_ew_cast(tc_node_retain(x->node), acc);
     if (!is_0d) n = scan_axis(n, ax, false);
-    n = tc_ew_cast(n, dt == TC_FLOAT16 ? dt : acc);
+    n = tc_ew_cast(n, dt == TC_FLOAT16 || dt == TC_BFLOAT16 ? dt : acc);
     tc_ag_args args = {.order = {ax}};
     out = tc_ag_record(tc_tensor_wrap(n), TC_AG_CUMSUM, 1, &x, &args);
 done:

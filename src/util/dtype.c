@@ -15,6 +15,9 @@ const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT] = {
     [TC_INT16] = {"int16", "short", 2, false, true, 2},
     [TC_UINT16] = {"uint16", "unsigned short", 2, false, false, 2},
     [TC_UINT32] = {"uint32", "unsigned int", 4, false, false, 3},
+    [TC_FLOAT64] = {"float64", "double", 8, true, true, 7},
+    [TC_UINT64] = {"uint64", "unsigned long long", 8, false, false, 4},
+    [TC_BFLOAT16] = {"bfloat16", "unsigned short", 2, true, true, 5}, /* cname: its bits */
 };
 
 bool tc_dtype_valid(int dt) {
@@ -36,12 +39,15 @@ tc_dtype tc_dtype_promote(tc_dtype a, tc_dtype b) {
     if (a == b || b == TC_BOOL) return a;
     if (a == TC_BOOL) return b;
     if (x->is_float || y->is_float) {
+        if ((a == TC_FLOAT16 && b == TC_BFLOAT16) || (a == TC_BFLOAT16 && b == TC_FLOAT16))
+            return TC_FLOAT32; /* neither holds the other: torch's and tinygrad's float32 */
         if (x->is_float && y->is_float) return x->priority >= y->priority ? a : b;
         return x->is_float ? a : b;
     }
     if (x->is_signed == y->is_signed) return x->size >= y->size ? a : b;
     const tc_dtype_info *u = x->is_signed ? y : x, *si = x->is_signed ? x : y;
     if (si->size > u->size) return x->is_signed ? a : b;
+    if (u->size == 8) return TC_FLOAT64; /* uint64 and a signed integer: numpy's float64 */
     return signed_of(2 * u->size);
 }
 
@@ -49,7 +55,7 @@ bool tc_dtype_int_range(tc_dtype dt, int64_t *lo, int64_t *hi) {
     const tc_dtype_info *d = &tc_dtypes[dt];
     if (d->is_float) return false;
     int bits = dt == TC_BOOL ? 1 : 8 * (int)d->size;
-    if (bits == 64) *lo = INT64_MIN, *hi = INT64_MAX;
+    if (bits == 64) *lo = d->is_signed ? INT64_MIN : 0, *hi = INT64_MAX;
     else if (d->is_signed) *lo = -((int64_t)1 << (bits - 1)), *hi = ((int64_t)1 << (bits - 1)) - 1;
     else *lo = 0, *hi = ((int64_t)1 << bits) - 1;
     return true;
@@ -63,6 +69,54 @@ int64_t tc_dtype_wrap(tc_dtype dt, int64_t v) {
     uint64_t low = (uint64_t)v & ((UINT64_C(1) << bits) - 1);
     if (d->is_signed && (low >> (bits - 1)) & 1) return (int64_t)(low | ~((UINT64_C(1) << bits) - 1));
     return (int64_t)low;
+}
+
+double tc_dtype_int_to_double(tc_dtype dt, int64_t v) {
+    return dt == TC_UINT64 ? (double)(uint64_t)v : (double)v;
+}
+
+int64_t tc_dtype_double_to_int(tc_dtype dt, double v) {
+    if (dt == TC_UINT64 && v >= 9223372036854775808.0) return (int64_t)(uint64_t)v;
+    return (int64_t)v;
+}
+
+double tc_dtype_round(tc_dtype dt, double v) {
+    switch (dt) {
+    case TC_FLOAT16: return tc_half_to_float(tc_float_to_half((float)v));
+    case TC_BFLOAT16: return tc_bf16_to_float(tc_float_to_bf16((float)v));
+    case TC_FLOAT32: return (float)v;
+    case TC_FLOAT64:
+    case TC_UINT64:
+    case TC_INT32:
+    case TC_INT64:
+    case TC_UINT8:
+    case TC_BOOL:
+    case TC_INT8:
+    case TC_INT16:
+    case TC_UINT16:
+    case TC_UINT32:
+    case TC_DTYPE_COUNT: break;
+    }
+    return v;
+}
+
+tc_dtype tc_dtype_float_acc(tc_dtype dt) {
+    return dt == TC_FLOAT64 ? TC_FLOAT64 : TC_FLOAT32;
+}
+
+float tc_bf16_to_float(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t tc_float_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* NaN, quieted */
+    x += 0x7fff + ((x >> 16) & 1); /* ties to even; the largest values carry into inf */
+    return (uint16_t)(x >> 16);
 }
 
 float tc_half_to_float(uint16_t h) {
@@ -99,9 +153,11 @@ uint16_t tc_float_to_half(float f) {
 }
 
 double tc_scalar_load(const void *p, tc_dtype dt, int64_t i) {
+    if (dt == TC_FLOAT64) return ((const double *)p)[i];
     if (dt == TC_FLOAT32) return ((const float *)p)[i];
     if (dt == TC_FLOAT16) return tc_half_to_float(((const uint16_t *)p)[i]);
-    return (double)tc_scalar_load_int(p, dt, i);
+    if (dt == TC_BFLOAT16) return tc_bf16_to_float(((const uint16_t *)p)[i]);
+    return tc_dtype_int_to_double(dt, tc_scalar_load_int(p, dt, i));
 }
 
 void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v) {
@@ -116,6 +172,9 @@ void tc_scalar_store(void *p, tc_dtype dt, int64_t i, double v) {
     case TC_INT16: ((int16_t *)p)[i] = (int16_t)v; return;
     case TC_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; return;
     case TC_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; return;
+    case TC_FLOAT64: ((double *)p)[i] = v; return;
+    case TC_UINT64: ((uint64_t *)p)[i] = (uint64_t)tc_dtype_double_to_int(dt, v); return;
+    case TC_BFLOAT16: ((uint16_t *)p)[i] = tc_float_to_bf16((float)v); return;
     case TC_DTYPE_COUNT: break;
     }
 }
@@ -130,8 +189,11 @@ int64_t tc_scalar_load_int(const void *p, tc_dtype dt, int64_t i) {
     case TC_INT16: return ((const int16_t *)p)[i];
     case TC_UINT16: return ((const uint16_t *)p)[i];
     case TC_UINT32: return ((const uint32_t *)p)[i];
+    case TC_UINT64: return (int64_t)((const uint64_t *)p)[i];
     case TC_FLOAT32:
     case TC_FLOAT16:
+    case TC_FLOAT64:
+    case TC_BFLOAT16:
     case TC_DTYPE_COUNT: break;
     }
     return (int64_t)tc_scalar_load(p, dt, i);
@@ -147,8 +209,11 @@ void tc_scalar_store_int(void *p, tc_dtype dt, int64_t i, int64_t v) {
     case TC_INT16: ((int16_t *)p)[i] = (int16_t)tc_dtype_wrap(dt, v); return;
     case TC_UINT16: ((uint16_t *)p)[i] = (uint16_t)tc_dtype_wrap(dt, v); return;
     case TC_UINT32: ((uint32_t *)p)[i] = (uint32_t)tc_dtype_wrap(dt, v); return;
+    case TC_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; return;
     case TC_FLOAT32:
     case TC_FLOAT16:
+    case TC_FLOAT64:
+    case TC_BFLOAT16:
     case TC_DTYPE_COUNT: break;
     }
     tc_scalar_store(p, dt, i, (double)v);

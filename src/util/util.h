@@ -152,18 +152,34 @@ typedef struct {
     const char *name;  /* "float32" */
     const char *cname; /* C type in rendered code: "float" */
     size_t size;       /* bytes per element */
-    bool is_float;     /* float32 or float16 */
+    bool is_float;     /* float16, float32 or float64 */
     bool is_signed;    /* signed integer or float */
-    int priority;      /* width order: bool < 8 < 16 < 32 < 64 bits < float16 < float32 */
+    int priority;      /* width order: bool < 8 < 16 < 32 < 64 bits < float16 = bfloat16 <
+                          float32 < float64 */
 } tc_dtype_info;
 extern const tc_dtype_info tc_dtypes[TC_DTYPE_COUNT];
 bool tc_dtype_valid(int dt);
 tc_dtype tc_dtype_promote(tc_dtype a, tc_dtype b); /* numpy's result dtype of a op b (dtype.c) */
-/* the values of an integer dtype (bool: 0 and 1); false for a float dtype */
+/* the values of an integer dtype (bool: 0 and 1); false for a float dtype.
+ * uint64's *hi is INT64_MAX (its values past that do not fit an int64) */
 bool tc_dtype_int_range(tc_dtype dt, int64_t *lo, int64_t *hi);
 /* v wrapped to an integer dtype's width, as a C conversion does (two's
- * complement; bool: v != 0); floats and 64-bit integers: v */
+ * complement; bool: v != 0); floats and 64-bit integers: v. Integers of
+ * every dtype travel in an int64; uint64 as its bits (2^64-1 is -1) */
 int64_t tc_dtype_wrap(tc_dtype dt, int64_t v);
+/* integer v (an int64 as above) of integer dtype dt as a double: uint64's
+ * bits as unsigned, others as signed */
+double tc_dtype_int_to_double(tc_dtype dt, int64_t v);
+/* double v truncated to integer dtype dt (an int64 as above): in range
+ * values exactly, as a C conversion; uint64 up to 2^64 */
+int64_t tc_dtype_double_to_int(tc_dtype dt, double v);
+/* v rounded to float dtype dt's precision (float16, float32: as a C
+ * conversion rounds, to nearest even; float64: v); integers: v */
+double tc_dtype_round(tc_dtype dt, double v);
+/* the dtype float math on dt runs in: float64 for float64, else float32 */
+tc_dtype tc_dtype_float_acc(tc_dtype dt);
+float tc_bf16_to_float(uint16_t b);  /* exact */
+uint16_t tc_float_to_bf16(float f); /* round to nearest even; NaN stays (quiet) NaN */
 float tc_half_to_float(uint16_t h);
 uint16_t tc_float_to_half(float f); /* round to nearest even */
 /* reads element i of an array of dtype dt as double / writes one (with C casts;

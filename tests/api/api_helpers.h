@@ -85,6 +85,15 @@ static inline double first_value(tc_tensor *t) {
     case TC_INT16: v = ((int16_t *)p)[0]; break;
     case TC_UINT16: v = ((uint16_t *)p)[0]; break;
     case TC_UINT32: v = ((uint32_t *)p)[0]; break;
+    case TC_FLOAT64: v = ((double *)p)[0]; break;
+    case TC_UINT64: v = (double)((uint64_t *)p)[0]; break;
+    case TC_BFLOAT16: {
+        uint32_t bits = (uint32_t)((uint16_t *)p)[0] << 16;
+        float f;
+        memcpy(&f, &bits, 4);
+        v = f;
+        break;
+    }
     case TC_FLOAT16:
     case TC_DTYPE_COUNT: fail_msg("first_value: unsupported dtype"); break;
     }

@@ -21,6 +21,18 @@ static double load(const void *p, tc_dtype dt, int64_t i) {
     case TC_INT64: return (double)((const int64_t *)p)[i];
     case TC_UINT8: return ((const uint8_t *)p)[i];
     case TC_BOOL: return ((const uint8_t *)p)[i];
+    case TC_INT8: return ((const int8_t *)p)[i];
+    case TC_INT16: return ((const int16_t *)p)[i];
+    case TC_UINT16: return ((const uint16_t *)p)[i];
+    case TC_UINT32: return ((const uint32_t *)p)[i];
+    case TC_FLOAT64: return ((const double *)p)[i];
+    case TC_UINT64: return (double)((const uint64_t *)p)[i];
+    case TC_BFLOAT16: {
+        uint32_t bits = (uint32_t)((const uint16_t *)p)[i] << 16;
+        float f;
+        memcpy(&f, &bits, 4);
+        return f;
+    }
     case TC_DTYPE_COUNT: break;
     }
     return NAN;
@@ -28,7 +40,7 @@ static double load(const void *p, tc_dtype dt, int64_t i) {
 
 bool tc_allclose(const void *got, const void *want, tc_dtype dt, int64_t n, double rtol,
                  double atol, const char *what) {
-    bool exact = dt != TC_FLOAT32 && dt != TC_FLOAT16;
+    bool exact = dt != TC_FLOAT32 && dt != TC_FLOAT16 && dt != TC_FLOAT64 && dt != TC_BFLOAT16;
     int64_t bad = 0;
     double maxdiff = 0;
     for (int64_t i = 0; i < n; i++) {

@@ -125,7 +125,10 @@ static int step_int(gen *g) {
 
 static int step_cast(gen *g) {
     int a = pick(g, CAT_ANY, false);
-    return a < 0 ? -2 : v_cast(g, a, (tc_dtype)rint_(g, 0, TC_DTYPE_COUNT - 1));
+    /* drawn from the dtypes up to uint32 (those there when the seeds were
+     * soaked): a dtype added to the enum must not reshuffle every seed's case
+     * (float64 and later ones have tests/diff/test_float64.c and the like) */
+    return a < 0 ? -2 : v_cast(g, a, (tc_dtype)rint_(g, 0, TC_UINT32));
 }
 
 static int step_pattern(gen *g) {

@@ -232,10 +232,13 @@ static double limit(tc_dtype dt) {
     case TC_INT64: return 0x1p50;
     case TC_UINT8: return 255;
     case TC_BOOL: return 1;
-    case TC_INT8: /* not generated: tests/api/test_int_dtypes.c checks these */
+    case TC_INT8: /* not generated: tests/diff/test_int_dtypes.c checks these */
     case TC_INT16:
     case TC_UINT16:
     case TC_UINT32:
+    case TC_FLOAT64: /* not generated: tests/diff/test_float64.c checks it */
+    case TC_UINT64:  /* nor this: tests/diff/test_int_dtypes.c */
+    case TC_BFLOAT16: /* nor this: tests/diff/test_bfloat16.c */
     case TC_DTYPE_COUNT: break;
     }
     return 0;

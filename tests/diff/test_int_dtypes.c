@@ -1,12 +1,14 @@
-/* test_int_dtypes.c - the integer dtypes int8, int16, uint16, uint32 (and
- * uint8, int32, int64 beside them) end to end: every elementwise op, casts
+/* test_int_dtypes.c - the integer dtypes int8, int16, uint16, uint32, uint64
+ * (and uint8, int32, int64 beside them) end to end: every elementwise op, casts
  * between every pair of dtypes, reduces, a fused chain, promotion, the
  * value checks of tc_full, safetensors names. Three answers must agree bit
  * for bit: the kernels (tc_realize on the CPU, where every op of a case is
  * fused), the reference evaluator (tc_ref_eval on the unrealized graph, the
  * oracle of test_diff.c), and C semantics computed here on the host
  * (two's-complement wrapping to the dtype's width, truncating division with
- * x / 0 = x % 0 = 0, shift counts outside the width shifting every bit out).
+ * x / 0 = x % 0 = 0, shift counts outside the width shifting every bit out;
+ * uint64, held in an int64 as its bits, ordered, divided and shifted right
+ * as unsigned).
  * Inputs are each dtype's edge values (its least and greatest, -1, 0, 1,
  * ...). The differential generator of test_diff.c does not draw these
  * dtypes (its range model covers the older ones); this file is their check. */
@@ -21,7 +23,8 @@
 
 #define N 16 /* elements per operand */
 
-static const tc_dtype INTS[] = {TC_INT8, TC_INT16, TC_UINT16, TC_UINT32, TC_UINT8, TC_INT32, TC_INT64};
+static const tc_dtype INTS[] = {TC_INT8,  TC_INT16, TC_UINT16, TC_UINT32,
+                                TC_UINT64, TC_UINT8, TC_INT32,  TC_INT64};
 enum { N_INTS = sizeof INTS / sizeof INTS[0] };
 
 /* N edge values of dt: a, and b (a permutation with other values, small
@@ -45,17 +48,27 @@ static tc_tensor *tensor_of(tc_dtype dt, const int64_t *v) {
 /* the host's C semantics of a op b in dt (operands already in range) */
 typedef enum { H_ADD, H_SUB, H_MUL, H_IDIV, H_MOD, H_MAX, H_MIN, H_AND, H_OR, H_XOR, H_SHL, H_SHR } hop;
 
+/* a < b in dt's order */
+static bool less(tc_dtype dt, int64_t a, int64_t b) {
+    return dt == TC_UINT64 ? (uint64_t)a < (uint64_t)b : a < b;
+}
+
 static int64_t host_op(hop op, tc_dtype dt, int64_t a, int64_t b) {
     int bits = 8 * (int)tc_dtype_size(dt);
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    if (dt == TC_UINT64) {
+        if (op == H_IDIV) return ub == 0 ? 0 : (int64_t)(ua / ub);
+        if (op == H_MOD) return ub == 0 ? 0 : (int64_t)(ua % ub);
+        if (op == H_SHR) return b < 0 || b >= bits ? 0 : (int64_t)(ua >> b);
+    }
     switch (op) {
     case H_ADD: return tc_dtype_wrap(dt, (int64_t)(ua + ub));
     case H_SUB: return tc_dtype_wrap(dt, (int64_t)(ua - ub));
     case H_MUL: return tc_dtype_wrap(dt, (int64_t)(ua * ub));
     case H_IDIV: return b == 0 ? 0 : b == -1 ? tc_dtype_wrap(dt, (int64_t)(0 - ua)) : a / b;
     case H_MOD: return b == 0 || b == -1 ? 0 : a % b;
-    case H_MAX: return a > b ? a : b;
-    case H_MIN: return a < b ? a : b;
+    case H_MAX: return less(dt, b, a) ? a : b;
+    case H_MIN: return less(dt, a, b) ? a : b;
     case H_AND: return a & b;
     case H_OR: return a | b;
     case H_XOR: return a ^ b;
@@ -109,15 +122,15 @@ static void test_binary_ops(void **state) {
         }
         /* comparisons give bool */
         int64_t lt[N], eq[N];
-        for (int i = 0; i < N; i++) lt[i] = a[i] < b[i], eq[i] = a[i] == b[i];
+        for (int i = 0; i < N; i++) lt[i] = less(dt, a[i], b[i]), eq[i] = a[i] == b[i];
         expect("lt", tc_lt(ta, tb), TC_BOOL, N, lt);
         expect("eq", tc_eq(ta, tb), TC_BOOL, N, eq);
         /* unary: neg wraps, abs of the least value wraps to itself, sign */
         int64_t neg[N], ab[N], sg[N];
         for (int i = 0; i < N; i++) {
             neg[i] = tc_dtype_wrap(dt, (int64_t)(0 - (uint64_t)a[i]));
-            ab[i] = a[i] < 0 ? neg[i] : a[i];
-            sg[i] = (a[i] > 0) - (a[i] < 0);
+            ab[i] = less(dt, a[i], 0) ? neg[i] : a[i];
+            sg[i] = less(dt, 0, a[i]) - less(dt, a[i], 0);
         }
         expect("neg", tc_neg(ta), dt, N, neg);
         expect("abs", tc_abs(ta), dt, N, ab);
@@ -156,7 +169,8 @@ static void test_casts(void **state) {
         tc_tensor *t = tensor_of(dt, a), *f = tc_cast(t, TC_FLOAT32);
         float got[N];
         assert_int_equal(tc_to_host(f, got, sizeof got), TC_OK);
-        for (int i = 0; i < N; i++) assert_true(got[i] == (float)a[i]);
+        for (int i = 0; i < N; i++)
+            assert_true(got[i] == (dt == TC_UINT64 ? (float)(uint64_t)a[i] : (float)a[i]));
         for (int i = 0; i < N; i++) want[i] = a[i] != 0;
         expect("to bool", tc_cast(t, TC_BOOL), TC_BOOL, N, want);
         /* float values inside dt's range come back truncated */
@@ -183,7 +197,7 @@ static void test_reduces(void **state) {
             for (int j = 0; j < 4; j++) {
                 int64_t v = a[4 * i + j];
                 sum[i] = tc_dtype_wrap(acc, (int64_t)((uint64_t)sum[i] + (uint64_t)v));
-                mx[i] = v > mx[i] ? v : mx[i], mn[i] = v < mn[i] ? v : mn[i];
+                mx[i] = less(dt, mx[i], v) ? v : mx[i], mn[i] = less(dt, v, mn[i]) ? v : mn[i];
             }
         }
         expect("sum", tc_sum(r, 1, (const int[]){1}, false), acc, 4, sum);
@@ -201,6 +215,9 @@ static void test_promotion_and_values(void **state) {
         {TC_INT16, TC_INT8, TC_INT16},     {TC_INT16, TC_UINT8, TC_INT16},
         {TC_INT64, TC_UINT32, TC_INT64},   {TC_FLOAT16, TC_INT16, TC_FLOAT16},
         {TC_BOOL, TC_UINT16, TC_UINT16},   {TC_UINT8, TC_BOOL, TC_UINT8},
+        {TC_UINT64, TC_INT64, TC_FLOAT64}, {TC_INT8, TC_UINT64, TC_FLOAT64},
+        {TC_UINT64, TC_UINT8, TC_UINT64},  {TC_UINT32, TC_UINT64, TC_UINT64},
+        {TC_UINT64, TC_FLOAT16, TC_FLOAT16}, {TC_BOOL, TC_UINT64, TC_UINT64},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         tc_tensor *a = tc_zeros(1, (const int64_t[]){2}, cases[k][0], NULL);
@@ -228,27 +245,36 @@ static void test_promotion_and_values(void **state) {
     assert_int_equal(tc_to_host(f, h, sizeof h), TC_OK);
     assert_int_equal(h[0], -32768);
     tc_release(f);
+    /* uint64 up to 2^64 (exclusive), values past 2^63 exactly */
+    f = tc_full(1, (const int64_t[]){2}, 18446744073709549568.0, TC_UINT64, NULL);
+    uint64_t u64[2];
+    assert_int_equal(tc_to_host(f, u64, sizeof u64), TC_OK);
+    assert_true(u64[0] == UINT64_C(18446744073709549568));
+    tc_release(f);
+    assert_null(tc_full(1, (const int64_t[]){2}, 18446744073709551616.0, TC_UINT64, NULL));
+    assert_string_equal(tc_last_error(), "tc_full: value 1.84467e+19 does not fit in uint64");
+    assert_null(tc_full(1, (const int64_t[]){2}, -1, TC_UINT64, NULL));
     assert_string_equal(tc_dtype_name(TC_UINT16), "uint16");
     assert_int_equal(tc_dtype_size(TC_UINT32), 4);
 }
 
-/* a safetensors round trip keeps each dtype (names I8, I16, U16, U32) */
+/* a safetensors round trip keeps each dtype (names I8, I16, U16, U32, U64) */
 static void test_safetensors(void **state) {
     (void)state;
     char path[256];
     snprintf(path, sizeof path, "%s/int_dtypes_%d.safetensors", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
              (int)getpid());
-    tc_tensor *ts[4], *back[4];
-    const char *names[4] = {"a", "b", "c", "d"};
-    for (int k = 0; k < 4; k++) {
+    tc_tensor *ts[5], *back[5];
+    const char *names[5] = {"a", "b", "c", "d", "e"};
+    for (int k = 0; k < 5; k++) {
         int64_t a[N], b[N];
         edges(INTS[k], a, b);
         ts[k] = tensor_of(INTS[k], a);
         back[k] = tc_zeros(1, (const int64_t[]){N}, INTS[k], NULL);
     }
-    assert_int_equal(tc_safe_save(path, names, ts, 4), TC_OK);
-    assert_int_equal(tc_safe_load(path, names, back, 4), TC_OK);
-    for (int k = 0; k < 4; k++) {
+    assert_int_equal(tc_safe_save(path, names, ts, 5), TC_OK);
+    assert_int_equal(tc_safe_load(path, names, back, 5), TC_OK);
+    for (int k = 0; k < 5; k++) {
         int64_t a[N], b[N];
         edges(INTS[k], a, b);
         expect("safetensors", tc_retain(back[k]), INTS[k], N, a);

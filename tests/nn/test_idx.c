@@ -1,5 +1,5 @@
 /* test_idx.c - the IDX reader and the MNIST loader: files the test writes
- * itself (raw and gzip, uint8/int32/float32, truncated, wrong magic, extra
+ * itself (raw and gzip, uint8/int32/float32/float64, truncated, wrong magic, extra
  * bytes, label/image mismatches), then the real Fashion-MNIST copy when the
  * machine has one. Public API only. */
 #include "nn_helpers.h"
@@ -84,7 +84,18 @@ static void test_int32_float32(void **state) {
                sizeof hv);
     load_check(join(p, sizeof p, dir, "c"), 0x09, 1, (uint32_t[]){3}, cb, 3, false, TC_INT8, cv,
                sizeof cv);
-    remove_tmpdir(dir, (const char *[]){"i", "f", "h", "c"}, 4);
+    /* big-endian float64 */
+    double dv[2] = {-1.0 / 3.0, 1e300};
+    unsigned char db[16];
+    for (int i = 0; i < 2; i++) {
+        uint64_t u;
+        memcpy(&u, &dv[i], 8);
+        put_be32(db + 8 * i, (uint32_t)(u >> 32));
+        put_be32(db + 8 * i + 4, (uint32_t)u);
+    }
+    load_check(join(p, sizeof p, dir, "d"), 0x0E, 1, (uint32_t[]){2}, db, 16, true, TC_FLOAT64, dv,
+               sizeof dv);
+    remove_tmpdir(dir, (const char *[]){"i", "f", "h", "c", "d"}, 5);
 }
 
 /* each defective file: (raw and gz) tc_idx_load fails with TC_ERR_IO and `needle` */
@@ -125,8 +136,8 @@ static void test_bad_files(void **state) {
     wrong[0] = 0x12;
     expect_bad(p, wrong, len, 0, "wrong magic 0x12000803");
     memcpy(wrong, b, len);
-    wrong[2] = 0x0E; /* float64: not read */
-    expect_bad(p, wrong, len, 0, "wrong magic 0x00000e03");
+    wrong[2] = 0x0F; /* no such type */
+    expect_bad(p, wrong, len, 0, "wrong magic 0x00000f03");
     memcpy(wrong, b, len);
     wrong[2] = 0x0A; /* no such type */
     expect_bad(p, wrong, len, 0, "wrong magic 0x00000a03");

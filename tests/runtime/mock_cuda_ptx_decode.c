@@ -28,7 +28,7 @@ static const struct {
     {"add", OP_ADD},   {"sub", OP_SUB},     {"mul", OP_MUL}, {"mad", OP_MAD}, {"fma", OP_FMA},
     {"div", OP_DIV},   {"rem", OP_REM},     {"neg", OP_NEG}, {"abs", OP_ABS}, {"min", OP_MIN},
     {"max", OP_MAX},   {"and", OP_AND},     {"or", OP_OR},   {"xor", OP_XOR}, {"not", OP_NOT},
-    {"cnot", OP_CNOT}, {"shl", OP_SHL},     {"shr", OP_SHR}, {"bfi", OP_BFI}, {"selp", OP_SELP},
+    {"cnot", OP_CNOT}, {"shl", OP_SHL},     {"shr", OP_SHR}, {"bfi", OP_BFI}, {"prmt", OP_PRMT}, {"selp", OP_SELP},
     {"setp", OP_SETP}, {"mov", OP_MOV},     {"ld", OP_LD},   {"st", OP_ST},   {"cvt", OP_CVT},
     {"cvta", OP_CVTA}, {"bra", OP_BRA},     {"ret", OP_RET}, {"bar", OP_BAR}, {"barrier", OP_BAR},
     {"ex2", OP_EX2},   {"lg2", OP_LG2},     {"sin", OP_SIN}, {"cos", OP_COS}, {"rcp", OP_RCP},
@@ -47,7 +47,7 @@ static const struct {
     {"leu", C_LEU},     {"gtu", C_GTU},       {"geu", C_GEU},       {"num", C_NUM},
     {"nan", C_NAN},     {"rni", R_RNI},       {"rzi", R_RZI},       {"rmi", R_RMI},
     {"rpi", R_RPI},     {"global", S_GLOBAL}, {"shared", S_SHARED}, {"local", S_LOCAL},
-    {"param", S_PARAM},
+    {"param", S_PARAM}, {"ftz", M_FTZ},
 };
 
 /* modifiers that change nothing here (rounding to nearest is what C does;
@@ -368,8 +368,8 @@ static bool is_supported(const instr *in) {
     case OP_ABS:
     case OP_MIN:
     case OP_MAX: return (is_float && in->mod == M_NONE) || (is_int && t != T_PRED);
+    case OP_RCP: return (is_float && in->mod == M_NONE) || (t == T_F64 && in->mod == M_FTZ);
     case OP_FMA:
-    case OP_RCP:
     case OP_SQRT: return is_float;
     case OP_EX2:
     case OP_LG2:
@@ -381,6 +381,7 @@ static bool is_supported(const instr *in) {
     case OP_SHR:
     case OP_BFI:
     case OP_CNOT: return is_int && t != T_PRED;
+    case OP_PRMT: return t == T_B32 && in->mod == M_NONE; /* no .f4e, .b4e, ... modes */
     case OP_AND:
     case OP_OR:
     case OP_XOR:

@@ -82,6 +82,7 @@ typedef enum {
     OP_SHL,  /* shift >= width: 0 */
     OP_SHR,  /* .s: arithmetic */
     OP_BFI,  /* bit-field insert a into b at c, d bits */
+    OP_PRMT, /* byte permute of {b, a} by c's four selectors (default mode) */
     OP_SELP, /* d = p ? a : b */
     OP_SETP, /* p = a CMP b [BOOL q] */
     OP_MOV,  /* also vector pack/unpack */
@@ -129,6 +130,7 @@ enum {
     S_SHARED, /* the block's buffer */
     S_LOCAL,  /* the thread's depot */
     S_PARAM,  /* kernel parameters */
+    M_FTZ,    /* rcp.approx.ftz.f64 (CUDA's double math): subnormals flushed to 0 */
 };
 
 typedef enum {

@@ -4,7 +4,7 @@
  * Values live in 64-bit register slots as raw bits (f32 in the low 32); each
  * instruction reads them at its own type. Arithmetic is C's IEEE float and
  * double arithmetic (round to nearest, as PTX's .rn); the approximations
- * (ex2, lg2, sin, cos, rsqrt) use libm. Every load and store is checked for
+ * (ex2, lg2, sin, cos, rsqrt, rcp.approx.ftz.f64) use libm or exact math. Every load and store is checked for
  * bounds and natural alignment.
  */
 #include "mock_cuda_ptx_int.h"
@@ -357,7 +357,11 @@ static uint64_t alu(const instr *in, uint64_t a, uint64_t b, uint64_t c) {
         case OP_ABS: return bits64(fabs(x));
         case OP_MIN: return bits64(fmin(x, y));
         case OP_MAX: return bits64(fmax(x, y));
-        case OP_RCP: return bits64(1.0 / x);
+        case OP_RCP: { /* .approx.ftz: exact here (CUDA refines the guess anyway) */
+            bool ftz = in->mod == M_FTZ;
+            double r = 1.0 / (ftz && fpclassify(x) == FP_SUBNORMAL ? copysign(0.0, x) : x);
+            return bits64(ftz && fpclassify(r) == FP_SUBNORMAL ? copysign(0.0, r) : r);
+        }
         case OP_SQRT: return bits64(sqrt(x));
         default: return 0;
         }
@@ -457,6 +461,17 @@ static int run_thread(launch *l, thread *th) {
             break;
         }
         case OP_CVT: r[o[0].reg] = cvt(in, val(l, th, &o[1])); break;
+        case OP_PRMT: { /* byte k of d: byte (c >> 4k) & 7 of {b, a}, or its sign with bit 3 */
+            uint64_t ab = mask(val(l, th, &o[1]), 32) | mask(val(l, th, &o[2]), 32) << 32;
+            uint32_t c = (uint32_t)val(l, th, &o[3]), d = 0;
+            for (int k = 0; k < 4; k++) {
+                unsigned sel = (c >> (4 * k)) & 15, byte = (unsigned)(ab >> (8 * (sel & 7))) & 255;
+                if (sel & 8) byte = byte & 128 ? 255 : 0;
+                d |= (uint32_t)byte << (8 * k);
+            }
+            r[o[0].reg] = d;
+            break;
+        }
         case OP_BFI: {
             uint64_t a = val(l, th, &o[1]), b = val(l, th, &o[2]);
             unsigned pos = (unsigned)val(l, th, &o[3]) & 255,

@@ -18,7 +18,10 @@ from ..tensor import Tensor
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load"]
 
 _SAFE_DTYPES = {"F32": dtypes.float32, "F16": dtypes.float16, "I32": dtypes.int32,
-                "I64": dtypes.int64, "U8": dtypes.uint8, "BOOL": dtypes.bool}
+                "I64": dtypes.int64, "U8": dtypes.uint8, "BOOL": dtypes.bool,
+                "I8": dtypes.int8, "I16": dtypes.int16, "U16": dtypes.uint16,
+                "U32": dtypes.uint32, "U64": dtypes.uint64, "F64": dtypes.float64,
+                "BF16": dtypes.bfloat16}
 _SAFE_NAMES = {v.name: k for k, v in _SAFE_DTYPES.items()}
 
 
@@ -82,6 +85,8 @@ def safe_save(tensors, fn, metadata=None):
         if not isinstance(t, Tensor):
             raise TypeError("tinyc: safe_save: %s is not a Tensor" % name)
         a = t.numpy().astype(t.dtype.np.newbyteorder("<"), copy=False)
+        if t.dtype is dtypes.bfloat16:  # float32 values that are bfloat16s: their top halves
+            a = (a.view(np.uint32) >> 16).astype("<u2")
         header[name] = {"dtype": _SAFE_NAMES[t.dtype.name], "shape": list(a.shape),
                         "data_offsets": [offset, offset + a.nbytes]}
         arrays.append(a)
@@ -117,6 +122,11 @@ def safe_load(fn):
         b, e = info["data_offsets"]
         if not 0 <= b <= e <= len(data) - 8 - n:
             raise ValueError("tinyc: safe_load: %s: offsets %s out of the file" % (name, [b, e]))
+        if dt is dtypes.bfloat16:  # the bits, widened to float32 exactly
+            a = np.frombuffer(data, dtype="<u2", count=(e - b) // 2, offset=8 + n + b)
+            a = (a.astype(np.uint32) << 16).view(np.float32).reshape(info["shape"])
+            out[name] = Tensor(a, dtype=dt)
+            continue
         a = np.frombuffer(data, dtype=dt.np.newbyteorder("<"), count=(e - b) // dt.itemsize,
                           offset=8 + n + b).reshape(info["shape"])
         out[name] = Tensor(a.astype(dt.np, copy=False))
