@@ -513,7 +513,10 @@ static char *render_load(rctx *r, const tc_uop *u) {
     const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
     bool is_gated = u->n_srcs > 2 && u->srcs[2]->op != TC_UOP_BARRIER;
     bool gpu_vec = u->vcount > 1 && r->d->vec_load && u->srcs[0]->op == TC_UOP_DEFINE_GLOBAL;
-    bool is_local = u->srcs[0]->op == TC_UOP_DEFINE_LOCAL; /* of vectors too: indexed */
+    /* a local array of vectors is indexed; a vector from a CPU scratch array of
+     * scalars (a row kernel's row) is read like one from a global buffer */
+    bool is_local = u->srcs[0]->op == TC_UOP_DEFINE_LOCAL &&
+                    !(u->vcount > 1 && u->srcs[0]->vcount <= 1 && u->srcs[0]->is_scratch);
     char *x = gpu_vec       ? fmt(r->d->vec_load, buf, idx, u->vcount, utype(r, u))
               : is_local    ? fmt("%s[%s]", buf, idx)
               : u->vcount > 1                 ? fmt("*(const %s_u *)(%s+%s)", utype(r, u), buf, idx)
