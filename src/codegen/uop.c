@@ -80,7 +80,8 @@ static tc_uop *place(tc_ub *ub, tc_uop *u, bool pinned) {
         if (sd > d) d = sd;
     }
     if (u->n_srcs > 0 && d < ub->floor[ub->depth]) d = ub->floor[ub->depth];
-    if (u->op == TC_UOP_LOAD && u->srcs[0]->is_scratch && d < ub->scratch_floor) d = ub->scratch_floor;
+    if (u->op == TC_UOP_LOAD && u->srcs[0]->is_scratch && d < ub->scratch_floor)
+        d = ub->scratch_floor; /* a row kernel's row: not above the rows (lower_rows.c) */
     if (pinned) d = ub->depth;
     return put(ub, u, d);
 }

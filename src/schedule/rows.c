@@ -248,12 +248,15 @@ static bool get_code(const rk_bufs *k, const tc_node *n, int *code) {
 }
 
 /* output n of the run is kept in a row scratch array: nothing outside the
- * run reads it (in_run: the readers inside), it was not asked for, and a
- * row of it (n_rows rows) is at most ROW_SCRATCH_MAX elements */
+ * run reads it (in_run: the readers inside), it was not asked for, a row of
+ * it (n_rows rows) is at most ROW_SCRATCH_MAX elements, and its dtype is
+ * not float16 (which the GPU dialects store through conversions that only
+ * their global loads and stores make) */
 static bool is_scratch(const rows_ctx *r, const tc_node *n, int64_t in_run, int64_t n_rows) {
     int64_t all = get_int(&r->readers, n);
     return all > 0 && all == in_run && !tc_ptrmap_get(&r->asked, n, NULL) &&
-           n->op != TC_OP_ASSIGN && tc_node_numel(n) / n_rows <= ROW_SCRATCH_MAX;
+           n->op != TC_OP_ASSIGN && tc_node_numel(n) / n_rows <= ROW_SCRATCH_MAX &&
+           n->dtype != TC_FLOAT16;
 }
 
 static void collect_bufs(rows_ctx *r, int first, int end, int nr, rk_bufs *k) {

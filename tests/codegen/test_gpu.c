@@ -288,7 +288,8 @@ static void test_attention_on_device(void **state) {
     for (int i = 0; i < 3; i++) {
         float *h = malloc(sizeof(float) * 2 * 3 * 37 * 8);
         assert_non_null(h);
-        for (int j = 0; j < 2 * 3 * 37 * 8; j++) h[j] = (float)((j * 7919 + i * 131) % 1000) / 250.0f - 2;
+        for (int j = 0; j < 2 * 3 * 37 * 8; j++)
+            h[j] = (float)((j * 7919 + i * 131) % 1000) / 250.0f - 2;
         in[i] = tc_from_data(h, TC_FLOAT32, 4, sh, "OPENCL");
         free(h);
         assert_int_equal(tc_set_requires_grad(in[i], true), TC_OK);
@@ -308,7 +309,8 @@ static void test_attention_on_device(void **state) {
     assert_int_equal(tc_realize(g, 3), TC_OK);
     for (int i = 0; i < 3; i++) {
         float *got = tc_test_read(g[i]);
-        assert_true(tc_allclose_f32(got, want[i], tc_numel(g[i]), 1e-4, 1e-5, "attention gradient"));
+        assert_true(
+            tc_allclose_f32(got, want[i], tc_numel(g[i]), 1e-4, 1e-5, "attention gradient"));
         free(got), free(want[i]);
         tc_release(g[i]), tc_release(in[i]);
     }
