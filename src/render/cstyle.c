@@ -23,6 +23,7 @@
 
 const tc_dialect tc_dialect_c = {
     .name = "C",
+    .scratch_suffix = " __attribute__((aligned(64)))",
     .preamble = tc_cmath_prelude,
     .kernel_prefix = "",
     /* gcc -O2's very-cheap cost model keeps loops with a runtime trip count
@@ -614,8 +615,8 @@ static char *render_gpu(rctx *r, const tc_uop *u) {
     case TC_UOP_DEFINE_LOCAL: {
         char *name = fmt("%s%lld", u->is_scratch ? "tile" : "temp", (long long)u->arg);
         if (name) /* a scratch array: a plain array of the kernel (on the stack) */
-            line(r, "%s%s %s[%lld];", u->is_scratch ? "" : r->d->local_prefix, utype(r, u), name,
-                 (long long)u->ivalue);
+            line(r, "%s%s %s[%lld]%s;", u->is_scratch ? "" : r->d->local_prefix, utype(r, u), name,
+                 (long long)u->ivalue, u->is_scratch && r->d->scratch_suffix ? r->d->scratch_suffix : "");
         return name;
     }
     case TC_UOP_BARRIER: line(r, "%s", r->d->barrier); return fmt("%s", "");
