@@ -91,7 +91,7 @@ TC_API size_t tc_dtype_size(tc_dtype dt);      /* bytes per element; 0 for an un
 TC_API const char *tc_dtype_name(tc_dtype dt); /* "float32", ... */
 
 /* Integer flags, read once from the environment and settable here:
- * TC_DEBUG (0-5), TC_NOOPT, TC_NOFUSE, TC_BEAM. Unknown names are an error. */
+ * TC_DEBUG (0-5), TC_NOOPT, TC_NOFUSE, TC_BEAM, TC_NOROWS. Unknown names are an error. */
 TC_API tc_status tc_set_flag(const char *name, int64_t value);
 TC_API int64_t tc_get_flag(const char *name); /* -1 and an error for unknown names */
 

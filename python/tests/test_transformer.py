@@ -218,16 +218,29 @@ def test_sdpa(q, k, v, mask):
          [rnd(q, 15), rnd(k, 16), rnd(v, 17)], rtol=1e-4, atol=1e-5, what="sdpa")
 
 
-def test_sdpa_kernels():
-    """what composing the ops gives (fused attention is the scheduler's work),
-    at GPT-2 124M's head shape (B 4, 12 heads, T 64, 64 per head): 3 kernels
-    forward, 9 for the gradients of q, k and v together (5 at the small
-    shapes of tests/autograd/test_attention.c)"""
+@pytest.mark.parametrize("norows", [0, 1])
+def test_sdpa_kernels(norows):
+    """at GPT-2 124M's head shape (B 4, 12 heads, T 64, 64 per head): 1 row
+    kernel forward (scores, softmax and the product with v per (batch, head,
+    query)), 4 for the gradients of q, k and v together; with TC_NOROWS=1
+    what composing the ops gives: 3 and 9; the same numbers either way"""
     q, k, v = (Tensor(rnd((4, 12, 64, 64), s), requires_grad=True) for s in (18, 19, 20))
-    o = q.scaled_dot_product_attention(k, v, is_causal=True)
-    assert len(o.schedule()) == 3
-    o.sum().backward()
-    assert len(q.grad.schedule(k.grad, v.grad)) == 9
+    tinyc.set_flag("TC_NOROWS", norows)
+    try:
+        o = q.scaled_dot_product_attention(k, v, is_causal=True)
+        assert len(o.schedule()) == (3 if norows else 1)
+        o.sum().backward()
+        assert len(q.grad.schedule(k.grad, v.grad)) == (9 if norows else 4)
+        tq, tk, tv = (torch.tensor(t.numpy(), requires_grad=True) for t in (q, k, v))
+        sc = tq @ tk.transpose(-1, -2) / 8
+        sc = sc.masked_fill(torch.ones(64, 64, dtype=torch.bool).triu(1), float("-inf"))
+        to = torch.softmax(sc, -1) @ tv
+        to.sum().backward()
+        assert_close(o, to.detach().numpy(), atol=1e-5)
+        for g, tg in ((q.grad, tq.grad), (k.grad, tk.grad), (v.grad, tv.grad)):
+            assert_close(g, tg.numpy(), atol=1e-4)
+    finally:
+        tinyc.set_flag("TC_NOROWS", 0)
 
 
 def test_sdpa_dropout():

@@ -27,7 +27,7 @@ def version():
 
 
 def set_flag(name, value):
-    """tc_set_flag: TC_DEBUG, TC_NOOPT, TC_NOFUSE, TC_BEAM."""
+    """tc_set_flag: TC_DEBUG, TC_NOOPT, TC_NOFUSE, TC_BEAM, TC_NOROWS."""
     _lib.check_status(_lib.lib.tc_set_flag(name.encode(), int(value)))
 
 

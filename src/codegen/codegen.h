@@ -204,6 +204,8 @@ typedef struct {
     tc_uop *barrier;                  /* the last BARRIER, NULL before the first */
     bool failed;                      /* an allocation failed; results are NULL */
     bool index_mode;                  /* new UOps are address math (is_index) */
+    int scratch_floor;                /* loads of scratch arrays sit at this depth or deeper
+                                         (a row kernel's rows: lower_rows.c) */
     bool drop_dead;                   /* linearize drops UOps nothing uses (unused
                                          variables draw warnings from NVRTC and -Wall) */
 } tc_ub;
@@ -216,6 +218,9 @@ tc_uop *tc_ub_cast(tc_ub *ub, tc_uop *x, tc_dtype dt, bool bitcast);
 tc_uop *tc_ub_global(tc_ub *ub, int slot, tc_dtype dt);
 tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid);
 tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value);
+/* later loads of buffers the kernel writes (outputs, scratch arrays) are new
+ * UOps, not earlier ones of the same place (which may read older values) */
+void tc_ub_forget_written_loads(tc_ub *ub);
 tc_uop *tc_ub_acc(tc_ub *ub, tc_uop *init);            /* at the current depth */
 /* vectors (has_vec targets): a load of `lanes` consecutive elements from
  * idx, an accumulator of `lanes` copies of init, lane `lane` of vector v.

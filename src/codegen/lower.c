@@ -239,11 +239,9 @@ int tc_lw_vec_lanes_now(const lower_ctx *c) {
     return c->in_vj ? c->vj : 0;
 }
 
-/* takes opt.c's plan: kept axes first, a split reduced axis last */
-static void choose_upcast(lower_ctx *c) {
-    tc_kopt p = {0};
-    if (c->plan && !c->tg->has_local) p = *c->plan;
-    else tc_opt_choose(c->it, c->tg, &p);
+/* takes opt.c's plan p: kept axes first, a split reduced axis last */
+void tc_lw_take_plan(lower_ctx *c, tc_kopt p) {
+    c->n_up = 0;
     c->n_reps = 1;
     c->split = 1;
     c->vl = c->vj = 1;
@@ -281,7 +279,14 @@ static void choose_upcast(lower_ctx *c) {
     }
 }
 
-static bool is_upcast(const lower_ctx *c, int a) {
+static void choose_upcast(lower_ctx *c) {
+    tc_kopt p = {0};
+    if (c->plan && !c->tg->has_local) p = *c->plan;
+    else tc_opt_choose(c->it, c->tg, &p);
+    tc_lw_take_plan(c, p);
+}
+
+bool tc_lw_is_upcast(const lower_ctx *c, int a) {
     for (int i = 0; i < c->n_up; i++)
         if (c->up_axis[i] == a) return true;
     return false;
@@ -486,10 +491,16 @@ static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
  * runtime fills per thread (tc_launch_dims.cpu_range). */
 enum { THREAD_MIN_WORK = 32768 }; /* loop iterations (all loops) worth a thread split */
 
-static tc_uop *outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
+tc_uop *tc_lw_outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
     const tc_sched_item *it = c->it;
-    int64_t work = 1;
-    for (int d = 0; d < it->ndim; d++) work *= it->full_shape[d];
+    int64_t work = 0;
+    const tc_ast *const *parts = it->has_parts ? (const tc_ast *const *)it->ast->srcs : NULL;
+    for (int p = 0; p < (parts ? it->ast->n_srcs : 1); p++) { /* a row kernel: its parts' */
+        const tc_view *v = parts ? &parts[p]->st->views[0] : NULL;
+        int64_t w = 1;
+        for (int d = 0; d < (v ? v->ndim : it->ndim); d++) w *= v ? v->shape[d] : it->full_shape[d];
+        work += w;
+    }
     bool split = c->ub.depth == 0 && n >= 2 && work >= THREAD_MIN_WORK && !c->tg->has_local &&
                  !tc_flag_get(TC_FLAG_NOOPT);
     if (!split) return tc_ub_range(&c->ub, a, c->idt, n);
@@ -615,6 +626,11 @@ static void emit_pack(lower_ctx *c) {
 TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
+    if (it->has_parts) {
+        tc_status st = tc_lw_rows_kernel(c, k);
+        if (st == TC_OK) estimate(k, it);
+        return st;
+    }
     if (it->is_scatter) {
         tc_status st = tc_lw_scatter_kernel(c, k);
         if (st == TC_OK) estimate(k, it);
@@ -633,11 +649,11 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
         is_empty |= it->full_shape[a] == 0;
         if (c->tg->has_local) continue;
         if (it->full_shape[a] == 1) c->idx[a] = tc_ub_iconst(&c->ub, c->idt, 0);
-        else if (!is_upcast(c, a)) c->idx[a] = outer_range(c, k, a, it->full_shape[a]);
+        else if (!tc_lw_is_upcast(c, a)) c->idx[a] = tc_lw_outer_range(c, k, a, it->full_shape[a]);
         for (int i = 0; i < c->n_up; i++) { /* an upcast axis steps by its amount */
             if (c->up_axis[i] != a) continue;
             int64_t steps = ceil_div(it->full_shape[a], c->up_amt[i]);
-            tc_uop *r = steps > 1 ? outer_range(c, k, a, steps) : ic(c, 0);
+            tc_uop *r = steps > 1 ? tc_lw_outer_range(c, k, a, steps) : ic(c, 0);
             c->ub.index_mode = true;
             c->up_base[i] = ix(c, TC_OP_MUL, r, ic(c, c->up_amt[i]));
             c->ub.index_mode = false;

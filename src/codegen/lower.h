@@ -108,6 +108,15 @@ void tc_lw_memo_put(lower_ctx *c, const tc_ast *a, int rep, tc_uop *u, int epoch
 void tc_lw_set_copy(lower_ctx *c, int r);      /* makes copy r current (its indices) */
 tc_uop *tc_lw_copy_gate(lower_ctx *c, int r);  /* copy r's stores are real; NULL: always */
 
+void tc_lw_take_plan(lower_ctx *c, tc_kopt p);     /* upcast state from opt.c's plan p */
+bool tc_lw_is_upcast(const lower_ctx *c, int a);   /* axis a is in the plan */
+/* a loop over kept axis a (n steps); the outermost of a CPU kernel with
+ * enough work is shared by threads (its bounds a kernel argument) */
+tc_uop *tc_lw_outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n);
+
+/* lower_rows.c: the whole kernel of a row kernel (has_parts) */
+TC_MUST_USE tc_status tc_lw_rows_kernel(lower_ctx *c, tc_kernel_uops *k);
+
 /* lower_store.c */
 void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full); /* the stores of one space */
 

@@ -301,6 +301,7 @@ static bool gv_walk(lower_ctx *c, const tc_ast *a, bool *ok) {
 static int gv_choose(lower_ctx *c, int inner) {
     int w = c->tg->vec_width;
     c->n_gv = 0;
+    if (c->it->has_parts) return 1; /* a row kernel: one row a lane, the parts in loops */
     if (w <= 1 || inner < 0 || tc_flag_get(TC_FLAG_NOOPT) || c->it->full_shape[inner] % w)
         return 1;
     /* grouped: the local buffers hold vectors (choose_group counted 8 bytes an element) */

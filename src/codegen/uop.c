@@ -83,6 +83,8 @@ static tc_uop *place(tc_ub *ub, tc_uop *u, bool pinned) {
         if (sd > d) d = sd;
     }
     if (u->n_srcs > 0 && d < ub->floor[ub->depth]) d = ub->floor[ub->depth];
+    if (u->op == TC_UOP_LOAD && u->srcs[0]->is_scratch && d < ub->scratch_floor)
+        d = ub->scratch_floor; /* a row kernel's row: not above the rows (lower_rows.c) */
     if (pinned) d = ub->depth;
     return put(ub, u, d);
 }
@@ -504,6 +506,19 @@ bool tc_ub_insert_first(tc_ub *ub, tc_uop *u) {
 }
 
 /* ---- memory ---- */
+
+void tc_ub_forget_written_loads(tc_ub *ub) {
+    for (int b = 0; b < TC_UB_BUCKETS; b++) {
+        tc_uop **p = &ub->table[b];
+        while (*p) {
+            const tc_uop *u = *p, *buf = u->op == TC_UOP_LOAD ? u->srcs[0] : NULL;
+            bool written = buf && (buf->is_scratch || (buf->op == TC_UOP_DEFINE_GLOBAL &&
+                                                       ub->k->buf_written[buf->arg]));
+            if (written) *p = u->hash_next;
+            else p = &(*p)->hash_next;
+        }
+    }
+}
 
 tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
     if (buf && buf->op == TC_UOP_DEFINE_LOCAL && !buf->is_scratch)

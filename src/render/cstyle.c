@@ -38,6 +38,7 @@ static const char c_bf16[] =
 
 const tc_dialect tc_dialect_c = {
     .name = "C",
+    .scratch_suffix = " __attribute__((aligned(64)))",
     .preamble = tc_cmath_prelude,
     .kernel_prefix = "",
     /* gcc -O2's very-cheap cost model keeps loops with a runtime trip count
@@ -569,9 +570,10 @@ static char *render_load(rctx *r, const tc_uop *u) {
     const char *buf = e[u->srcs[0]->id], *idx = e[u->srcs[1]->id];
     bool is_gated = u->n_srcs > 2 && u->srcs[2]->op != TC_UOP_BARRIER;
     bool gpu_vec = u->vcount > 1 && r->d->vec_load && u->srcs[0]->op == TC_UOP_DEFINE_GLOBAL;
-    /* a local of vectors is indexed; a CPU scratch array is of scalars, a
-     * vector is read from it at element alignment like a global's */
-    bool is_local = u->srcs[0]->op == TC_UOP_DEFINE_LOCAL && !(u->srcs[0]->is_scratch && u->vcount > 1);
+    /* a local array of vectors is indexed; a vector from a CPU scratch array of
+     * scalars (a row kernel's row, a packed tile's panel) is read like one from a global buffer */
+    bool is_local = u->srcs[0]->op == TC_UOP_DEFINE_LOCAL &&
+                    !(u->vcount > 1 && u->srcs[0]->vcount <= 1 && u->srcs[0]->is_scratch);
     char *x = gpu_vec       ? fmt(r->d->vec_load, buf, idx, u->vcount, utype(r, u))
               : is_local    ? fmt("%s[%s]", buf, idx)
               : u->vcount > 1                 ? fmt("*(const %s_u *)(%s+%s)", utype(r, u), buf, idx)
@@ -675,8 +677,8 @@ static char *render_gpu(rctx *r, const tc_uop *u) {
     case TC_UOP_DEFINE_LOCAL: {
         char *name = fmt("%s%lld", u->is_scratch ? "tile" : "temp", (long long)u->arg);
         if (name) /* a scratch array: a plain array of the kernel (on the stack) */
-            line(r, "%s%s %s[%lld];", u->is_scratch ? "" : r->d->local_prefix, utype(r, u), name,
-                 (long long)u->ivalue);
+            line(r, "%s%s %s[%lld]%s;", u->is_scratch ? "" : r->d->local_prefix, utype(r, u), name,
+                 (long long)u->ivalue, u->is_scratch && r->d->scratch_suffix ? r->d->scratch_suffix : "");
         return name;
     }
     case TC_UOP_BARRIER: line(r, "%s", r->d->barrier); return fmt("%s", "");

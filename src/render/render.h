@@ -57,6 +57,10 @@ typedef struct {
     const char *group_id[3];   /* work-group id per dimension (has_local) */
     const char *lane_id[3];    /* lane id in the work-group per dimension (has_local) */
     const char *local_prefix;  /* before a local array: "__local ", "__shared__ " */
+    const char *scratch_suffix; /* after a scratch array's declarator (NULL: none). C: aligned
+                                   to 64 bytes, which makes gcc align the frame itself: the
+                                   compiler may store vectors into it with aligned stores,
+                                   and a kernel's stack on entry may be only 8-byte aligned */
     const char *barrier;       /* the work-group barrier statement */
     const char *bitcast;       /* printf: %1$s type, %2$s value; between 4-byte types */
     const char *bitcast_any;   /* printf: %1$s from type, %2$s to type, %3$s value: between

@@ -27,7 +27,11 @@ static void ast_dump_dag(FILE *f, const tc_ast *root, tc_ptrmap *names) {
             tc_ptrmap_get(names, a->srcs[i], &v);
             fprintf(f, " a%ld", (long)(intptr_t)v);
         }
-        if (a->op == TC_OP_LOAD || a->op == TC_OP_STORE) fprintf(f, " buf%d", a->buf);
+        bool is_mem = a->op == TC_OP_LOAD || a->op == TC_OP_STORE;
+        if (is_mem && a->buf >= 0) fprintf(f, " buf%d", a->buf);
+        if (is_mem && a->buf < 0) /* a row kernel's scratch array */
+            fprintf(f, " row%d[%lld]", -1 - a->buf, (long long)a->index_size);
+        if (a->op == TC_OP_SINK && a->st) fprintf(f, " part reduce 0x%x", a->axes);
         if (a->op == TC_OP_CONST) fprintf(f, " %.17g", a->value);
         if (tc_op_is_reduce(a->op)) fprintf(f, " axes=0x%x", a->axes);
         if (a->op == TC_OP_GATHER || a->op == TC_OP_SCATTER)

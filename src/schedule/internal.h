@@ -15,6 +15,7 @@
  *   hazard.c    elementwise multi-output merges and the assign rules that
  *               run once the reduces are placed
  *   ast.c       one item per group, and their order (section 3)
+ *   rows.c      runs of kernels over the same rows become row kernels
  * Walks mark what they visited with the context's epoch (a counter bumped
  * per walk), so a visit test is O(1) and no set is cleared between walks.
  */
@@ -121,5 +122,8 @@ bool tc_hazard_protect_targets(tc_sched_ctx *c);
 bool tc_hazard_split_old_readers(tc_sched_ctx *c);
 
 TC_MUST_USE tc_status tc_build_items(tc_sched_ctx *c); /* ast.c: one item per group, ordered */
+/* rows.c: runs of kernels over the same rows become row kernels; nodes are
+ * the requested outputs (never kept in row scratch) */
+TC_MUST_USE tc_status tc_rows_fuse(tc_sched_ctx *c, tc_node *const *nodes, int n);
 
 #endif /* TC_SCHEDULE_INTERNAL_H */

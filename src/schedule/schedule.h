@@ -14,6 +14,19 @@
  * The AST is a DAG of tc_ast nodes in an arena: SINK(STORE...), with
  * LOAD/CONST leaves (each with a tracker from the loop space to its buffer),
  * elementwise ops and REDUCE_SUM/REDUCE_MAX over R.
+ *
+ * Row kernels, the model one level deeper (rows.c). Kernels that follow one
+ * another and share leading kept axes, each reading what the earlier ones
+ * wrote only within its own row (scores, softmax, weights @ v: rows (b, h,
+ * t)), become one kernel: its loops run over the rows, and inside a row
+ * each former kernel is a *part*, a loop nest of its own over its other
+ * axes with its stages, in order. What a part writes that only later parts
+ * of the same row read stays in a per-row scratch array (a score row, not
+ * a T x T buffer). Such an item has has_parts: its SINK holds one SINK per
+ * part (st: the part's loop space, from_shape of its full shape; axes: its
+ * reduced axes; the first ndim axes are the rows), and a LOAD/STORE with
+ * buf < 0 reads/writes row scratch array -1 - buf of index_size elements,
+ * its tracker giving the place inside the row.
  */
 #ifndef TC_SCHEDULE_H
 #define TC_SCHEDULE_H
@@ -26,16 +39,18 @@ struct tc_ast {
     tc_dtype dtype;  /* result dtype (STORE/SINK: the stored dtype / unused) */
     int n_srcs;      /* number of srcs */
     tc_ast **srcs;   /* operands; STORE: srcs[0] is the value; SINK: the stores */
-    int buf;         /* LOAD/STORE: kernel buffer slot (outputs first) */
+    int buf;         /* LOAD/STORE: kernel buffer slot (outputs first); < 0: row scratch
+                        array -1 - buf (row kernels) */
     tc_st *st;       /* LOAD/STORE/CONST: loop space -> buffer element (and mask) */
     double value;    /* CONST: the scalar */
     int64_t ivalue;  /* CONST of an integer dtype: exact scalar */
-    uint32_t axes;   /* REDUCE_*: reduced axes of the loop space */
+    uint32_t axes;   /* REDUCE_*: reduced axes of the loop space; a part's SINK: its R */
     int64_t index_stride; /* GATHER (a load), SCATTER (an added store): buffer elements from
                              one index of the indexed axis to the next; st gives index 0 */
     int64_t index_size;   /* GATHER, SCATTER: the indexed axis's size; an index outside
                              [0, size) reads 0 / adds nothing. srcs: GATHER the index;
-                             SCATTER the value, then the index */
+                             SCATTER the value, then the index. A row scratch LOAD/STORE:
+                             the array's elements */
     uint64_t hash;   /* structural hash (for dedup and program caching) */
     void *lowered;   /* codegen's scratch: the UOp computed for this node */
     int lowered_epoch; /* codegen's scratch: the stage that computed it */
@@ -46,6 +61,8 @@ typedef struct {
     bool is_copy;     /* a copy between buffers, no kernel */
     bool is_scatter;  /* one SCATTER store: the kernel zeroes its output, then adds to it at
                          indexed places, in order (CPU only: one thread) */
+    bool has_parts;   /* a row kernel: the loop space is the rows, the AST's SINK holds one
+                         SINK per part (see above) */
     tc_ast *ast;      /* SINK (kernels only) */
     int ndim;         /* loop space rank */
     int64_t full_shape[TC_MAX_DIMS]; /* loop space shape F */

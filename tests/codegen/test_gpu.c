@@ -8,7 +8,8 @@
  * per reduce. On the OpenCL device (pocl in CI; skipped without one):
  * softmax and layernorm with rows shorter and longer than the work-group
  * against the reference evaluator, ungrouped kernels whose grid does not
- * fit (loops), a chain of 3000 elementwise ops, and a kernel with its
+ * fit (loops), a chain of 3000 elementwise ops, causal attention (row
+ * kernels, forward and backward), and a kernel with its
  * barriers removed that must then give wrong numbers. With NVRTC: every
  * kernel here also compiles for CUDA without warnings.
  */
@@ -275,6 +276,48 @@ static void test_loops_on_device(void **state) {
     tc_shutdown();
 }
 
+/* causal attention on the device: the forward is one row kernel (a lane per
+ * (batch, head, query) row, the scores and weights in private arrays); the
+ * backward's row kernel stores its weights and score gradients for the
+ * kernels of d k and d v; every gradient against the reference */
+static void test_attention_on_device(void **state) {
+    (void)state;
+    ocl();
+    const int64_t sh[4] = {2, 3, 37, 8};
+    tc_tensor *in[3];
+    for (int i = 0; i < 3; i++) {
+        float *h = malloc(sizeof(float) * 2 * 3 * 37 * 8);
+        assert_non_null(h);
+        for (int j = 0; j < 2 * 3 * 37 * 8; j++)
+            h[j] = (float)((j * 7919 + i * 131) % 1000) / 250.0f - 2;
+        in[i] = tc_from_data(h, TC_FLOAT32, 4, sh, "OPENCL");
+        free(h);
+        assert_int_equal(tc_set_requires_grad(in[i], true), TC_OK);
+    }
+    tc_tensor *o = tc_scaled_dot_product_attention(in[0], in[1], in[2], NULL, true);
+    tc_check_schedule(o, 1, 1e-5, 1e-6, "causal attention forward (OpenCL)");
+    tc_tensor *s = tc_sum(o, 0, NULL, false);
+    assert_int_equal(tc_backward(s), TC_OK);
+    tc_tensor *g[3] = {tc_grad(in[0]), tc_grad(in[1]), tc_grad(in[2])};
+    float *want[3];
+    for (int i = 0; i < 3; i++) {
+        want[i] = malloc(sizeof(float) * (size_t)tc_numel(g[i]));
+        assert_non_null(want[i]);
+        assert_int_equal(tc_ref_eval(tc_tensor_node(g[i]), want[i]), TC_OK);
+    }
+    assert_int_equal(tc_schedule_kernel_count(g, 3), 4);
+    assert_int_equal(tc_realize(g, 3), TC_OK);
+    for (int i = 0; i < 3; i++) {
+        float *got = tc_test_read(g[i]);
+        assert_true(
+            tc_allclose_f32(got, want[i], tc_numel(g[i]), 1e-4, 1e-5, "attention gradient"));
+        free(got), free(want[i]);
+        tc_release(g[i]), tc_release(in[i]);
+    }
+    tc_release(o), tc_release(s);
+    tc_shutdown();
+}
+
 /* runs the OpenCL source src of kernel k (one output, one input x of rows x
  * cols floats) and returns the rows sums read back */
 static void run_source(tc_dev *d, const tc_kernel_uops *k, const char *src, tc_buffer *in,
@@ -382,7 +425,7 @@ int main(void) {
         cmocka_unit_test(test_bounds_gate),           cmocka_unit_test(test_ungrouped_and_loops),
         cmocka_unit_test(test_vector_group_barriers),
         cmocka_unit_test(test_multireduce_on_device), cmocka_unit_test(test_loops_on_device),
-        cmocka_unit_test(test_long_chain_on_device),
+        cmocka_unit_test(test_long_chain_on_device), cmocka_unit_test(test_attention_on_device),
         cmocka_unit_test(test_missing_barrier_fails), cmocka_unit_test(test_cuda_compiles),
     };
     /* clang-format on */
