@@ -139,6 +139,15 @@ bool tc_opt_vec_ok(const tc_sched_item *it, int a, bool kept, const tc_ast *pack
  * (and along the reduce); NULL where a kernel has none. packed (above): a
  * load read from a panel, contiguous along a whatever its view */
 const tc_ast *tc_opt_pack_load(const tc_sched_item *it, int j);
+/* the innermost cache level (1: L2, 2: L3) whose share that one core may
+ * count on holds, in half of it (the rest for what streams through), what
+ * the loops inside a loop over kept axis a re-read at each of its steps
+ * (the buffers the reduces read that do not move along a); 3: none, or
+ * unknown. A core's share is the cache over the cores that share it. */
+int tc_opt_reread_level(const tc_sched_item *it, const tc_target *tg, int a);
+/* a register tile of rows i and columns j runs its rows' loop outside the
+ * columns': per step it re-reads less, from a nearer cache */
+bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int j);
 /* the reduced axis a plan may block (kblock): the outermost reduced axis
  * of more than one index, when the kernel's only output is stored straight
  * from its only reduce (a float sum, no assign); -1 otherwise */

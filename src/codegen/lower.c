@@ -514,41 +514,6 @@ tc_uop *tc_lw_outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
     return tc_ub_range_in(&c->ub, a, c->idt, start, end, n);
 }
 
-/* bytes of the buffers that the reduces of it read and that do not move
- * along kept axis a (each buffer once; seen: slots counted): what the loops
- * inside a loop over a read again at each of its steps */
-static int64_t reread_bytes(const tc_sched_item *it, const tc_ast *x, int a, bool under,
-                            bool *seen) {
-    if (x->op == TC_OP_LOAD) {
-        if (!under || seen[x->buf] || tc_st_stride(x->st, a) != 0) return 0;
-        seen[x->buf] = true;
-        const tc_node *b = it->bufs[x->buf];
-        return tc_node_numel(b) * (int64_t)tc_dtypes[b->dtype].size;
-    }
-    int64_t n = 0;
-    for (int i = 0; i < x->n_srcs; i++)
-        n += reread_bytes(it, x->srcs[i], a, under || tc_op_is_reduce(x->op), seen);
-    return n;
-}
-
-enum { REREAD_BUFS = 64 }; /* buffers of a kernel reread_level looks at, at most */
-
-/* the innermost cache level (1: L2, 2: L3) whose share that one core may
- * count on holds what a loop over kept axis a re-reads per step in half of
- * it (the rest for what streams through); 3: none, or unknown. A core's L3
- * share is the L3 over the cores that share it. */
-static int reread_level(const lower_ctx *c, int a) {
-    bool seen[REREAD_BUFS] = {false};
-    if (c->it->n_bufs > REREAD_BUFS) return 3;
-    int64_t bytes = reread_bytes(c->it, c->it->ast, a, false, seen);
-    for (int l = 1; l < 3; l++) {
-        const tc_cache_level *cl = &c->tg->cache[l];
-        int64_t share = cl->bytes / (cl->shared > 1 ? cl->shared : 1);
-        if (share > 0 && bytes <= share / 2) return l;
-    }
-    return 3;
-}
-
 /* The loops over the kept axes, outermost first: axis order, except that
  * the outermost loop (shared by threads) goes to the axis of the operand
  * that does not fit the cache, so the one read again at each of its steps
@@ -574,11 +539,13 @@ static void loop_order(const lower_ctx *c, int *order) {
         int first = i < j ? i : j, later = i < j ? j : i;
         int64_t amt = later == i ? c->up_amt[0] : c->up_amt[1];
         if (ceil_div(it->full_shape[later], amt) < 8 ||
-            reread_level(c, later) >= reread_level(c, first))
+            tc_opt_reread_level(it, c->tg, later) >= tc_opt_reread_level(it, c->tg, first))
             return;
         i = first, j = later;
-    } else if (j < i || (ceil_div(it->full_shape[j], c->up_amt[1]) < 8 && !c->pack_load)) {
-        return; /* a packed tile's panel is filled outside its rows: columns first */
+    } else if (c->pack_load) { /* a packed tile's panel is filled outside its rows */
+        if (j < i) return;
+    } else if (j < i || ceil_div(it->full_shape[j], c->up_amt[1]) < 8 || tc_opt_rows_outer(it, c->tg, i, j)) {
+        return;
     }
     for (int o = j; o > i; o--) order[o] = order[o - 1];
     order[i] = j;

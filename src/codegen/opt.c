@@ -343,6 +343,41 @@ static double lane_use(int64_t cj, int64_t l) {
     return (double)cj / (double)(((cj + l - 1) / l) * l);
 }
 
+/* ---- what a loop re-reads ---- */
+
+/* bytes of the buffers that the reduces of it read and that do not move
+ * along kept axis a (each buffer once; seen: slots counted): what the loops
+ * inside a loop over a read again at each of its steps */
+static int64_t reread_bytes(const tc_sched_item *it, const tc_ast *x, int a, bool under, bool *seen) {
+    if (x->op == TC_OP_LOAD) {
+        if (!under || x->buf < 0 || seen[x->buf] || tc_st_stride(x->st, a) != 0) return 0;
+        seen[x->buf] = true;
+        const tc_node *b = it->bufs[x->buf];
+        return tc_node_numel(b) * (int64_t)tc_dtypes[b->dtype].size;
+    }
+    int64_t n = 0;
+    for (int i = 0; i < x->n_srcs; i++) n += reread_bytes(it, x->srcs[i], a, under || tc_op_is_reduce(x->op), seen);
+    return n;
+}
+
+enum { REREAD_BUFS = 64 }; /* buffers of a kernel tc_opt_reread_level looks at, at most */
+
+int tc_opt_reread_level(const tc_sched_item *it, const tc_target *tg, int a) {
+    bool seen[REREAD_BUFS] = {false};
+    if (it->n_bufs > REREAD_BUFS) return 3;
+    int64_t bytes = reread_bytes(it, it->ast, a, false, seen);
+    for (int l = 1; l < 3; l++) {
+        const tc_cache_level *cl = &tg->cache[l];
+        int64_t share = cl->bytes / (cl->shared > 1 ? cl->shared : 1);
+        if (share > 0 && bytes <= share / 2) return l;
+    }
+    return 3;
+}
+
+bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int j) {
+    return tc_opt_reread_level(it, tg, i) < tc_opt_reread_level(it, tg, j);
+}
+
 /* ---- packed panels ----
  * A register tile needs an operand that moves contiguously along its column
  * axis j. x @ w.T has none: w (out, in) moves along the reduce. A packed
@@ -416,10 +451,11 @@ static int64_t tile_max_rows(int64_t regs, int64_t vecs) {
     return rows > 1 ? rows : 1;
 }
 
-static bool packs(const tc_sched_item *it, const kinfo *k, int64_t l, const tc_kopt *p);
+static bool packs(const tc_sched_item *it, const kinfo *k, int64_t l, const tc_target *tg, const tc_kopt *p);
 
-static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, bool may_pack,
+static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, const tc_target *tg,
                       tc_kopt *p) {
+    bool may_pack = tg->has_vec;
     /* the column axis j: a kept axis some load under the reduce reads
      * contiguously (and along a reduced axis), filling the most vector
      * lanes; contiguous stores break ties (a conv whose weight is stored
@@ -476,7 +512,7 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
         else *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
     }
     /* a panel serves the rows of one column block: enough of them */
-    if (best_reuse >= 0 && packed && (p->n != 2 || !packs(it, k, l, p))) return false;
+    if (best_reuse >= 0 && packed && (p->n != 2 || !packs(it, k, l, tg, p))) return false;
     return best_reuse >= 0;
 }
 
@@ -755,10 +791,15 @@ static void bound_plan(const tc_sched_item *it, const kinfo *k, tc_kopt *p) {
 
 /* tile p (rows, columns) may read its column operand from a panel: enough
  * rows share each panel (PACK_ROWS_PER_LANE), the operand is the only
- * load moving along the columns, and its other axes are open by then */
-static bool packs(const tc_sched_item *it, const kinfo *k, int64_t l, const tc_kopt *p) {
+ * load moving along the columns, its other axes are open by then, and the
+ * columns' loop may be the outer one (a panel is filled outside the rows):
+ * not when the rows' loop re-reads less per step from a nearer cache
+ * (tc_opt_rows_outer: GPT-2's wte gradient, 50304 rows of 256 x 768
+ * columns, streamed all 51 MB of its rows' operand per column block) */
+static bool packs(const tc_sched_item *it, const kinfo *k, int64_t l, const tc_target *tg, const tc_kopt *p) {
     const tc_ast *pl = pack_load(it, k, p->axis[1]);
-    return pl && it->full_shape[p->axis[0]] >= PACK_ROWS_PER_LANE * l && pack_axes_ok(it, pl, p->axis[0], p->axis[1]);
+    return pl && it->full_shape[p->axis[0]] >= PACK_ROWS_PER_LANE * l && pack_axes_ok(it, pl, p->axis[0], p->axis[1]) &&
+           !tc_opt_rows_outer(it, tg, p->axis[0], p->axis[1]);
 }
 
 /* completes packed tile p: its columns in vectors (a packed tile exists
@@ -797,9 +838,9 @@ static void choose_plan(const tc_sched_item *it, const tc_target *tg, const kinf
     int64_t amt = 0;
     int r = split_axis(it, k, l, &amt);
     tc_kopt tile;
-    bool has_tile = plan_tile(it, k, l, file, tg->has_vec, &tile);
+    bool has_tile = plan_tile(it, k, l, file, tg, &tile);
     if (has_tile && tile.pack && !plan_pack(it, k, l, tg, &tile)) has_tile = false;
-    if (has_tile && !tile.pack && tg->has_vec && tile.n == 2 && packs(it, k, l, &tile)) {
+    if (has_tile && !tile.pack && tg->has_vec && tile.n == 2 && packs(it, k, l, tg, &tile)) {
         tc_kopt packed = tile; /* a tile whose panel pays for its copy reads it packed */
         packed.pack = true;
         if (plan_pack(it, k, l, tg, &packed)) tile = packed;

@@ -609,8 +609,9 @@ static void test_plan_packed(void **state) {
     check_plan(c, "0:6,1:32/16/p", 1e-4, 1e-4);
     tc_release(c);
     /* a plain matmul of enough rows reads b's columns packed too, its panel
-     * whole where it fits half the L2 (faked), else in the fewest blocks */
-    c = matmul(192, 1024, 128);
+     * whole where it fits half the L2 (faked), else in the fewest blocks
+     * (b, 2 MiB, is no nearer a cache than a, 768 KiB: columns outside) */
+    c = matmul(192, 1024, 512);
     setenv("TC_CPU_ISA", "avx512", 1);
     const char *l2s[3] = {"1M", "256K", "128K"};
     int64_t blocks[3] = {0, 512, 256}; /* panels of 256, 128 and 64 KiB */
@@ -626,6 +627,22 @@ static void test_plan_packed(void **state) {
         check_plan(c, text, 1e-4, 1e-4);
     }
     unsetenv("TC_CPU_ISA"), unsetenv("TC_CPU_L2");
+    tc_release(c);
+    /* a (192 x 1024) of 768 KiB re-read per column block from the L3, b
+     * (1024 x 128) of 512 KiB per row block from the L2: rows outside,
+     * reading b in place (GPT-2's wte gradient: 51 MB against 786 KiB) */
+    c = matmul(192, 1024, 128);
+    setenv("TC_CPU_ISA", "avx512", 1), setenv("TC_CPU_L2", "1M", 1), setenv("TC_CPU_L3", "32M", 1);
+    tc_target tg;
+    assert_int_equal(tc_cpu_target(&tg, NULL, 0), TC_OK);
+    unsetenv("TC_CPU_ISA"), unsetenv("TC_CPU_L2"), unsetenv("TC_CPU_L3");
+    p = plan_of(c, &tg, NULL);
+    assert_false(p.pack);
+    assert_int_equal(p.amt[1], 64);
+    tc_schedule *sc = NULL;
+    plan_of(c, &tg, &sc);
+    assert_true(tc_opt_rows_outer(&sc->items[0], &tg, p.axis[0], p.axis[1]));
+    tc_schedule_free(sc);
     tc_release(c);
     c = matmul_t(64, 256, 512, false); /* 64 rows: the dot tile */
     p = plan_of(c, &avx512v, NULL);
