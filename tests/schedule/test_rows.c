@@ -46,6 +46,7 @@ static void check_all(tc_tensor **ts, int n, int kernels, const char *what) {
 /* build() twice: with row kernels in `rows` kernels, without in `apart` */
 static void both_ways(tc_tensor *(*build)(tc_tensor *const *), tc_tensor *const *in, int rows,
                       int apart, const char *what) {
+    int64_t was = tc_get_flag("TC_NOROWS"); /* restored: a run with TC_NOROWS=1 keeps it */
     for (int off = 0; off < 2; off++) {
         assert_int_equal(tc_set_flag("TC_NOROWS", off), TC_OK);
         tc_tensor *y = build(in);
@@ -53,7 +54,7 @@ static void both_ways(tc_tensor *(*build)(tc_tensor *const *), tc_tensor *const 
         tc_check_schedule(y, off ? apart : rows, 1e-5, 1e-6, what);
         tc_release(y);
     }
-    assert_int_equal(tc_set_flag("TC_NOROWS", 0), TC_OK);
+    assert_int_equal(tc_set_flag("TC_NOROWS", was), TC_OK);
 }
 
 static tc_tensor *causal(tc_tensor *const *in) {
@@ -99,6 +100,7 @@ static void test_attention_124m_counts(void **state) {
         in[i] = tc_full(4, sh, 0.5, TC_FLOAT32, NULL);
         assert_int_equal(tc_set_requires_grad(in[i], true), TC_OK);
     }
+    int64_t was = tc_get_flag("TC_NOROWS");
     for (int off = 0; off < 2; off++) {
         assert_int_equal(tc_set_flag("TC_NOROWS", off), TC_OK);
         tc_tensor *o = causal(in), *s = tc_sum(o, 0, NULL, false);
@@ -118,6 +120,7 @@ static void test_attention_124m_counts(void **state) {
     assert_int_equal(tc_schedule_kernel_count(&o, 1), 3);
     tc_release(o);
     for (int i = 0; i < 3; i++) tc_release(in[i]);
+    assert_int_equal(tc_set_flag("TC_NOROWS", was), TC_OK);
     tc_shutdown();
 }
 
