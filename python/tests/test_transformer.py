@@ -225,6 +225,7 @@ def test_sdpa_kernels(norows):
     query)), 4 for the gradients of q, k and v together; with TC_NOROWS=1
     what composing the ops gives: 3 and 9; the same numbers either way"""
     q, k, v = (Tensor(rnd((4, 12, 64, 64), s), requires_grad=True) for s in (18, 19, 20))
+    was = tinyc.get_flag("TC_NOROWS")  # restored: a run with TC_NOROWS=1 keeps it
     tinyc.set_flag("TC_NOROWS", norows)
     try:
         o = q.scaled_dot_product_attention(k, v, is_causal=True)
@@ -240,7 +241,7 @@ def test_sdpa_kernels(norows):
         for g, tg in ((q.grad, tq.grad), (k.grad, tk.grad), (v.grad, tv.grad)):
             assert_close(g, tg.numpy(), atol=1e-4)
     finally:
-        tinyc.set_flag("TC_NOROWS", 0)
+        tinyc.set_flag("TC_NOROWS", was)
 
 
 def test_sdpa_dropout():

@@ -174,6 +174,7 @@ typedef struct {
     int64_t local_size[3];  /* lanes per work-group (1,1,1 without has_local) */
     int64_t cpu_range;      /* CPU: > 0: the last argument holds {start, end} of the
                                outermost loop, whose cpu_range steps threads share */
+    int n_parts;            /* a row kernel: the kernels fused into it (its parts); else 0 */
 } tc_kernel_uops;
 
 /* lowers a schedule item's AST; NULL with an error set on failure */

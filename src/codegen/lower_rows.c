@@ -133,6 +133,7 @@ TC_MUST_USE tc_status tc_lw_rows_kernel(lower_ctx *c, tc_kernel_uops *k) {
     else open_rows(c, k);
     if (st != TC_OK) return st;
     c->ub.scratch_floor = c->ub.depth;
+    k->n_parts = it->ast->n_srcs;
     for (int i = 0; i < it->ast->n_srcs && !c->ub.failed; i++) lower_part(c, it, it->ast->srcs[i]);
     while (c->ub.depth > 0) tc_ub_end_range(&c->ub);
     return tc_ub_linearize(&c->ub);

@@ -859,7 +859,9 @@ char *tc_render(const tc_dialect *d, const tc_kernel_uops *k) {
     for (int i = 0; ok && i < k->n_uops; i++) r.user_depth[i] = -1;
     for (int i = 0; ok && i < k->n_uops; i++)
         for (int j = 0; j < k->uops[i]->n_srcs; j++) r.user_depth[k->uops[i]->srcs[j]->id] = k->uops[i]->depth;
-    r.is_math_shared = ok && has_reduce(k) && shared_math_calls(&r, NULL) > TC_MATH_INLINE_MAX;
+    /* a row kernel may inline what its parts would have inlined as kernels of their own */
+    int inline_max = TC_MATH_INLINE_MAX * (k->n_parts > 1 ? k->n_parts : 1);
+    r.is_math_shared = ok && has_reduce(k) && shared_math_calls(&r, NULL) > inline_max;
     if (ok) signature(&r);
     for (int i = 0; ok && i < k->n_uops; i++) /* a buffer the kernel does not read (a folded
                                                  value's): no unused-parameter warning */

@@ -88,7 +88,10 @@ typedef struct {
 /* scalar calls of math_fn's transcendentals (exp2, log2, sin: polynomials
  * the C compiler inlines at each) a reduce kernel may inline; past it they
  * call math_fn_shared helpers, one copy each (opt.c bounds what a plan's
- * copies repeat; this bounds kernels whose stages recompute fused work) */
+ * copies repeat; this bounds kernels whose stages recompute fused work).
+ * A row kernel (tc_kernel_uops.n_parts) may inline this many per part, as
+ * its parts would as kernels of their own: an out-of-line call per element
+ * made attention's backward row kernel 2.5x slower than its kernels apart. */
 #define TC_MATH_INLINE_MAX 16
 
 /* An expression is inlined into its one user only while it nests at most

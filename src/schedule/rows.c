@@ -42,8 +42,10 @@
 
 /* the most elements of one row scratch array: a row of 16K scores (64 KiB
  * of float32, on a CPU thread's stack or in a GPU lane's private memory);
- * a longer row stays in memory */
-enum { ROW_SCRATCH_MAX = 16384 };
+ * a longer row stays in memory. ROW_SCRATCH_BYTES bounds a row kernel's
+ * arrays together (a run of many parts each keeping a row would otherwise
+ * overflow a thread's stack): past it, later outputs stay in memory. */
+enum { ROW_SCRATCH_MAX = 16384, ROW_SCRATCH_BYTES = 256 * 1024 };
 
 typedef struct {
     tc_schedule *s;    /* items, ordered */
@@ -235,6 +237,7 @@ typedef struct {
     tc_ptrvec slots; /* the row kernel's buffers: outputs, then inputs */
     int n_outs;      /* outputs among them */
     int n_scratch;   /* scratch arrays */
+    int64_t scratch_bytes; /* bytes of one row of all of them (at most ROW_SCRATCH_BYTES) */
 } rk_bufs;
 
 static void set_code(rows_ctx *r, rk_bufs *k, const tc_node *n, int code) {
@@ -276,7 +279,10 @@ static void collect_bufs(rows_ctx *r, int first, int end, int nr, rk_bufs *k) {
         if (r->run_of[i] != first) continue;
         for (int s = 0; s < it->n_outs; s++) {
             tc_node *n = it->bufs[s];
-            if (is_scratch(r, n, get_int(&in_run, n), n_rows)) {
+            int64_t bytes = tc_node_numel(n) / n_rows * (int64_t)tc_dtypes[n->dtype].size;
+            if (is_scratch(r, n, get_int(&in_run, n), n_rows) &&
+                k->scratch_bytes + bytes <= ROW_SCRATCH_BYTES) {
+                k->scratch_bytes += bytes;
                 set_code(r, k, n, -1 - k->n_scratch++);
             } else {
                 set_code(r, k, n, k->slots.n);

@@ -271,6 +271,46 @@ static void test_shared_math(void **state) {
     release_all(&k);
 }
 
+/* a row kernel inlines as many calls per part as its parts would alone:
+ * causal attention's forward (scores, softmax's three stages, the product
+ * with v) holds more than TC_MATH_INLINE_MAX calls in all, each part fewer;
+ * out of line (one call per score) the backward's row kernel was 2.5x
+ * slower than its kernels apart */
+static void test_row_kernel_math(void **state) {
+    (void)state;
+    keep k = {0};
+    const int64_t sh[4] = {1, 2, 256, 16};
+    tc_tensor *q = K(&k, tc_test_randn(4, sh, 21, -1, 1)), *kk = K(&k, tc_test_randn(4, sh, 22, -1, 1));
+    tc_tensor *v = K(&k, tc_test_randn(4, sh, 23, -1, 1));
+    tc_tensor *y = K(&k, tc_scaled_dot_product_attention(q, kk, v, NULL, true));
+    tc_node *node = tc_node_base(tc_tensor_node(y));
+    tc_schedule *s = tc_schedule_create(&node, 1);
+    assert_non_null(s);
+    assert_int_equal(s->n_items, 1);
+    assert_true(s->items[0].has_parts);
+    tc_dev *d = tc_device_get(0);
+    tc_kernel_uops *ku = tc_codegen(&s->items[0], &d->target);
+    assert_non_null(ku);
+    assert_int_equal(ku->n_parts, 3);
+    char *src = tc_render(d->dialect, ku);
+    assert_non_null(src);
+    int inlined = transcendental_calls(src, ku->name);
+    int shared = count(kernel_body(src, ku->name), "_shared(");
+    fprintf(stderr, "row kernel math: %d inlined calls, %d of the out-of-line helpers\n", inlined,
+            shared);
+    free(src);
+    tc_kernel_uops_free(ku);
+    tc_schedule_free(s);
+    if (inlined + shared <= TC_MATH_INLINE_MAX) { /* this machine's plans call fewer */
+        release_all(&k);
+        skip();
+    }
+    assert_int_equal(shared, 0);
+    assert_true(inlined <= 3 * TC_MATH_INLINE_MAX);
+    tc_check_schedule(y, 1, 1e-4, 1e-6, "causal attention forward, T 256");
+    release_all(&k);
+}
+
 /* the plans: the gelu epilogue's tile runs its stores in loops (epi_loop,
  * written "/e" as TC_BEAM stores plans), a plain matmul's tile stores its
  * accumulators directly */
@@ -479,6 +519,7 @@ int main(void) {
         cmocka_unit_test(test_wide_epilogue),
         cmocka_unit_test(test_heavy_reduce_body),
         cmocka_unit_test(test_shared_math),
+        cmocka_unit_test(test_row_kernel_math),
         cmocka_unit_test(test_epi_loop_plan),
         cmocka_unit_test(test_tile_stores),
         cmocka_unit_test(test_narrow_int_cast),

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 
+#include "schedule/schedule.h"
 #include "tensor/tensor.h"
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
@@ -46,6 +47,7 @@ static void check_all(tc_tensor **ts, int n, int kernels, const char *what) {
 /* build() twice: with row kernels in `rows` kernels, without in `apart` */
 static void both_ways(tc_tensor *(*build)(tc_tensor *const *), tc_tensor *const *in, int rows,
                       int apart, const char *what) {
+    int64_t was = tc_get_flag("TC_NOROWS"); /* restored: a run with TC_NOROWS=1 keeps it */
     for (int off = 0; off < 2; off++) {
         assert_int_equal(tc_set_flag("TC_NOROWS", off), TC_OK);
         tc_tensor *y = build(in);
@@ -53,7 +55,7 @@ static void both_ways(tc_tensor *(*build)(tc_tensor *const *), tc_tensor *const 
         tc_check_schedule(y, off ? apart : rows, 1e-5, 1e-6, what);
         tc_release(y);
     }
-    assert_int_equal(tc_set_flag("TC_NOROWS", 0), TC_OK);
+    assert_int_equal(tc_set_flag("TC_NOROWS", was), TC_OK);
 }
 
 static tc_tensor *causal(tc_tensor *const *in) {
@@ -99,6 +101,7 @@ static void test_attention_124m_counts(void **state) {
         in[i] = tc_full(4, sh, 0.5, TC_FLOAT32, NULL);
         assert_int_equal(tc_set_requires_grad(in[i], true), TC_OK);
     }
+    int64_t was = tc_get_flag("TC_NOROWS");
     for (int off = 0; off < 2; off++) {
         assert_int_equal(tc_set_flag("TC_NOROWS", off), TC_OK);
         tc_tensor *o = causal(in), *s = tc_sum(o, 0, NULL, false);
@@ -118,6 +121,7 @@ static void test_attention_124m_counts(void **state) {
     assert_int_equal(tc_schedule_kernel_count(&o, 1), 3);
     tc_release(o);
     for (int i = 0; i < 3; i++) tc_release(in[i]);
+    assert_int_equal(tc_set_flag("TC_NOROWS", was), TC_OK);
     tc_shutdown();
 }
 
@@ -210,6 +214,53 @@ static void test_scalars_only(void **state) {
     tc_shutdown();
 }
 
+/* bytes of one row of a row kernel's scratch arrays, each counted once
+ * (its largest access) */
+static int64_t scratch_bytes(const tc_ast *a, int64_t *seen) {
+    int64_t n = 0;
+    if ((a->op == TC_OP_LOAD || a->op == TC_OP_STORE) && a->buf < 0 && -1 - a->buf < 64) {
+        int64_t b = a->index_size * (int64_t)tc_dtypes[a->dtype].size;
+        if (b > seen[-1 - a->buf]) n += b - seen[-1 - a->buf], seen[-1 - a->buf] = b;
+    }
+    for (int i = 0; i < a->n_srcs; i++) n += scratch_bytes(a->srcs[i], seen);
+    return n;
+}
+
+/* three attention hops in a row (the output of one is the queries of the
+ * next) over 16384 keys: six score and weight rows of 64 KiB each would
+ * be 384 KiB of scratch arrays on a thread's stack; a row kernel keeps at
+ * most 256 KiB of them (later rows go to memory), still one kernel */
+static void test_scratch_budget(void **state) {
+    (void)state;
+    tc_tensor *q = rnd(3, SHAPE(2, 2, 2), 31), *k = rnd(3, SHAPE(2, 16384, 2), 32),
+              *v = rnd(3, SHAPE(2, 16384, 2), 33), *kt = tc_transpose(k, 1, 2), *x = q;
+    tc_tensor *made[9];
+    for (int h = 0; h < 3; h++) {
+        tc_tensor *sc = tc_matmul(x, kt), *p = tc_softmax(sc, -1), *o = tc_matmul(p, v);
+        made[3 * h] = sc, made[3 * h + 1] = p, made[3 * h + 2] = o;
+        x = o;
+    }
+    tc_node *node = tc_node_base(tc_tensor_node(x));
+    tc_schedule *s = tc_schedule_create(&node, 1);
+    assert_non_null(s);
+    int rows = 0;
+    for (int i = 0; i < s->n_items; i++) {
+        if (!s->items[i].has_parts) continue;
+        int64_t seen[64] = {0}, bytes = scratch_bytes(s->items[i].ast, seen);
+        fprintf(stderr, "scratch budget: %s keeps %lld bytes a row\n", s->items[i].name,
+                (long long)bytes);
+        assert_true(bytes <= 256 * 1024);
+        rows++;
+    }
+    assert_int_equal(rows, 1);
+    assert_int_equal(tc_schedule_n_kernels(s), 1);
+    tc_schedule_free(s);
+    tc_check_schedule(x, 1, 1e-4, 1e-5, "three attention hops over 16384 keys");
+    for (int i = 0; i < 9; i++) tc_release(made[i]);
+    tc_release(q), tc_release(k), tc_release(v), tc_release(kt);
+    tc_shutdown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_forward),
@@ -218,6 +269,7 @@ int main(void) {
         cmocka_unit_test(test_asked_intermediate),
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_scalars_only),
+        cmocka_unit_test(test_scratch_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
