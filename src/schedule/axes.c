@@ -4,7 +4,9 @@
  * both reduced (by the item and by every reduce in it) and every tracker's
  * last view steps along i by exactly the span of i+1 (stride[i] ==
  * stride[i+1] * shape[i+1], which holds for any broadcast too) with no mask
- * cutting i+1: index i * n + j then addresses what (i, j) did. Earlier views
+ * cutting either: index i * n + j then addresses what (i, j) did. A mask on
+ * i alone would merge too, but its gate then falls inside a row and the
+ * row's vector lanes go scalar (a padded input's rows on a GPU). Earlier views
  * re-split the flat offset the last one makes, so only the last one changes.
  *
  * Why: a matmul over (B, T, C) activations is a loop space (B, T, N, K) whose
@@ -52,6 +54,11 @@ static bool bit(uint32_t mask, int a) {
     return (mask >> a) & 1;
 }
 
+/* view v's mask cuts axis a */
+static bool masked(const tc_view *v, int a) {
+    return v->mask_begin[a] != 0 || v->mask_end[a] != v->shape[a];
+}
+
 /* axes a and a + 1 of the item may be one axis (see the charter) */
 static bool mergeable(const tc_sched_item *it, const item_walk *w, int a) {
     if (bit(it->reduce_axes, a) != bit(it->reduce_axes, a + 1)) return false;
@@ -64,8 +71,7 @@ static bool mergeable(const tc_sched_item *it, const item_walk *w, int a) {
         const tc_view *v = &st->views[st->n_views - 1];
         if (v->ndim != it->ndim) return false;
         if (v->strides[a] != v->strides[a + 1] * v->shape[a + 1]) return false;
-        if (v->has_mask && (v->mask_begin[a + 1] != 0 || v->mask_end[a + 1] != v->shape[a + 1]))
-            return false;
+        if (v->has_mask && (masked(v, a) || masked(v, a + 1))) return false;
     }
     return true;
 }
