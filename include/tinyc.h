@@ -219,6 +219,10 @@ TC_API tc_tensor *tc_logsumexp(tc_tensor *a, int naxes, const int *axes, bool ke
 /* running sums along axis (tc_sum's dtype); a row of up to 512 is one
  * kernel (a windowed view and a sum), longer rows are scanned in blocks */
 TC_API tc_tensor *tc_cumsum(tc_tensor *x, int axis);
+/* running products along axis (torch's cumprod; tc_sum's dtype), one kernel
+ * as tc_cumsum (windows and a product); the gradient is exact where x has
+ * zeros, as torch's */
+TC_API tc_tensor *tc_cumprod(tc_tensor *x, int axis);
 
 /* ---- movement: views, no copies ----------------------------------------- */
 TC_API tc_tensor *tc_reshape(tc_tensor *a, int ndim, const int64_t *shape); /* one -1 allowed */

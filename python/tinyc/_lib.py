@@ -149,7 +149,7 @@ SIGNATURES = {
     "tc_interpolate": (T, [T, i32, I64P, i32, ctypes.c_bool]),
     "tc_max_pool_nd": (T, [T, i32, I64P, I64P, I64P]), "tc_avg_pool_nd": (T, [T, i32, I64P, I64P, I64P]),
     "tc_argmax": (T, [T, i32, b]),
-    "tc_cumsum": (T, [T, i32]), "tc_einsum": (T, [s, i32, TP]),
+    "tc_cumsum": (T, [T, i32]), "tc_cumprod": (T, [T, i32]), "tc_einsum": (T, [s, i32, TP]),
     "tc_empty": (T, [i32, I64P, i32, s]),
     "tc_dropout": (T, [T, f64, b]),
     # autograd and training (optional until the library has them)

@@ -867,6 +867,12 @@ class Tensor(Movement, NNOps, TransformerOps):
         """running sums along axis (one kernel for rows up to 512)"""
         return Tensor._wrap(lib.tc_cumsum(self._h, self._axis(axis)))
 
+    def cumprod(self, axis=0):
+        """running products along axis (torch's cumprod; one kernel for rows up
+        to 512; the gradient is exact where there are zeros)"""
+        fn = _lib.need("tc_cumprod", "Tensor.cumprod")
+        return Tensor._wrap(fn(self._h, self._axis(axis)))
+
     def var(self, axis=None, keepdim=False, correction=1):
         return self._reduce("tc_var", axis, keepdim, int(correction))
 

@@ -23,7 +23,7 @@
  *   std: g*(x-mean)/((n-c)*y), 0 where y == 0 (torch)   movement: the inverse movement (reshape
  *   back, inverse permutation, sum over expanded dims, shrink a pad, pad a
  *   shrink, flip again)   contiguous: g   copy: g copied back
- *   cumsum: the running sums of g from the end (scan.c). */
+ *   cumsum: the running sums of g from the end; cumprod: scan.c's rule. */
 #include "ew_short.h"
 
 #include <math.h>
@@ -304,6 +304,7 @@ typedef enum {
     RK_MOVEMENT, /* d_movement */
     RK_COPY,     /* d_copy */
     RK_CUMSUM,   /* tc_cumsum_grad (scan.c) */
+    RK_CUMPROD,  /* tc_cumprod_grad (scan.c) */
     RK_CONV,     /* tc_conv2d_grad (nnops.c) */
     RK_GATHER,   /* a SCATTER of g at the same places */
 } rule_kind;
@@ -364,6 +365,7 @@ static const rule_info rules[TC_AG_COUNT] = {
     [TC_AG_CONTIGUOUS] = {RK_PASS, NULL, NULL},
     [TC_AG_COPY] = {RK_COPY, NULL, NULL},
     [TC_AG_CUMSUM] = {RK_CUMSUM, NULL, NULL},
+    [TC_AG_CUMPROD] = {RK_CUMPROD, NULL, NULL},
     [TC_AG_CONV2D] = {RK_CONV, NULL, NULL},
     [TC_AG_GATHER] = {RK_GATHER, NULL, NULL},
 };
@@ -431,6 +433,7 @@ TC_MUST_USE tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads
     case RK_MOVEMENT: grads[0] = d_movement(c, g); break;
     case RK_COPY: grads[0] = d_copy(c, g); break;
     case RK_CUMSUM: tc_cumsum_grad(c, g, grads); break;
+    case RK_CUMPROD: tc_cumprod_grad(c, g, grads); break;
     case RK_CONV: tc_conv2d_grad(c, g, grads); break;
     case RK_GATHER: grads[0] = d_gather(c, g); break;
     }
