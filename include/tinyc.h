@@ -233,6 +233,9 @@ TC_API tc_tensor *tc_pad(tc_tensor *a, const int64_t *before_after);       /* 2*
 TC_API tc_tensor *tc_shrink(tc_tensor *a, const int64_t *begin_end);       /* 2*ndim values */
 TC_API tc_tensor *tc_flip(tc_tensor *a, int naxes, const int *axes);
 TC_API tc_tensor *tc_contiguous(tc_tensor *a); /* a realize point: a kernel makes a copy */
+/* tinygrad's contiguous_backward: a's values unchanged (no kernel); in the
+ * backward graph its gradient is made contiguous (a realize point there) */
+TC_API tc_tensor *tc_contiguous_backward(tc_tensor *a);
 
 /* ---- running ------------------------------------------------------------ */
 TC_API tc_status tc_realize(tc_tensor **ts, int n);
@@ -241,6 +244,11 @@ TC_API tc_status tc_to_host(tc_tensor *t, void *dst, size_t nbytes);
 /* kernels tc_realize would run now (copies excluded); -1 on error */
 TC_API int tc_schedule_kernel_count(tc_tensor **ts, int n);
 TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device);
+/* tinygrad's to_: moves t in place (its handle now reads a copy on device),
+ * its gradient too; a leaf stays a leaf (later gradients land on device), a
+ * result keeps its history behind the copy, as tc_to_device's. On error t is
+ * unchanged. */
+TC_API tc_status tc_move_to_device(tc_tensor *t, const char *device);
 /* waits until every kernel and copy queued on device ("CUDA", "OPENCL:1",
  * NULL = TC_DEVICE or CPU) has finished: GPU launches return as soon as they
  * are queued, so time GPU work up to this call (torch.cuda.synchronize) */

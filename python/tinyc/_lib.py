@@ -133,6 +133,7 @@ SIGNATURES = {
     "tc_pad": (T, [T, I64P]), "tc_shrink": (T, [T, I64P]), "tc_flip": (T, [T, i32, IP]),
     "tc_realize": (i32, [TP, i32]), "tc_to_host": (i32, [T, vp, sz]),
     "tc_schedule_kernel_count": (i32, [TP, i32]), "tc_to_device": (T, [T, s]),
+    "tc_move_to_device": (i32, [T, s]), "tc_contiguous_backward": (T, [T]),
     "tc_synchronize": (i32, [s]),
     "tc_get_counters": (None, [ctypes.POINTER(Counters)]), "tc_reset_counters": (None, []),
     # composites (optional until the library has them)

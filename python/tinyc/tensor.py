@@ -554,6 +554,13 @@ class Tensor(Movement, NNOps, TransformerOps):
     def to(self, device):
         return Tensor._wrap(lib.tc_to_device(self._h, _dev(device)))
 
+    def to_(self, device):
+        """moves self to device in place (tinygrad's to_), its gradient too; a
+        leaf stays a leaf (later gradients land on device), a result keeps its
+        history behind the copy. Returns None, as tinygrad's."""
+        fn = _lib.need("tc_move_to_device", "Tensor.to_")
+        check_status(fn(self._h, _dev(device)))
+
     def is_floating_point(self):
         return self.dtype.is_float
 

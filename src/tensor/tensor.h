@@ -85,6 +85,10 @@ tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask);
 /* reduce.c: the dtype tc_sum accumulates dt in (bool, uint8, int32 -> int32;
  * int64 -> int64; floats -> float32) */
 tc_dtype tc_sum_dtype(tc_dtype dt);
+/* run.c: x (borrowed) on device: a COPY of what a copy can read (a base; a
+ * view of all of one in order is that base copied, then reshaped; other
+ * views and consts are made contiguous on x's device first) */
+tc_node *tc_tensor_copy_node(tc_node *x, int device);
 /* movement.c: n reads a realized buffer in its own row-major order (a BUFFER,
  * or a contiguous view of all of one) */
 bool tc_tensor_is_contiguous_buffer(const tc_node *n);
@@ -145,6 +149,7 @@ typedef enum {
     TC_AG_FLIP,       /* args.axes: flipped dims */
     TC_AG_CONTIGUOUS, /* a copy in a buffer of its own */
     TC_AG_COPY,       /* to another device */
+    TC_AG_CONTIGUOUS_BACKWARD, /* the same values; the gradient is made contiguous */
     TC_AG_CUMSUM,     /* running sums along args.order[0]: scan.c's tc_cumsum_grad */
     TC_AG_CUMPROD,    /* running products along args.order[0]: scan.c's tc_cumprod_grad */
     TC_AG_CONV2D,     /* conv (any nd: w's rank - 2), stride 1, no dilation, one group
