@@ -202,6 +202,10 @@ TC_API tc_tensor *tc_quick_gelu(tc_tensor *a);  /* x*sigmoid(1.702x) */
 TC_API tc_tensor *tc_celu(tc_tensor *a, double alpha);
 TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_cast(tc_tensor *a, tc_dtype dt);
+/* a's bits read as dt, of the same size (tinygrad's bitcast, torch's
+ * view(dtype)); TC_ERR_DTYPE for another size or for a non-bool to bool,
+ * TC_ERR_INVALID when a requires grad (no gradient). Elementwise: it fuses. */
+TC_API tc_tensor *tc_bitcast(tc_tensor *a, tc_dtype dt);
 
 /* ---- reduce (naxes 0 = all axes; negative axes count from the end; a 0-d
  * tensor takes axis 0 or -1, its one element) ------------------------------ */

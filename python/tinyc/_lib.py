@@ -126,7 +126,7 @@ SIGNATURES = {
     "tc_manual_seed": (None, [u64]), "tc_retain": (T, [T]), "tc_release": (None, [T]),
     "tc_ndim": (i32, [T]), "tc_shape": (I64P, [T]), "tc_get_dtype": (i32, [T]),
     "tc_numel": (i64, [T]), "tc_device": (s, [T]), "tc_is_realized": (b, [T]),
-    "tc_where": (T, [T, T, T]), "tc_cast": (T, [T, i32]), "tc_celu": (T, [T, f64]),
+    "tc_where": (T, [T, T, T]), "tc_cast": (T, [T, i32]), "tc_bitcast": (T, [T, i32]), "tc_celu": (T, [T, f64]),
     "tc_var": (T, [T, i32, IP, b, i32]), "tc_std": (T, [T, i32, IP, b, i32]),
     "tc_reshape": (T, [T, i32, I64P]), "tc_permute": (T, [T, IP]),
     "tc_transpose": (T, [T, i32, i32]), "tc_expand": (T, [T, i32, I64P]),

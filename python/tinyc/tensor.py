@@ -807,6 +807,25 @@ class Tensor(Movement, NNOps, TransformerOps):
     def cast(self, dtype):
         return Tensor._wrap(lib.tc_cast(self._h, to_dtype(dtype).value))
 
+    def bitcast(self, dtype):
+        """self's bits read as dtype of the same itemsize (tinygrad's; torch's
+        view(dtype)); RuntimeError for another size, or when self requires grad"""
+        dt = to_dtype(dtype)
+        if self.requires_grad:
+            raise RuntimeError("can't backprop through bitcast")
+        if dt == self.dtype:
+            return self
+        fn = _lib.need("tc_bitcast", "Tensor.bitcast")
+        return Tensor._wrap(fn(self._h, dt.value))
+
+    def llvm_bf16_cast(self, dtype):
+        """tinygrad's bfloat16 cast through the bits (its LLVM workaround): the
+        bits widened to a float32's top half, then cast; on self's device"""
+        if self.dtype != dtypes.bfloat16:
+            raise AssertionError("llvm_bf16_cast needs a bfloat16 tensor, got %s" % self.dtype.name)
+        bits = self.bitcast(dtypes.uint16).cast(dtypes.uint32) * (1 << 16)
+        return bits.bitcast(dtypes.float32).cast(dtype)
+
     def float(self): return self.cast(dtypes.float32)
     def half(self): return self.cast(dtypes.float16)
     def double(self): return self.cast(dtypes.float64)
