@@ -48,13 +48,15 @@ static tc_node *half_to_bits(tc_node *x) {
     tc_node *sign = op_c(TC_OP_AND, op_c(TC_OP_SHR, tc_ew_keep(u), 16), 0x8000);
     tc_node *e = op_c(TC_OP_AND, op_c(TC_OP_SHR, tc_ew_keep(u), 23), 0xff);
     tc_node *is_special = tc_ew_not(lt_c(e, 255)); /* inf, NaN */
-    tc_node *eh = tc_ew_where(is_special, e ? tc_ew_const(e, 31) : NULL, op_c(TC_OP_ADD, tc_ew_keep(e), -112));
+    tc_node *eh = tc_ew_where(is_special, e ? tc_ew_const(e, 31) : NULL,
+                              op_c(TC_OP_ADD, tc_ew_keep(e), -112));
     tc_node_release(e);
     tc_node *normal = tc_ew_binary(TC_OP_OR, op_c(TC_OP_SHL, eh, 10),
                                    op_c(TC_OP_AND, op_c(TC_OP_SHR, u, 13), 0x3ff));
     tc_node *a = tc_ew_abs(tc_ew_keep(f));
     tc_node *is_small = lt_c(a, 1.0 / 16384); /* subnormal or zero in float16 (NaN: false) */
-    tc_node *sub = tc_ew_cast(tc_ew_binary(TC_OP_MUL, a, f ? tc_ew_const(f, 16777216.0) : NULL), TC_INT32);
+    tc_node *sub =
+        tc_ew_cast(tc_ew_binary(TC_OP_MUL, a, f ? tc_ew_const(f, 16777216.0) : NULL), TC_INT32);
     tc_node_release(f);
     tc_node *mag = tc_ew_where(is_small, sub, normal);
     return tc_ew_cast(tc_ew_binary(TC_OP_OR, sign, mag), TC_UINT16);
@@ -67,11 +69,12 @@ static tc_node *bits_to_half(tc_node *b) {
     tc_node *e = op_c(TC_OP_AND, op_c(TC_OP_SHR, tc_ew_keep(w), 10), 0x1f);
     tc_node *m = op_c(TC_OP_AND, w, 0x3ff);
     tc_node *is_sub = lt_c(e, 1), *is_special = tc_ew_not(lt_c(e, 31));
-    tc_node *exp32 = tc_ew_where(is_special, e ? tc_ew_const(e, 255) : NULL, op_c(TC_OP_ADD, tc_ew_keep(e), 112));
+    tc_node *exp32 = tc_ew_where(is_special, e ? tc_ew_const(e, 255) : NULL,
+                                 op_c(TC_OP_ADD, tc_ew_keep(e), 112));
     tc_node_release(e);
-    tc_node *bits = tc_ew_binary(TC_OP_OR, op_c(TC_OP_SHL, tc_ew_keep(sign), 16),
-                                 tc_ew_binary(TC_OP_OR, op_c(TC_OP_SHL, exp32, 23),
-                                              op_c(TC_OP_SHL, tc_ew_keep(m), 13)));
+    tc_node *bits = tc_ew_binary(
+        TC_OP_OR, op_c(TC_OP_SHL, tc_ew_keep(sign), 16),
+        tc_ew_binary(TC_OP_OR, op_c(TC_OP_SHL, exp32, 23), op_c(TC_OP_SHL, tc_ew_keep(m), 13)));
     tc_node *normal = bits_as(bits, TC_FLOAT32);
     tc_node *mf = tc_ew_cast(m, TC_FLOAT32);
     tc_node *sub = tc_ew_binary(TC_OP_MUL, mf, mf ? tc_ew_const(mf, 1.0 / 16777216.0) : NULL);
@@ -86,7 +89,8 @@ static tc_node *to_u16(tc_node *x) {
     if (!x) return NULL;
     if (x->dtype == TC_FLOAT16) return half_to_bits(x);
     if (x->dtype != TC_BFLOAT16) return bits_as(x, TC_UINT16);
-    return tc_ew_cast(op_c(TC_OP_SHR, bits_as(tc_ew_cast(x, TC_FLOAT32), TC_UINT32), 16), TC_UINT16);
+    return tc_ew_cast(op_c(TC_OP_SHR, bits_as(tc_ew_cast(x, TC_FLOAT32), TC_UINT32), 16),
+                      TC_UINT16);
 }
 
 /* uint16 bits b (consumed) as 16-bit dtype dt */
@@ -94,7 +98,8 @@ static tc_node *from_u16(tc_node *b, tc_dtype dt) {
     if (!b) return NULL;
     if (dt == TC_FLOAT16) return bits_to_half(b);
     if (dt != TC_BFLOAT16) return bits_as(b, dt);
-    return tc_ew_cast(bits_as(op_c(TC_OP_SHL, tc_ew_cast(b, TC_UINT32), 16), TC_FLOAT32), TC_BFLOAT16);
+    return tc_ew_cast(bits_as(op_c(TC_OP_SHL, tc_ew_cast(b, TC_UINT32), 16), TC_FLOAT32),
+                      TC_BFLOAT16);
 }
 
 static bool is_half(tc_dtype dt) {
@@ -105,7 +110,8 @@ TC_API tc_tensor *tc_bitcast(tc_tensor *a, tc_dtype dt) {
     TC_API_ENTER();
     tc_lock();
     tc_tensor *out = NULL;
-    if (tc_tensor_check(a, "tc_bitcast", "a") != TC_OK || tc_tensor_check_dtype("tc_bitcast", dt) != TC_OK)
+    if (tc_tensor_check(a, "tc_bitcast", "a") != TC_OK ||
+        tc_tensor_check_dtype("tc_bitcast", dt) != TC_OK)
         goto done;
     tc_dtype from = a->node->dtype;
     size_t fs = tc_dtypes[from].size, ts = tc_dtypes[dt].size;
@@ -115,19 +121,20 @@ TC_API tc_tensor *tc_bitcast(tc_tensor *a, tc_dtype dt) {
         goto done;
     }
     if (dt == TC_BOOL && from != TC_BOOL) { /* bytes other than 0 and 1 are no bools */
-        tc_error_set(TC_ERR_DTYPE, "tc_bitcast: %s to bool (only 0 and 1 are bools; compare with 0)",
+        tc_error_set(TC_ERR_DTYPE,
+                     "tc_bitcast: %s to bool (only 0 and 1 are bools; compare with 0)",
                      tc_dtypes[from].name);
         goto done;
     }
     if (a->requires_grad && from != dt) {
         tc_error_set(TC_ERR_INVALID, "tc_bitcast: a requires grad and a bitcast has no gradient "
-                     "(detach it first)");
+                                     "(detach it first)");
         goto done;
     }
     tc_node *x = tc_node_retain(a->node);
     tc_node *r = is_half(from) || is_half(dt) ? from_u16(to_u16(x), dt)
-                 : from == TC_BOOL             ? tc_ew_cast(x, dt) /* 0 and 1: the same bytes */
-                                               : bits_as(x, dt);
+                 : from == TC_BOOL            ? tc_ew_cast(x, dt) /* 0 and 1: the same bytes */
+                                              : bits_as(x, dt);
     out = tc_tensor_wrap(r);
 done:
     tc_unlock();

@@ -292,7 +292,7 @@ static tc_node *d_copy(const tc_ag_ctx *c, tc_node *g) {
     return r;
 }
 
-/* CONTIGUOUS_BACKWARD: g in a buffer of its own (a realize point in the
+/* CONTIG_BW (contiguous_backward): g in a buffer of its own (a realize point in the
  * backward graph), unless it already reads one whole */
 static tc_node *d_contiguous_backward(const tc_ag_ctx *c, tc_node *g) {
     g = tc_ew_cast(g, c->inputs[0]->dtype);
@@ -313,7 +313,7 @@ typedef enum {
     RK_REDUCE,   /* d_reduce */
     RK_MOVEMENT, /* d_movement */
     RK_COPY,     /* d_copy */
-    RK_CONTIG_BW, /* d_contiguous_backward */
+    RK_CONTIG,   /* d_contiguous_backward */
     RK_CUMSUM,   /* tc_cumsum_grad (scan.c) */
     RK_CUMPROD,  /* tc_cumprod_grad (scan.c) */
     RK_CONV,     /* tc_conv2d_grad (nnops.c) */
@@ -375,7 +375,7 @@ static const rule_info rules[TC_AG_COUNT] = {
     [TC_AG_FLIP] = {RK_MOVEMENT, NULL, NULL},
     [TC_AG_CONTIGUOUS] = {RK_PASS, NULL, NULL},
     [TC_AG_COPY] = {RK_COPY, NULL, NULL},
-    [TC_AG_CONTIGUOUS_BACKWARD] = {RK_CONTIG_BW, NULL, NULL},
+    [TC_AG_CONTIG_BW] = {RK_CONTIG, NULL, NULL},
     [TC_AG_CUMSUM] = {RK_CUMSUM, NULL, NULL},
     [TC_AG_CUMPROD] = {RK_CUMPROD, NULL, NULL},
     [TC_AG_CONV2D] = {RK_CONV, NULL, NULL},
@@ -444,7 +444,7 @@ TC_MUST_USE tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads
     case RK_REDUCE: grads[0] = d_reduce(c, g); break;
     case RK_MOVEMENT: grads[0] = d_movement(c, g); break;
     case RK_COPY: grads[0] = d_copy(c, g); break;
-    case RK_CONTIG_BW: grads[0] = d_contiguous_backward(c, g); break;
+    case RK_CONTIG: grads[0] = d_contiguous_backward(c, g); break;
     case RK_CUMSUM: tc_cumsum_grad(c, g, grads); break;
     case RK_CUMPROD: tc_cumprod_grad(c, g, grads); break;
     case RK_CONV: tc_conv2d_grad(c, g, grads); break;

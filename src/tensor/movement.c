@@ -269,8 +269,7 @@ TC_API tc_tensor *tc_contiguous_backward(tc_tensor *a) {
     tc_lock();
     tc_tensor *out = NULL;
     if (tc_tensor_check(a, "tc_contiguous_backward", "a") == TC_OK)
-        out = tc_ag_record(tc_tensor_wrap(tc_node_retain(a->node)), TC_AG_CONTIGUOUS_BACKWARD, 1,
-                           &a, NULL);
+        out = tc_ag_record(tc_tensor_wrap(tc_node_retain(a->node)), TC_AG_CONTIG_BW, 1, &a, NULL);
     tc_unlock();
     return out;
 }

@@ -82,9 +82,9 @@ TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device) {
     if (tc_tensor_check(t, "tc_to_device", "t") == TC_OK &&
         (dev = tc_device_open(device, "tc_to_device")) >= 0) {
         tc_node *x = t->node;
-        out = tc_ag_record(tc_tensor_wrap(dev == x->device ? tc_node_retain(x)
-                                                           : tc_tensor_copy_node(x, dev)),
-                           TC_AG_COPY, 1, &t, NULL);
+        out = tc_ag_record(
+            tc_tensor_wrap(dev == x->device ? tc_node_retain(x) : tc_tensor_copy_node(x, dev)),
+            TC_AG_COPY, 1, &t, NULL);
     }
     tc_unlock();
     return out;
@@ -122,7 +122,8 @@ TC_API tc_status tc_move_to_device(tc_tensor *t, const char *device) {
     tc_node *moved = tc_tensor_copy_node(t->node, dev), *gx = t->grad ? t->grad->node : NULL;
     tc_tensor *grad = NULL;
     if (moved && gx)
-        grad = tc_tensor_wrap(gx->device == dev ? tc_node_retain(gx) : tc_tensor_copy_node(gx, dev));
+        grad =
+            tc_tensor_wrap(gx->device == dev ? tc_node_retain(gx) : tc_tensor_copy_node(gx, dev));
     if (!moved || (t->grad && !grad) || (t->ctx && (s = move_history(t, moved)) != TC_OK)) {
         s = s != TC_OK ? s : tc_error_or(TC_ERR_MEMORY);
         tc_node_release(moved);

@@ -86,8 +86,8 @@ static tc_node *scan_windows(tc_node *x, bool is_reverse, scan_kind kind) {
     int nd = x->ndim;
     int64_t n = x->shape[nd - 1], len = 2 * n - 1;
     int64_t one_l[2] = {1, len}, flat = (n + 1) * len, win[2] = {n, len + 1}, out[1] = {n};
-    tc_node *r = reshape_tail(pad_id(x, is_reverse ? 0 : n - 1, is_reverse ? n - 1 : 0, kind), 1,
-                              2, one_l); /* (..., 1, L) */
+    tc_node *r = reshape_tail(pad_id(x, is_reverse ? 0 : n - 1, is_reverse ? n - 1 : 0, kind), 1, 2,
+                              one_l); /* (..., 1, L) */
     if (!r) return NULL;
     int64_t shape[TC_MAX_DIMS];
     memcpy(shape, r->shape, sizeof(int64_t) * (size_t)(nd + 1));
@@ -129,7 +129,7 @@ static tc_node *scan_blocks(tc_node *x, bool is_reverse, scan_kind kind) {
 static tc_node *scan_last(tc_node *x, bool is_reverse, scan_kind kind) {
     if (!x || x->shape[x->ndim - 1] <= 1) return x; /* its own running sum */
     return x->shape[x->ndim - 1] <= 2 * BLOCK ? scan_windows(x, is_reverse, kind)
-                                               : scan_blocks(x, is_reverse, kind);
+                                              : scan_blocks(x, is_reverse, kind);
 }
 
 /* x (consumed) scanned along axis (ndim >= 1), in x's dtype */
@@ -174,15 +174,16 @@ void tc_cumprod_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     tc_node *xf = tc_ew_cast(tc_node_retain(c->inputs[0]), ft);
     tc_node *is0 = eq_c(xf, 0);
     tc_node *zeros = scan_axis(tc_ew_cast(tc_ew_keep(is0), ft), ax, false, SCAN_SUM);
-    tc_node *before = eq_c(zeros, 0);                               /* i < z */
-    tc_node *at = tc_ew_binary(TC_OP_AND, is0, eq_c(zeros, 1));   /* i == z */
+    tc_node *before = eq_c(zeros, 0);                           /* i < z */
+    tc_node *at = tc_ew_binary(TC_OP_AND, is0, eq_c(zeros, 1)); /* i == z */
     tc_node_release(zeros);
     tc_node *x1 = tc_ew_where(tc_ew_keep(at), xf ? tc_ew_const(xf, 1) : NULL, tc_ew_keep(xf));
     tc_node *out1 = scan_axis(x1, ax, false, SCAN_PROD); /* out', = out before z */
     tc_node *gout = tc_ew_binary(TC_OP_MUL, gf, out1);
     tc_node *g_pre = tc_ew_where(tc_ew_keep(before), tc_ew_keep(gout),
                                  gout ? tc_ew_const(gout, 0) : NULL); /* g * out */
-    tc_node *s_pre = scan_axis(g_pre, ax, true, SCAN_SUM), *s_at = scan_axis(gout, ax, true, SCAN_SUM);
+    tc_node *s_pre = scan_axis(g_pre, ax, true, SCAN_SUM),
+            *s_at = scan_axis(gout, ax, true, SCAN_SUM);
     tc_node *x_safe = tc_ew_where(tc_ew_keep(before), xf, xf ? tc_ew_const(xf, 1) : NULL);
     tc_node *d_pre = tc_ew_binary(TC_OP_MUL, s_pre, tc_ew_unary(TC_OP_RECIP, x_safe));
     tc_node *d_at = tc_ew_where(at, s_at, s_at ? tc_ew_const(s_at, 0) : NULL);
@@ -201,8 +202,8 @@ static tc_tensor *scan_api(const char *api, tc_tensor *x, int axis, scan_kind ki
     bool is_0d = nd == 0 && (axis == 0 || axis == -1); /* one element: its own scan */
     if (!is_0d && tc_tensor_axis(api, nd, axis, &ax) != TC_OK) return NULL;
     if (nd + 1 > TC_MAX_DIMS) { /* the window view has one dim more */
-        tc_error_set(TC_ERR_SHAPE, "%s: %d dims leave no room for the scan's (at most %d)", api,
-                     nd, TC_MAX_DIMS - 1);
+        tc_error_set(TC_ERR_SHAPE, "%s: %d dims leave no room for the scan's (at most %d)", api, nd,
+                     TC_MAX_DIMS - 1);
         return NULL;
     }
     tc_dtype dt = x->node->dtype, acc = tc_sum_dtype(dt);

@@ -149,7 +149,7 @@ typedef enum {
     TC_AG_FLIP,       /* args.axes: flipped dims */
     TC_AG_CONTIGUOUS, /* a copy in a buffer of its own */
     TC_AG_COPY,       /* to another device */
-    TC_AG_CONTIGUOUS_BACKWARD, /* the same values; the gradient is made contiguous */
+    TC_AG_CONTIG_BW,  /* contiguous_backward: the same values; g made contiguous */
     TC_AG_CUMSUM,     /* running sums along args.order[0]: scan.c's tc_cumsum_grad */
     TC_AG_CUMPROD,    /* running products along args.order[0]: scan.c's tc_cumprod_grad */
     TC_AG_CONV2D,     /* conv (any nd: w's rank - 2), stride 1, no dilation, one group

@@ -16,18 +16,27 @@ enum { N = 8 };
 static void patterns(tc_dtype dt, void *out) {
     static const uint8_t b8[N] = {0, 1, 0x7f, 0x80, 0xff, 0x3c, 0xc0, 0x55};
     static const uint16_t b16[N] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x3c00, 0xc5a1};
-    static const uint32_t b32[N] = {0, 0x80000000u, 0x7f800000u, 0xff800000u,
+    static const uint32_t b32[N] = {0,           0x80000000u, 0x7f800000u, 0xff800000u,
                                     0x7fc00000u, 0x00000001u, 0x3f800000u, 0xc0490fdbu};
-    static const uint64_t b64[N] = {0, 0x8000000000000000ull, 0x7ff0000000000000ull,
-                                    0xfff0000000000000ull, 0x7ff8000000000000ull, 1,
-                                    0x3ff0000000000000ull, 0xc00921fb54442d18ull};
+    static const uint64_t b64[N] = {0,
+                                    0x8000000000000000ull,
+                                    0x7ff0000000000000ull,
+                                    0xfff0000000000000ull,
+                                    0x7ff8000000000000ull,
+                                    1,
+                                    0x3ff0000000000000ull,
+                                    0xc00921fb54442d18ull};
     size_t size = tc_dtype_size(dt);
     if (dt == TC_BOOL) {
         static const uint8_t bools[N] = {0, 1, 1, 0, 1, 0, 0, 1};
         memcpy(out, bools, N);
     } else {
-        memcpy(out, size == 1 ? (const void *)b8 : size == 2 ? (const void *)b16
-                    : size == 4 ? (const void *)b32 : (const void *)b64, size * N);
+        memcpy(out,
+               size == 1   ? (const void *)b8
+               : size == 2 ? (const void *)b16
+               : size == 4 ? (const void *)b32
+                           : (const void *)b64,
+               size * N);
     }
 }
 
@@ -41,12 +50,15 @@ static void test_bitcast_pairs(void **state) {
             uint8_t in[8 * N], got[8 * N];
             patterns(src, in);
             tc_tensor *x = from(in, src, 1, SHAPE(N)), *y = tc_bitcast(x, dst);
-            if (!y) fprintf(stderr, "%s -> %s: %s\n", tc_dtype_name(src), tc_dtype_name(dst), tc_last_error());
+            if (!y)
+                fprintf(stderr, "%s -> %s: %s\n", tc_dtype_name(src), tc_dtype_name(dst),
+                        tc_last_error());
             assert_non_null(y);
             check_meta(y, dst, 1, SHAPE(N));
             assert_int_equal(tc_to_host(y, got, size * N), TC_OK);
             if (memcmp(in, got, size * N) != 0) {
-                print_error("bitcast %s -> %s changed the bits\n", tc_dtype_name(src), tc_dtype_name(dst));
+                print_error("bitcast %s -> %s changed the bits\n", tc_dtype_name(src),
+                            tc_dtype_name(dst));
                 fail();
             }
             tc_release(x), tc_release(y);
@@ -110,7 +122,8 @@ static void test_bitcast_errors(void **state) {
     float v[2] = {1, 2};
     tc_tensor *x = f32(1, SHAPE(2), v);
     assert_null(tc_bitcast(x, TC_INT16));
-    assert_tc_error(TC_ERR_DTYPE, "tc_bitcast: float32 (4 bytes) to int16 (2 bytes): the sizes differ");
+    assert_tc_error(TC_ERR_DTYPE,
+                    "tc_bitcast: float32 (4 bytes) to int16 (2 bytes): the sizes differ");
     assert_null(tc_bitcast(x, TC_FLOAT64));
     assert_tc_error(TC_ERR_DTYPE, "tc_bitcast: float32 (4 bytes) to float64 (8 bytes)");
     uint8_t u[2] = {2, 0};

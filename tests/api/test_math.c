@@ -78,7 +78,7 @@ static void test_rounding_integers(void **state) {
  * rounded to that dtype (read back through an exact cast to float64) */
 static void test_rounding_signed_zero(void **state) {
     (void)state;
-    static const float v[] = {-0.0f, -0.3f, -0.5f, -0.7f, 0.0f, 0.3f, -1e-30f,
+    static const float v[] = {-0.0f, -0.3f, -0.5f, -0.7f, 0.0f,  0.3f,     -1e-30f,
                               0.5f,  -2.5f, -1.5f, 0.7f,  -3.7f, INFINITY, NAN};
     enum { N = COUNT(v) };
     const tc_dtype dts[4] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64};
@@ -86,7 +86,8 @@ static void test_rounding_signed_zero(void **state) {
     double (*host[4])(double) = {trunc, floor, ceil, h_round};
     const char *names[4] = {"trunc", "floor", "ceil", "round"};
     for (int d = 0; d < 4; d++) {
-        tc_tensor *x32 = f32(1, SHAPE(N), v), *x = tc_cast(x32, dts[d]), *x64 = tc_cast(x, TC_FLOAT64);
+        tc_tensor *x32 = f32(1, SHAPE(N), v), *x = tc_cast(x32, dts[d]),
+                  *x64 = tc_cast(x, TC_FLOAT64);
         double in[N], got[N];
         assert_int_equal(tc_to_host(x64, in, sizeof in), TC_OK);
         for (int k = 0; k < 4; k++) {

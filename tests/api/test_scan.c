@@ -283,11 +283,11 @@ static void test_zero_d_axes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TEST(test_cumsum_axes),      TEST(test_cumsum_dtypes_and_edges),
-        TEST(test_cumsum_long_rows), TEST(test_cumsum_one_kernel),
-        TEST(test_cumprod_axes),     TEST(test_cumprod_dtypes_and_edges),
+        TEST(test_cumsum_axes),       TEST(test_cumsum_dtypes_and_edges),
+        TEST(test_cumsum_long_rows),  TEST(test_cumsum_one_kernel),
+        TEST(test_cumprod_axes),      TEST(test_cumprod_dtypes_and_edges),
         TEST(test_cumprod_long_rows), TEST(test_cumprod_one_kernel),
-        TEST(test_any_all),          TEST(test_logsumexp),
+        TEST(test_any_all),           TEST(test_logsumexp),
         TEST(test_zero_d_axes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

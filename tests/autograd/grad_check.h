@@ -94,7 +94,8 @@ static inline void gc_check(const char *what, const gc_case *c, double rtol, dou
             xf[i][j] = (float)v;
             xd_store[i][j] = (double)xf[i][j];
         }
-        for (int z = 0; i == 0 && z < c->n_zeros; z++) xf[0][c->zeros[z]] = 0, xd_store[0][c->zeros[z]] = 0;
+        for (int z = 0; i == 0 && z < c->n_zeros; z++)
+            xf[0][c->zeros[z]] = 0, xd_store[0][c->zeros[z]] = 0;
         xd[i] = xd_store[i];
         x[i] = f32(c->ndim[i], c->shape[i], xf[i]);
         if (!c->is_const[i]) assert_int_equal(tc_set_requires_grad(x[i], true), TC_OK);

@@ -269,10 +269,16 @@ static void test_std_size_one_axes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TEST(test_cumsum),    TEST(test_cumsum_blocked), TEST(test_cumsum_transposed),
-        TEST(test_cumprod),   TEST(test_cumprod_zeros),  TEST(test_cumprod_transposed),
+        TEST(test_cumsum),
+        TEST(test_cumsum_blocked),
+        TEST(test_cumsum_transposed),
+        TEST(test_cumprod),
+        TEST(test_cumprod_zeros),
+        TEST(test_cumprod_transposed),
         TEST(test_cumprod_blocked),
-        TEST(test_logsumexp), TEST(test_std_correction), TEST(test_std_size_one_axes),
+        TEST(test_logsumexp),
+        TEST(test_std_correction),
+        TEST(test_std_size_one_axes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

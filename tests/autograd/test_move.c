@@ -41,7 +41,8 @@ static void test_contiguous_backward_kernels(void **state) {
         tc_tensor *u = cb ? tc_contiguous_backward(x) : tc_retain(x);
         assert_int_equal(tc_schedule_kernel_count(&u, 1), 0); /* a realized x: nothing to run */
         expect_f32(tc_retain(u), v, 6, 0, 0, "contiguous_backward's values");
-        tc_tensor *e = tc_exp(u), *s = tc_sin(u), *p = tc_mul(e, s), *loss = tc_sum(p, 0, NULL, false);
+        tc_tensor *e = tc_exp(u), *s = tc_sin(u), *p = tc_mul(e, s),
+                  *loss = tc_sum(p, 0, NULL, false);
         assert_int_equal(tc_backward(loss), TC_OK);
         tc_tensor *g = tc_grad(x), *gs = tc_sum(g, 0, NULL, false);
         assert_int_equal(tc_schedule_kernel_count(&gs, 1), cb ? 2 : 1);
@@ -112,7 +113,8 @@ static void test_move_leaf_after_use(void **state) {
 static void test_move_result(void **state) {
     (void)state;
     float v[3] = {1, 2, 3}, six[3] = {6, 6, 6};
-    tc_tensor *a = f32(1, SHAPE(3), v), *three = scalar(3, TC_FLOAT32), *two = scalar(2, TC_FLOAT32);
+    tc_tensor *a = f32(1, SHAPE(3), v), *three = scalar(3, TC_FLOAT32),
+              *two = scalar(2, TC_FLOAT32);
     assert_int_equal(tc_set_requires_grad(a, true), TC_OK);
     tc_tensor *y = tc_mul(a, three);
     assert_int_equal(tc_move_to_device(y, "NULL"), TC_OK);
@@ -148,9 +150,12 @@ static void test_copy_views_and_consts(void **state) {
     (void)state;
     float v[6] = {0, 1, 2, 3, 4, 5};
     tc_tensor *x = f32(2, SHAPE(2, 3), v), *two = scalar(2, TC_FLOAT32);
-    tc_tensor *srcs[6] = {tc_transpose(x, 0, 1), tc_shrink(x, SHAPE(1, 2, 0, 3)),
-                          tc_reshape(x, 2, SHAPE(3, 2)), tc_retain(two),
-                          tc_full(2, SHAPE(2, 2), 1.5, TC_FLOAT32, NULL), tc_mul(x, two)};
+    tc_tensor *srcs[6] = {tc_transpose(x, 0, 1),
+                          tc_shrink(x, SHAPE(1, 2, 0, 3)),
+                          tc_reshape(x, 2, SHAPE(3, 2)),
+                          tc_retain(two),
+                          tc_full(2, SHAPE(2, 2), 1.5, TC_FLOAT32, NULL),
+                          tc_mul(x, two)};
     for (int i = 0; i < 6; i++) {
         tc_tensor *c = tc_to_device(srcs[i], "NULL");
         if (!c || tc_realize(&c, 1) != TC_OK) fprintf(stderr, "case %d: %s\n", i, tc_last_error());
@@ -181,9 +186,13 @@ static void test_move_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TEST(test_contiguous_backward_gradient), TEST(test_contiguous_backward_kernels),
-        TEST(test_move_leaf),   TEST(test_move_leaf_after_use),
-        TEST(test_move_result), TEST(test_copy_views_and_consts), TEST(test_move_errors),
+        TEST(test_contiguous_backward_gradient),
+        TEST(test_contiguous_backward_kernels),
+        TEST(test_move_leaf),
+        TEST(test_move_leaf_after_use),
+        TEST(test_move_result),
+        TEST(test_copy_views_and_consts),
+        TEST(test_move_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
