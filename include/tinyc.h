@@ -202,6 +202,10 @@ TC_API tc_tensor *tc_quick_gelu(tc_tensor *a);  /* x*sigmoid(1.702x) */
 TC_API tc_tensor *tc_celu(tc_tensor *a, double alpha);
 TC_API tc_tensor *tc_where(tc_tensor *cond, tc_tensor *a, tc_tensor *b);
 TC_API tc_tensor *tc_cast(tc_tensor *a, tc_dtype dt);
+/* a's bits read as dt, of the same size (tinygrad's bitcast, torch's
+ * view(dtype)); TC_ERR_DTYPE for another size or for a non-bool to bool,
+ * TC_ERR_INVALID when a requires grad (no gradient). Elementwise: it fuses. */
+TC_API tc_tensor *tc_bitcast(tc_tensor *a, tc_dtype dt);
 
 /* ---- reduce (naxes 0 = all axes; negative axes count from the end; a 0-d
  * tensor takes axis 0 or -1, its one element) ------------------------------ */
@@ -219,6 +223,10 @@ TC_API tc_tensor *tc_logsumexp(tc_tensor *a, int naxes, const int *axes, bool ke
 /* running sums along axis (tc_sum's dtype); a row of up to 512 is one
  * kernel (a windowed view and a sum), longer rows are scanned in blocks */
 TC_API tc_tensor *tc_cumsum(tc_tensor *x, int axis);
+/* running products along axis (torch's cumprod; tc_sum's dtype), one kernel
+ * as tc_cumsum (windows and a product); the gradient is exact where x has
+ * zeros, as torch's */
+TC_API tc_tensor *tc_cumprod(tc_tensor *x, int axis);
 
 /* ---- movement: views, no copies ----------------------------------------- */
 TC_API tc_tensor *tc_reshape(tc_tensor *a, int ndim, const int64_t *shape); /* one -1 allowed */
@@ -229,6 +237,9 @@ TC_API tc_tensor *tc_pad(tc_tensor *a, const int64_t *before_after);       /* 2*
 TC_API tc_tensor *tc_shrink(tc_tensor *a, const int64_t *begin_end);       /* 2*ndim values */
 TC_API tc_tensor *tc_flip(tc_tensor *a, int naxes, const int *axes);
 TC_API tc_tensor *tc_contiguous(tc_tensor *a); /* a realize point: a kernel makes a copy */
+/* tinygrad's contiguous_backward: a's values unchanged (no kernel); in the
+ * backward graph its gradient is made contiguous (a realize point there) */
+TC_API tc_tensor *tc_contiguous_backward(tc_tensor *a);
 
 /* ---- running ------------------------------------------------------------ */
 TC_API tc_status tc_realize(tc_tensor **ts, int n);
@@ -237,6 +248,11 @@ TC_API tc_status tc_to_host(tc_tensor *t, void *dst, size_t nbytes);
 /* kernels tc_realize would run now (copies excluded); -1 on error */
 TC_API int tc_schedule_kernel_count(tc_tensor **ts, int n);
 TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device);
+/* tinygrad's to_: moves t in place (its handle now reads a copy on device),
+ * its gradient too; a leaf stays a leaf (later gradients land on device), a
+ * result keeps its history behind the copy, as tc_to_device's. On error t is
+ * unchanged. */
+TC_API tc_status tc_move_to_device(tc_tensor *t, const char *device);
 /* waits until every kernel and copy queued on device ("CUDA", "OPENCL:1",
  * NULL = TC_DEVICE or CPU) has finished: GPU launches return as soon as they
  * are queued, so time GPU work up to this call (torch.cuda.synchronize) */

@@ -186,6 +186,49 @@ def test_pool_kernels():
     assert len(x.avg_pool2d((3, 2), 2).schedule()) == 1
 
 
+POOL_EDGES = [  # x shape, kernel, stride, padding: 0-size batch, 1 element, a window of all
+    ((0, 2, 5, 4), 2, None, 0), ((1, 1, 1, 1), 1, None, 0), ((2, 1, 3, 4), (3, 4), None, 0),
+    ((1, 2, 1, 5), (1, 3), (1, 2), (0, 1)),
+]
+
+
+@requires("tc_max_pool_nd", "tc_avg_pool_nd")
+@pytest.mark.parametrize("grad", GRAD, ids=GRAD_IDS)
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("pool", POOL_EDGES, ids=str)
+def test_pool_edge_shapes(pool, kind, grad):
+    shape, k, s, p = pool
+    stride = s if s is not None else k
+    if kind == "max":
+        fns = (lambda x: x.max_pool2d(k, s, padding=p),
+               lambda x: F.max_pool2d(x, k, stride, padding=p))
+    else:
+        fns = (lambda x: x.avg_pool2d(k, s, padding=p),
+               lambda x: F.avg_pool2d(x, k, stride, padding=p))
+    run_both(*fns, leaves([shape], ["contig"], 11), [shape], ["contig"], grad)
+
+
+@requires("tc_max_pool_nd", "tc_avg_pool_nd")
+@requires_autograd
+@pytest.mark.parametrize("layout", ["flipped", "strided"])
+def test_pool_broadcast_and_views(layout):
+    # a channel broadcast (expand) of a non-contiguous view, both pools, and
+    # the gradient summed back over the broadcast
+    a = leaves([(1, 1, 7, 6)], [layout], 12)[0]
+    t, tt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    view = (lambda v: v.flip((2, 3))) if layout == "flipped" else (lambda v: v[..., ::2])
+    x, xt = view(t).expand(2, 3, 7, 6), view(tt).expand(2, 3, 7, 6)
+    got = x.max_pool2d((3, 2), (2, 1), dilation=(1, 2), padding=(1, 0)) + \
+        x.avg_pool2d((3, 2), (2, 1), padding=(1, 0))[..., :4]
+    want = F.max_pool2d(xt, (3, 2), (2, 1), padding=(1, 0), dilation=(1, 2)) + \
+        F.avg_pool2d(xt, (3, 2), (2, 1), padding=(1, 0))[..., :4]
+    assert_close(got, want)
+    w = np.random.default_rng(13).uniform(0.5, 1.5, tuple(want.shape)).astype(np.float32)
+    (got * Tensor(w)).sum().backward()
+    (want * torch.tensor(w)).sum().backward()
+    assert_close(t.grad, tt.grad, atol=1e-4)
+
+
 def test_avg_pool2d_without_padding_count():
     x = leaves([(1, 1, 5, 5)], ["contig"])[0]
     got = Tensor(x).avg_pool2d(3, 2, padding=1, count_include_pad=False)

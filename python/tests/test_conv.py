@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import assert_close, rand_array, requires, requires_autograd, run_both
+from helpers import (LAYOUTS, assert_close, base_shape, rand_array, requires, requires_autograd,
+                     run_both)
 from tinyc import Tensor, TinycError
 
 GRAD = [False, pytest.param(True, marks=requires_autograd)]
@@ -114,6 +115,75 @@ def test_conv_transpose_positional_order():
     want = F.conv_transpose1d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=2,
                               padding=1, output_padding=1, groups=2, dilation=1)
     assert_close(got, want, atol=1e-4)
+
+
+VIEW_CASES = [  # x shape, w shape, kwargs: conv (1-d, 3-d) and conv_transpose
+    ("conv", (2, 3, 9), (4, 3, 3), dict(stride=2, padding=1)),
+    ("conv", (1, 2, 4, 3, 5), (3, 2, 2, 1, 3), dict(dilation=(1, 1, 2), padding=(1, 0, 0))),
+    ("convt", (2, 4, 5), (4, 3, 3), dict(stride=2, padding=1, output_padding=1, groups=2)),
+    ("convt", (1, 2, 3, 4), (2, 3, 2, 3), dict(stride=(2, 1), dilation=(1, 2))),
+]
+
+
+@requires("tc_conv_nd", "tc_conv_transpose_nd")
+@requires_autograd
+@pytest.mark.parametrize("layout", LAYOUTS[1:])
+@pytest.mark.parametrize("case", VIEW_CASES, ids=lambda c: "%s-%dd" % (c[0], len(c[1]) - 2))
+def test_conv_backward_on_views(case, layout):
+    # x and w both read through non-contiguous views (transposed, flipped,
+    # strided), forward and the gradients of both leaves
+    kind, xs, ws, kw = case
+    shapes, lays = [xs, ws, (ws[1] * kw.get("groups", 1) if kind == "convt" else ws[0],)], \
+        [layout, layout, "contig"]
+    arrs = arrays([base_shape(s, lay) for s, lay in zip(shapes, lays)], 8)
+    if kind == "conv":
+        tc, th = (lambda x, w, b: x.conv2d(w, b, **kw),
+                  lambda x, w, b: TORCH_CONV[len(xs) - 2](x, w, b, **kw))
+    else:
+        tc, th = (lambda x, w, b: x.conv_transpose2d(w, b, **kw),
+                  lambda x, w, b: TORCH_CONVT[len(xs) - 2](x, w, b, **kw))
+    run_both(tc, th, arrs, shapes, lays, True, atol=1e-4)
+
+
+EDGE_CONVS = [  # x shape, w shape, kwargs: 0-size batch, 1 element, a kernel as big as x
+    ("conv", (0, 3, 7), (2, 3, 3), dict(padding=1)),
+    ("conv", (1, 1, 1), (1, 1, 1), dict()),
+    ("conv", (1, 1, 1, 1, 1), (2, 1, 1, 1, 1), dict()),
+    ("conv", (2, 2, 3, 4), (3, 2, 3, 4), dict()),
+    ("convt", (0, 2, 4), (2, 3, 3), dict(stride=2)),
+    ("convt", (1, 1, 1), (1, 1, 1), dict()),
+    ("convt", (1, 2, 1, 1), (2, 2, 3, 3), dict(stride=2, padding=1)),
+]
+
+
+@requires("tc_conv_nd", "tc_conv_transpose_nd")
+@pytest.mark.parametrize("grad", GRAD, ids=GRAD_IDS)
+@pytest.mark.parametrize("case", EDGE_CONVS, ids=lambda c: "%s-%s" % (c[0], c[1]))
+def test_conv_edge_shapes(case, grad):
+    kind, xs, ws, kw = case
+    shapes = [xs, ws]
+    th = (TORCH_CONV if kind == "conv" else TORCH_CONVT)[len(xs) - 2]
+    tc = (lambda x, w: x.conv2d(w, **kw)) if kind == "conv" else \
+        (lambda x, w: x.conv_transpose2d(w, **kw))
+    run_both(tc, lambda x, w: th(x, w, **kw), arrays(shapes, 9), shapes, ["contig"] * 2, grad,
+             atol=1e-4)
+
+
+@requires("tc_conv_nd")
+@requires_autograd
+def test_conv_broadcast_input():
+    # a batch broadcast from one sample (expand) and a weight shared by two
+    # convs: the gradients sum over the broadcast and the uses
+    x0, w0 = arrays([(1, 3, 8), (4, 3, 3)], 10)
+    tx, tw = Tensor(x0, requires_grad=True), Tensor(w0, requires_grad=True)
+    px, pw = torch.tensor(x0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    got = tx.expand(3, 3, 8).conv2d(tw, padding=1) + tx.conv2d(tw, stride=2).sum()
+    want = F.conv1d(px.expand(3, 3, 8), pw, padding=1) + F.conv1d(px, pw, stride=2).sum()
+    assert_close(got, want, atol=1e-4)
+    got.sum().backward()
+    want.sum().backward()
+    assert_close(tx.grad, px.grad, atol=1e-3)
+    assert_close(tw.grad, pw.grad, atol=1e-3)
 
 
 @requires("tc_conv_nd")

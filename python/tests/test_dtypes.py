@@ -1,6 +1,7 @@
 """test_dtypes.py - tinygrad's dtypes helpers (min, max, from_py,
 is_unsigned, is_float, is_int) against numpy's and torch's facts, and the
-Tensor methods around dtypes and values: is_floating_point, replace."""
+Tensor methods around dtypes and values: is_floating_point, replace,
+bitcast (against numpy's and torch's view(dtype))."""
 import math
 
 import numpy as np
@@ -205,3 +206,89 @@ def test_safetensors_new_dtypes(tmp_path):
     for k, t in ts.items():
         assert back[k].dtype == t.dtype, k
         np.testing.assert_array_equal(back[k].numpy(), t.numpy(), err_msg=k)
+
+
+NP_BY_SIZE = {1: ["uint8", "int8", "bool"], 2: ["int16", "uint16", "float16"],
+              4: ["int32", "uint32", "float32"], 8: ["int64", "uint64", "float64"]}
+
+
+def special_bits(size, n=12, seed=7):
+    raw = np.random.default_rng(seed).integers(0, 256, size=n * size, dtype=np.uint8)
+    u = raw.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[size])
+    specials = {2: [0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x83ff, 0x3c00],
+                4: [0, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 1, 0x807fffff, 0x3f800000],
+                8: [0, 1 << 63, 0x7ff0000000000000, 0xfff8000000000000, 1, 0x3ff0000000000000]}
+    for i, v in enumerate(specials.get(size, [])):
+        u[i] = v
+    return u
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8])
+def test_bitcast_against_numpy(size):
+    bits = special_bits(size)
+    for src in NP_BY_SIZE[size]:
+        if src == "bool":
+            continue
+        a = bits.view(np.dtype(src))
+        for dst in NP_BY_SIZE[size]:
+            if dst == "bool":
+                continue
+            got = Tensor(a).bitcast(getattr(dtypes, dst))
+            assert got.dtype == getattr(dtypes, dst) and got.shape == a.shape
+            assert got.numpy().tobytes() == a.view(np.dtype(dst)).tobytes(), (src, dst)
+
+
+def test_bitcast_bfloat16_against_torch():
+    v = torch.tensor([1.5, -0.0, 3.140625, float("inf"), -1e-40, 65280.0, float("nan"), -2.0],
+                     dtype=torch.bfloat16)
+    x = Tensor(v.float().numpy()).cast(dtypes.bfloat16)
+    for dst, tdt in ((dtypes.int16, torch.int16), (dtypes.uint16, None), (dtypes.float16, torch.float16)):
+        got = x.bitcast(dst)
+        want = v.view(tdt) if tdt is not None else v.view(torch.int16)
+        if tdt is None:  # torch 1.13 has no uint16: compare the bits
+            assert got.numpy().view(np.int16).tolist() == want.numpy().tolist()
+        else:
+            assert got.numpy().tobytes() == want.numpy().tobytes(), dst
+        back = got.bitcast(dtypes.bfloat16)
+        assert torch.equal(torch.tensor(back.numpy()).view(torch.int32),
+                           v.float().view(torch.int32)), dst
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided", "flipped"])
+def test_bitcast_views_fuse_and_edges(layout):
+    from helpers import make_view
+    a = np.random.default_rng(8).uniform(-4, 4, (4, 6)).astype(np.float32)
+    x, xt = make_view(Tensor(a), layout, 2), make_view(torch.tensor(a), layout, 2)
+    y = (x * 2).bitcast(dtypes.int32) + 1
+    assert len(y.schedule()) == 1  # the multiply, the bitcast and the add: one kernel
+    assert y.numpy().tolist() == ((xt * 2).view(torch.int32) + 1).tolist()
+    for shape in [(), (0,), (1,), (0, 3)]:
+        e = np.full(shape, -1.5, np.float32)
+        got = Tensor(e).bitcast(dtypes.uint32)
+        assert got.shape == shape
+        assert got.numpy().tobytes() == e.view(np.uint32).tobytes()
+    assert Tensor([True, False]).bitcast(dtypes.uint8).tolist() == [1, 0]
+    t = Tensor([1.0, 2.0])
+    assert t.bitcast(dtypes.float32) is t  # tinygrad's: the same dtype is itself
+
+
+def test_llvm_bf16_cast():
+    v = np.array([1.5, -0.0, 3.140625, np.inf, -2.5e-39, 65280.0, np.nan], np.float32)
+    x = Tensor(v).cast(dtypes.bfloat16)
+    for dt in (dtypes.float32, dtypes.float16, dtypes.float64):
+        got, want = x.llvm_bf16_cast(dt), x.cast(dt)
+        assert got.dtype == dt
+        assert got.numpy().tobytes() == want.numpy().tobytes(), dt
+    with pytest.raises(AssertionError):
+        Tensor([1.0]).llvm_bf16_cast(dtypes.float32)
+
+
+def test_bitcast_errors():
+    from tinyc import TinycError
+    with pytest.raises(TinycError, match="tc_bitcast: float32 \\(4 bytes\\) to int16 \\(2 bytes\\)"):
+        Tensor([1.0, 2.0]).bitcast(dtypes.int16)
+    with pytest.raises(TinycError, match="uint8 to bool"):
+        Tensor(np.array([2], np.uint8)).bitcast(dtypes.bool)
+    with pytest.raises(RuntimeError, match="can't backprop through bitcast"):
+        Tensor([1.0], requires_grad=True).bitcast(dtypes.int32)
+    assert Tensor([1.0], requires_grad=True).detach().bitcast(dtypes.int32).tolist() == [1065353216]

@@ -88,6 +88,24 @@ def test_step_special_values(op):
     assert np.array_equal(got, want, equal_nan=True), (name, got, want)
 
 
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("op", STEP, ids=[o[0] for o in STEP])
+def test_step_sign_of_zero(op, dt):
+    # floor(-0.0), ceil(-0.5), trunc(-0.3), round(-0.4) are -0 in torch (and C);
+    # torch.sign(-0.0) is +0. Torch 1.13 has no half rounding on the CPU: its
+    # reference runs on the input rounded to dt, in float32 (exact for these)
+    name, f_tc, f_th = op
+    a = np.array([-0.0, -0.3, -0.5, -0.7, 0.0, 0.3, -1e-30, 0.5, -2.5, -1.5, 0.7, 1e-30,
+                  -1e-3, 1e-3], np.float32)
+    x = Tensor(a).cast(getattr(dtypes, dt))
+    xin = torch.tensor(x.float().numpy() if dt != "float64" else x.numpy())
+    got = torch.tensor(f_tc(x).float().numpy() if dt != "float64" else f_tc(x).numpy())
+    want = f_th(xin)
+    assert f_tc(x).dtype == getattr(dtypes, dt)
+    assert torch.equal(got, want.to(got.dtype)), (name, dt, got, want)
+    assert torch.equal(torch.signbit(got), torch.signbit(want)), (name, dt, got, want)
+
+
 @pytest.mark.parametrize("op", STEP, ids=[o[0] for o in STEP])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_step_views(op, layout):

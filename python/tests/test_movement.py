@@ -170,3 +170,37 @@ def test_getitem_backward(idx):
     g = np.zeros_like(a)  # basic indices select each element once: scatter w back
     g[idx] += w
     assert_close(t.grad, g, what="grad of x%r" % (idx,))
+
+
+@requires_autograd
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_contiguous_backward(layout):
+    # tinygrad's: forward the same values (no kernel); backward the same
+    # gradient as without it (torch has none: the plain gradient is the
+    # reference), realized in a buffer of its own
+    a = rand_array(base_shape(SHAPE, layout), np.random.default_rng(3))
+    t, tt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    x, xt = make_view(t, layout, 3), make_view(tt, layout, 3)
+    u = x.contiguous_backward()
+    assert u.shape == x.shape and len(u.schedule()) == len(x.schedule())
+    assert_close(u, xt.detach())
+    w = rand_array(SHAPE, np.random.default_rng(4))
+    (u.exp() * u.sin() * Tensor(w)).sum().backward()
+    (xt.exp() * xt.sin() * torch.tensor(w)).sum().backward()
+    assert_close(t.grad, tt.grad, rtol=1e-5, atol=1e-5)
+    for edge in [np.float32(2.5), np.zeros((0, 3), np.float32), np.ones((1,), np.float32)]:
+        e = Tensor(edge, requires_grad=True)
+        (e.contiguous_backward() * 3).sum().backward()
+        assert_close(e.grad, np.full(np.shape(edge), 3.0, np.float32))
+
+
+@requires_autograd
+def test_contiguous_backward_realizes_the_gradient():
+    a = np.linspace(0.1, 0.6, 6, dtype=np.float32).reshape(2, 3)
+    counts = []
+    for cb in (False, True):
+        x = Tensor(a, requires_grad=True)
+        u = x.contiguous_backward() if cb else x
+        (u.exp() * u.sin()).sum().backward()
+        counts.append(len(x.grad.sum().schedule()))
+    assert counts == [1, 2]  # the gradient's own kernel, then the sum that reads it

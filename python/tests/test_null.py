@@ -1,6 +1,7 @@
 """test_null.py - the NULL device from Python: Tensor(..., device="NULL")
 and TC_DEVICE=NULL schedule and count kernels like the CPU, compile nothing,
-and read back zeros."""
+and read back zeros; to() and to_() (tinygrad's in-place move) between NULL
+and the CPU, with gradients and history."""
 import os
 import subprocess
 import sys
@@ -35,6 +36,75 @@ def test_null_and_cpu_do_not_mix():
         (a + b).realize()
     with pytest.raises(tinyc.TinycError, match="NULL:3"):
         Tensor([1.0], device="NULL:3")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).T,
+    lambda: Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))[1],
+    lambda: Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))[:, ::2],
+    lambda: Tensor(np.arange(6, dtype=np.float32)).reshape(3, 2),
+    lambda: Tensor(2.0), lambda: Tensor.full((2, 2), 1.5), lambda: Tensor.ones(3) * 2,
+], ids=["transposed", "row", "strided", "reshaped", "0-d", "full", "lazy"])
+def test_to_copies_views_and_consts(make):
+    x = make()
+    y = x.to("NULL")
+    assert y.device == "NULL" and y.shape == x.shape
+    y.realize()
+    x.to_("NULL")
+    assert x.device == "NULL"
+    np.testing.assert_array_equal(x.numpy(), np.zeros(x.shape, np.float32))
+
+
+def test_to_in_place():
+    # tinygrad's to_: the tensor itself moves and returns None; same device: no-op
+    x = Tensor([1.0, 2.0, 3.0])
+    assert x.to_("CPU") is None
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0, 3.0])
+    x.to_("NULL")
+    assert x.device == "NULL" and x.shape == (3,)
+    x.to_(None)  # the default device
+    assert x.device == "CPU"
+    with pytest.raises(tinyc.TinycError, match="tc_move_to_device: unknown device 'NOPE'"):
+        x.to_("NOPE")
+    assert x.device == "CPU"
+    with pytest.raises(TypeError):
+        x.to_(3)
+
+
+@requires_autograd
+def test_to_in_place_moves_the_gradient():
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x * x).sum().backward()
+    x.to_("CPU")
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0, 6.0])
+    x.to_("NULL")
+    assert x.device == "NULL" and x.grad.device == "NULL" and x.requires_grad
+    (x * 2).sum().backward()  # a leaf still: the new gradient lands on NULL
+    assert x.grad.device == "NULL"
+    x.grad.realize()
+    y = Tensor([1.0, 2.0], requires_grad=True)
+    loss = (y * y).sum()
+    y.to_("NULL")  # used on the CPU, moved, then differentiated
+    loss.backward()
+    assert y.grad.device == "NULL"
+    y.grad.realize()
+
+
+@requires_autograd
+def test_to_in_place_keeps_history():
+    # a result moved in place still differentiates into its inputs (their device)
+    a = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = a * 3
+    y.to_("NULL")
+    assert y.device == "NULL" and y.requires_grad
+    y.to_("CPU")
+    (y * 2).sum().backward()
+    assert a.grad.device == "CPU"
+    b = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    z = b * 3
+    z.to_("CPU")
+    (z * 2).sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), [6.0, 6.0, 6.0])
 
 
 # an MLP trained with Adam, eagerly and through TinyJit, with TC_DEVICE=NULL

@@ -57,6 +57,34 @@ def test_interpolate(shape, size, mode, align, permuted):
     assert_close(got, tt.grad.numpy(), atol=1e-5, rtol=0)
 
 
+EDGES = [  # 0-size batch, one element in, one element out, an expanded (broadcast) input
+    ((0, 2, 5), (8,), "linear", False), ((1, 1, 1), (4,), "linear", False),
+    ((1, 1, 1), (3,), "nearest", False), ((2, 1, 5, 4), (1, 1), "bilinear", False),
+    ((1, 2, 1, 1), (3, 2), "bilinear", True), ((1, 1, 4), (1,), "nearest-exact", False),
+]
+
+
+@pytest.mark.parametrize("shape,size,mode,align", EDGES, ids=str)
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_interpolate_edges_and_broadcast(shape, size, mode, align, broadcast):
+    rng = np.random.default_rng(sum(shape) + sum(size))
+    x = rng.standard_normal(shape).astype(np.float32)
+    tx, tt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ours, theirs = tx, tt
+    if broadcast:  # three channels read from one: the gradient sums back
+        ours, theirs = tx[:, :1].expand(shape[0], 3, *shape[2:]), tt[:, :1].expand(
+            shape[0], 3, *shape[2:])
+    y = ours.interpolate(size, mode=mode, align_corners=align)
+    kw = {"align_corners": align} if "linear" in mode else {}
+    want = F.interpolate(theirs, size=size, mode=mode, **kw)
+    assert y.shape == tuple(want.shape)
+    assert_close(y, want.detach().numpy(), atol=1e-5, rtol=0)
+    g = rng.standard_normal(tuple(want.shape)).astype(np.float32)
+    (y * Tensor(g)).sum().backward()
+    (want * torch.tensor(g)).sum().backward()
+    assert_close(tx.grad, tt.grad.numpy(), atol=1e-5, rtol=0)
+
+
 def test_tinygrad_form_and_identity():
     x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     assert x.interpolate((4,)).numpy().tolist() == x.numpy().tolist()  # same size: itself
@@ -73,6 +101,10 @@ def test_kernel_counts():
     assert len(x.interpolate((16, 13)).schedule()) == 2
     # a whole-number nearest factor is a view: it fuses into the conv
     assert len(x.interpolate((16, 4), mode="nearest").conv2d(w, padding=1).schedule()) == 1
+    # other sizes read x through an indexed load per resized axis: that kernel
+    # (the lerp fused into it) and the conv, which reads it through its windows
+    assert len(x.interpolate((13,)).conv2d(w, padding=1).schedule()) == 2
+    assert len(x.interpolate((13, 13)).conv2d(w, padding=1).schedule()) == 3
 
 
 def test_errors():

@@ -1,7 +1,7 @@
 """test_scan.py - the scans and reductions of the breadth issue against torch
-1.13: cumsum (every axis, views, dtypes, edge shapes, long rows scanned in
-blocks, backward, and one kernel for a row of up to 512 and for its
-gradient), any/all with axis tuples, std/var with correction=, logsumexp,
+1.13: cumsum and cumprod (every axis, views, broadcast inputs, dtypes, edge
+shapes, long rows scanned in blocks, backward (cumprod's with zeros in the
+rows), and one kernel for a row of up to 512 and for cumsum's gradient), any/all with axis tuples, std/var with correction=, logsumexp,
 reductions, softmax, log_softmax, logsumexp, argmax and cumsum on 0-d
 tensors with axis 0/-1, and the finite gradient of std over size-1 axes."""
 import numpy as np
@@ -97,6 +97,127 @@ def test_cumsum_bad_axis():
         Tensor.ones(2, 3).cumsum(2)
     with pytest.raises(AxisError):
         Tensor(1.0).cumsum(1)
+
+
+# ---- cumprod -----------------------------------------------------------------
+
+@requires_autograd
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape,axis", [((7,), 0), ((3, 5), 1), ((3, 5), 0), ((2, 3, 4), 1),
+                                        ((2, 3, 4), -1), ((4, 1, 3), -2)], ids=str)
+def test_cumprod(shape, axis, layout):
+    t, tt, x, xt = views(shape, layout, lo=-1.8, hi=1.8)
+    got, want = x.cumprod(axis), torch.cumprod(xt, axis)
+    assert_close(got, want, what="cumprod")
+    backward_both(got, want, t, tt)
+
+
+def zeroed(shape, where, seed=4):
+    a = rand_array(shape, np.random.default_rng(seed), -1.8, 1.8)
+    for i in where:
+        a.flat[i] = 0.0
+    return a
+
+
+@requires_autograd
+@pytest.mark.parametrize("where", [(2,), (2, 4), (0,), (5,), (0, 5), (1, 7, 9, 16), ()], ids=str)
+@pytest.mark.parametrize("axis", [1, 0])
+def test_cumprod_backward_with_zeros(where, axis):
+    # torch's gradient: at a row's first zero the product of the others, 0 after it
+    a = zeroed((3, 6), where)
+    t, tt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    got, want = t.cumprod(axis), torch.cumprod(tt, axis)
+    assert_close(got, want, atol=0)
+    backward_both(got, want, t, tt)
+    assert np.isfinite(t.grad.numpy()).all()
+
+
+@requires_autograd
+def test_cumprod_broadcast_and_views():
+    # a broadcast input (expand) and a product of two leaves: both get gradients
+    a = zeroed((1, 5), (2,))
+    b = rand_array((4, 1), np.random.default_rng(5), 0.5, 1.5)
+    ta, tb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    xa, xb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    got, want = (ta * tb).cumprod(1), torch.cumprod(xa * xb, 1)
+    assert_close(got, want)
+    got2, want2 = ta.expand(4, 5).cumprod(0)[:, ::2], torch.cumprod(xa.expand(4, 5), 0)[:, ::2]
+    assert_close(got2, want2)
+    w = np.random.default_rng(6).uniform(0.5, 1.5, (4, 5)).astype(np.float32)
+    ((got * Tensor(w)).sum() + got2.sum()).backward()
+    ((want * torch.tensor(w)).sum() + want2.sum()).backward()
+    assert_close(ta.grad, xa.grad, rtol=1e-4, atol=1e-4)
+    assert_close(tb.grad, xb.grad, rtol=1e-4, atol=1e-4)
+
+
+@requires_autograd
+@pytest.mark.parametrize("shape,axis", [((), 0), ((), -1), ((1,), 0), ((0,), 0), ((3, 0), 1),
+                                        ((0, 4), 1), ((2, 1), 1), ((1, 1, 1), 1)], ids=str)
+def test_cumprod_edge_shapes(shape, axis):
+    t, tt, x, xt = views(shape, "contig")
+    got, want = x.cumprod(axis), torch.cumprod(xt, axis)
+    assert got.shape == tuple(want.shape)
+    assert_close(got, want)
+    backward_both(got, want, t, tt)
+
+
+@requires_autograd
+@pytest.mark.parametrize("n", [513, 2048, 70000])
+def test_cumprod_long_rows_in_blocks(n):
+    a = rand_array((2, n), np.random.default_rng(n), 0.999, 1.001)
+    a[1, n // 3] = 0.0
+    t, tt = Tensor(a, requires_grad=True), torch.tensor(a, dtype=torch.float64,
+                                                         requires_grad=True)
+    got, want = t.cumprod(1), torch.cumprod(tt, 1)
+    assert len(got.schedule()) == 2  # the blocks' scans; the totals' scan and the product
+    assert_close(got, want, rtol=1e-4, atol=1e-6)
+    got.sum().backward()
+    want.sum().backward()
+    assert_close(t.grad, tt.grad, rtol=2e-4, atol=1e-3 * n ** 0.5 / 30)
+
+
+@pytest.mark.parametrize("np_dt,want_dt", [(np.int32, dtypes.int32), (np.int64, dtypes.int64),
+                                           (np.uint8, dtypes.int32), (np.bool_, dtypes.int32),
+                                           (np.float16, dtypes.float16),
+                                           (np.float64, dtypes.float64)])
+def test_cumprod_dtypes(np_dt, want_dt):
+    # cumsum's accumulation dtypes (tinygrad's); integers exact (torch: int64)
+    a = np.array([[1, 3, 2, 5, 7, 11], [2, 2, 0, 1, 3, 3]]).astype(np_dt)
+    got = Tensor(a).cumprod(1)
+    assert got.dtype == want_dt
+    ref = torch.tensor(a.astype(np.float32) if np_dt == np.float16 else a)  # torch: no half
+    assert_close(got, torch.cumprod(ref, 1).numpy().astype(want_dt.np), atol=0)
+    big = np.array([3, 1000, 1000, 1000, 7], np.int64)
+    assert Tensor(big).cumprod(0).tolist() == torch.cumprod(torch.tensor(big), 0).tolist()
+
+
+@pytest.mark.parametrize("n", [2, 33, 300, 512])
+def test_cumprod_row_is_one_kernel(n):
+    a = rand_array((4, n), np.random.default_rng(2), 0.99, 1.01)
+    y = Tensor(a).cumprod(1)
+    assert len(y.schedule()) == 1
+    assert len(Tensor(a.T.copy()).cumprod(0).schedule()) == 1  # along a strided axis too
+    assert len((y * 2 + 1).relu().sum(1).schedule()) == 1  # and with its readers
+    assert_close(y, np.cumprod(a.astype(np.float64), 1), rtol=1e-5)
+
+
+@requires_autograd
+def test_cumprod_backward_kernels():
+    # two kernels: the scans the rule reads, then the reversed sums and the rule
+    a = zeroed((4, 300), (5, 700))
+    x = Tensor(a, requires_grad=True)
+    (x.cumprod(1) * Tensor(a)).sum().backward()
+    assert len(x.grad.schedule()) == 2
+    xt = torch.tensor(a, requires_grad=True)
+    (torch.cumprod(xt, 1) * torch.tensor(a)).sum().backward()
+    assert_close(x.grad, xt.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_cumprod_bad_axis():
+    with pytest.raises(AxisError):
+        Tensor.ones(2, 3).cumprod(-3)
+    with pytest.raises(AxisError):
+        Tensor(1.0).cumprod(1)
 
 
 # ---- any / all ---------------------------------------------------------------

@@ -74,16 +74,23 @@ def test_einsum_views(layout):
     assert_close(t.grad, tt.grad)
 
 
+@requires_autograd
 @pytest.mark.parametrize("formula,shapes", [("ij,jk->ik", [(0, 4), (4, 5)]),
                                             ("ij,jk->ik", [(3, 0), (0, 5)]),
                                             ("i,i->", [(1,), (1,)]), (",->", [(), ()]),
                                             ("i,->i", [(3,), ()]), ("->", [()])], ids=str)
 def test_einsum_edge_shapes(formula, shapes):
     arrs = arrays(shapes)
-    got = Tensor.einsum(formula, *[Tensor(a) for a in arrs])
-    want = torch.einsum(formula, *[torch.tensor(a) for a in arrs])
+    ts = [Tensor(a, requires_grad=True) for a in arrs]
+    tts = [torch.tensor(a, requires_grad=True) for a in arrs]
+    got, want = Tensor.einsum(formula, *ts), torch.einsum(formula, *tts)
     assert got.shape == tuple(want.shape)
     assert_close(got, want)
+    w = np.random.default_rng(7).uniform(0.5, 1.5, tuple(want.shape)).astype(np.float32)
+    (got * Tensor(w)).sum().backward()
+    (want * torch.tensor(w)).sum().backward()
+    for t, tt in zip(ts, tts):
+        assert_close(t.grad, tt.grad)
 
 
 def test_einsum_kernel_counts():

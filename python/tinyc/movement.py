@@ -172,6 +172,12 @@ class Movement:
     def contiguous(self):
         return self._wrap(lib.tc_contiguous(self._h))
 
+    def contiguous_backward(self):
+        """the same values (no kernel); in backward() the gradient flowing
+        through here is realized in a buffer of its own (tinygrad's)"""
+        fn = _lib.need("tc_contiguous_backward", "Tensor.contiguous_backward")
+        return self._wrap(fn(self._h))
+
     def repeat(self, *repeats):
         repeats = _shape_args(repeats, "repeat")
         if len(repeats) < self.ndim:

@@ -554,6 +554,13 @@ class Tensor(Movement, NNOps, TransformerOps):
     def to(self, device):
         return Tensor._wrap(lib.tc_to_device(self._h, _dev(device)))
 
+    def to_(self, device):
+        """moves self to device in place (tinygrad's to_), its gradient too; a
+        leaf stays a leaf (later gradients land on device), a result keeps its
+        history behind the copy. Returns None, as tinygrad's."""
+        fn = _lib.need("tc_move_to_device", "Tensor.to_")
+        check_status(fn(self._h, _dev(device)))
+
     def is_floating_point(self):
         return self.dtype.is_float
 
@@ -800,6 +807,25 @@ class Tensor(Movement, NNOps, TransformerOps):
     def cast(self, dtype):
         return Tensor._wrap(lib.tc_cast(self._h, to_dtype(dtype).value))
 
+    def bitcast(self, dtype):
+        """self's bits read as dtype of the same itemsize (tinygrad's; torch's
+        view(dtype)); RuntimeError for another size, or when self requires grad"""
+        dt = to_dtype(dtype)
+        if self.requires_grad:
+            raise RuntimeError("can't backprop through bitcast")
+        if dt == self.dtype:
+            return self
+        fn = _lib.need("tc_bitcast", "Tensor.bitcast")
+        return Tensor._wrap(fn(self._h, dt.value))
+
+    def llvm_bf16_cast(self, dtype):
+        """tinygrad's bfloat16 cast through the bits (its LLVM workaround): the
+        bits widened to a float32's top half, then cast; on self's device"""
+        if self.dtype != dtypes.bfloat16:
+            raise AssertionError("llvm_bf16_cast needs a bfloat16 tensor, got %s" % self.dtype.name)
+        bits = self.bitcast(dtypes.uint16).cast(dtypes.uint32) * (1 << 16)
+        return bits.bitcast(dtypes.float32).cast(dtype)
+
     def float(self): return self.cast(dtypes.float32)
     def half(self): return self.cast(dtypes.float16)
     def double(self): return self.cast(dtypes.float64)
@@ -866,6 +892,12 @@ class Tensor(Movement, NNOps, TransformerOps):
     def cumsum(self, axis=0):
         """running sums along axis (one kernel for rows up to 512)"""
         return Tensor._wrap(lib.tc_cumsum(self._h, self._axis(axis)))
+
+    def cumprod(self, axis=0):
+        """running products along axis (torch's cumprod; one kernel for rows up
+        to 512; the gradient is exact where there are zeros)"""
+        fn = _lib.need("tc_cumprod", "Tensor.cumprod")
+        return Tensor._wrap(fn(self._h, self._axis(axis)))
 
     def var(self, axis=None, keepdim=False, correction=1):
         return self._reduce("tc_var", axis, keepdim, int(correction))

@@ -105,6 +105,7 @@ TC_MUST_USE tc_status tc_lw_st_index(lower_ctx *c, const tc_st *st, tc_uop **idx
 tc_uop *tc_lw_reduce_init(lower_ctx *c, tc_op op, tc_dtype dt) {
     int64_t lo, hi;
     if (op == TC_OP_REDUCE_SUM) return tc_ub_const(&c->ub, dt, 0, 0);
+    if (op == TC_OP_REDUCE_PROD) return tc_ub_const(&c->ub, dt, 1, 1);
     if (tc_dtype_int_range(dt, &lo, &hi)) return tc_ub_iconst(&c->ub, dt, lo); /* max: the least */
     return tc_ub_const(&c->ub, dt, -INFINITY, 0);
 }
@@ -149,7 +150,10 @@ void tc_lw_close_stage(lower_ctx *c, int opened) {
 }
 
 tc_op tc_lw_acc_op(const tc_ast *a) {
-    return a->op == TC_OP_REDUCE_SUM ? (a->dtype == TC_BOOL ? TC_OP_OR : TC_OP_ADD) : TC_OP_MAX;
+    bool is_bool = a->dtype == TC_BOOL;
+    if (a->op == TC_OP_REDUCE_SUM) return is_bool ? TC_OP_OR : TC_OP_ADD;
+    if (a->op == TC_OP_REDUCE_PROD) return is_bool ? TC_OP_AND : TC_OP_MUL;
+    return TC_OP_MAX;
 }
 
 /* ---- upcast (CPU): UP outputs of a kept axis per loop iteration ----

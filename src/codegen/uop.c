@@ -354,6 +354,7 @@ static bool fold(tc_op op, bool ints, bool is_f64, bool is_u64, const int64_t *i
     case TC_OP_BITCAST:
     case TC_OP_REDUCE_SUM:
     case TC_OP_REDUCE_MAX:
+    case TC_OP_REDUCE_PROD:
     case TC_OP_CONST:
     case TC_OP_BUFFER:
     case TC_OP_VIEW:

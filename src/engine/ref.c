@@ -266,6 +266,7 @@ static double alu_f64(tc_op op, double a, double b, double c) {
     case TC_OP_WHERE:
     case TC_OP_REDUCE_SUM:
     case TC_OP_REDUCE_MAX:
+    case TC_OP_REDUCE_PROD:
     case TC_OP_CONST:
     case TC_OP_BUFFER:
     case TC_OP_VIEW:
@@ -318,6 +319,7 @@ static num alu(tc_op op, num na, num nb, num nc, bool is_bool, bool is_u64) {
         case TC_OP_WHERE:
         case TC_OP_REDUCE_SUM:
         case TC_OP_REDUCE_MAX:
+        case TC_OP_REDUCE_PROD:
         case TC_OP_CONST:
         case TC_OP_BUFFER:
         case TC_OP_VIEW:
@@ -364,6 +366,7 @@ static num alu(tc_op op, num na, num nb, num nc, bool is_bool, bool is_u64) {
     case TC_OP_WHERE:
     case TC_OP_REDUCE_SUM:
     case TC_OP_REDUCE_MAX:
+    case TC_OP_REDUCE_PROD:
     case TC_OP_CONST:
     case TC_OP_BUFFER:
     case TC_OP_VIEW:
@@ -445,24 +448,28 @@ static void store_max_identity(void *p, tc_dtype dt, int64_t i) {
     else stf(p, dt, i, -INFINITY);
 }
 
-/* acc[oi] = acc[oi] (+ or max) in[i], in the node's dtype */
+/* acc[oi] = acc[oi] (+, max or *) in[i], in the node's dtype */
 static void accumulate(tc_op op, tc_dtype dt, void *out, int64_t oi, const void *in, tc_dtype sdt,
                        int64_t i) {
-    bool is_sum = op == TC_OP_REDUCE_SUM;
+    bool is_sum = op == TC_OP_REDUCE_SUM, is_prod = op == TC_OP_REDUCE_PROD;
     if (dt == TC_FLOAT64) {
         double acc = ldd(out, dt, oi), x = ldd(in, sdt, i);
-        std_(out, dt, oi, is_sum ? acc + x : acc > x || acc != acc ? acc : x);
+        std_(out, dt, oi, is_sum ? acc + x : is_prod ? acc * x : acc > x || acc != acc ? acc : x);
     } else if (is_float(dt)) {
         float acc = ldf(out, dt, oi), x = ldf(in, sdt, i);
-        stf(out, dt, oi, is_sum ? acc + x : acc > x || acc != acc ? acc : x);
+        stf(out, dt, oi, is_sum ? acc + x : is_prod ? acc * x : acc > x || acc != acc ? acc : x);
+    } else if (dt == TC_BOOL) { /* or, and, or */
+        int64_t acc = ldi(out, dt, oi), x = ldi(in, sdt, i);
+        sti(out, dt, oi, is_prod ? (acc && x) : (acc || x));
     } else {
         int64_t acc = ldi(out, dt, oi), x = ldi(in, sdt, i);
         bool is_more = dt == TC_UINT64 ? (uint64_t)acc > (uint64_t)x : acc > x;
-        sti(out, dt, oi, is_sum ? (int64_t)((uint64_t)acc + (uint64_t)x) : is_more ? acc : x);
+        uint64_t r = is_sum ? (uint64_t)acc + (uint64_t)x : (uint64_t)acc * (uint64_t)x;
+        sti(out, dt, oi, is_sum || is_prod ? (int64_t)r : is_more ? acc : x); /* wraps */
     }
 }
 
-/* sums or maxes src over n->axes into out (n's keepdim shape), visiting the
+/* sums, maxes or multiplies src over n->axes into out (n's keepdim shape), visiting the
  * source in row-major order so each output accumulates in index order */
 TC_MUST_USE static tc_status eval_reduce(const tc_node *n, void *out, const void *in) {
     const tc_node *src = n->srcs[0];
@@ -481,6 +488,7 @@ TC_MUST_USE static tc_status eval_reduce(const tc_node *n, void *out, const void
     int64_t on = tc_node_numel(n), sn = tc_node_numel(src);
     for (int64_t i = 0; i < on; i++) {
         if (n->op == TC_OP_REDUCE_SUM) sti(out, n->dtype, i, 0);
+        else if (n->op == TC_OP_REDUCE_PROD) sti(out, n->dtype, i, 1);
         else store_max_identity(out, n->dtype, i);
     }
     for (int64_t i = 0; i < sn; i++) {
@@ -643,7 +651,8 @@ TC_MUST_USE static tc_status eval_node(ctx *c, entry *e) {
     case TC_OP_WHERE:
     case TC_OP_MULACC: return eval_alu(n, e->data, in);
     case TC_OP_REDUCE_SUM:
-    case TC_OP_REDUCE_MAX: return eval_reduce(n, e->data, in[0]);
+    case TC_OP_REDUCE_MAX:
+    case TC_OP_REDUCE_PROD: return eval_reduce(n, e->data, in[0]);
     case TC_OP_CONST: return eval_const(n, e->data);
     case TC_OP_BUFFER: return eval_buffer(n, e->data);
     case TC_OP_VIEW: return eval_view(n, e->data, in[0]);

@@ -41,8 +41,9 @@ typedef enum {
     TC_OP_WHERE,  /* a ? b : c */
     TC_OP_MULACC, /* a*b+c */
     /* reduce: arg.axes is a bitmask of reduced axes, which keep size 1 */
-    TC_OP_REDUCE_SUM, /* sum over axes */
-    TC_OP_REDUCE_MAX, /* max over axes */
+    TC_OP_REDUCE_SUM,  /* sum over axes */
+    TC_OP_REDUCE_MAX,  /* max over axes */
+    TC_OP_REDUCE_PROD, /* product over axes (cumprod's windows) */
     /* buffer and meta ops */
     TC_OP_CONST,      /* scalar arg.value, shape () (viewed to any shape) */
     TC_OP_BUFFER,     /* a realized buffer: node->buffer holds the data */

@@ -26,6 +26,7 @@ const tc_op_info tc_ops[TC_OP_COUNT] = {
     [TC_OP_MULACC] = {"MULACC", TC_OPK_TERNARY, false},
     [TC_OP_REDUCE_SUM] = {"REDUCE_SUM", TC_OPK_REDUCE, false},
     [TC_OP_REDUCE_MAX] = {"REDUCE_MAX", TC_OPK_REDUCE, false},
+    [TC_OP_REDUCE_PROD] = {"REDUCE_PROD", TC_OPK_REDUCE, false}, /* zeros in: zero out */
     [TC_OP_CONST] = {"CONST", TC_OPK_META, false},
     [TC_OP_BUFFER] = {"BUFFER", TC_OPK_META, false},
     [TC_OP_VIEW] = {"VIEW", TC_OPK_META, false},

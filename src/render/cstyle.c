@@ -657,8 +657,12 @@ static char *render_cast(rctx *r, const tc_uop *u) {
                     fmt("__extension__({%s s_ = %s; %s d_; "
                         "__builtin_memcpy(&d_, &s_, sizeof d_); d_;})",
                         from, x, to));
-    bool is_word = tc_dtypes[u->dtype].size == 4 && tc_dtypes[u->srcs[0]->dtype].size == 4;
-    return bind(r, u, "cast", is_word ? fmt(r->d->bitcast, to, x) : fmt("((%s)%s)", to, x));
+    /* 4 and 8 bytes reinterpreted (float32, float64 <-> integers); between
+     * 1- and 2-byte integers a conversion keeps the bits (tc_bitcast gives
+     * no 16-bit float a BITCAST) */
+    size_t size = tc_dtypes[u->dtype].size;
+    bool is_wide = size >= 4 && size == tc_dtypes[u->srcs[0]->dtype].size;
+    return bind(r, u, "cast", is_wide ? fmt(r->d->bitcast, to, x) : fmt("((%s)%s)", to, x));
 }
 #pragma GCC diagnostic pop
 

@@ -13,7 +13,7 @@
  *
  * The AST is a DAG of tc_ast nodes in an arena: SINK(STORE...), with
  * LOAD/CONST leaves (each with a tracker from the loop space to its buffer),
- * elementwise ops and REDUCE_SUM/REDUCE_MAX over R.
+ * elementwise ops and REDUCE_SUM/REDUCE_MAX/REDUCE_PROD over R.
  *
  * Row kernels, the model one level deeper (rows.c). Kernels that follow one
  * another and share leading kept axes, each reading what the earlier ones

@@ -213,6 +213,11 @@ TC_MUST_USE static tc_status step(tc_tensor *t, tc_ptrvec *leaves) {
     t->ag_pending = NULL;
     if (!g) return TC_OK; /* no path from loss carries a gradient here */
     if (!t->ctx) {
+        if (g->device != t->node->device) { /* a leaf moved since it was used */
+            tc_node *moved = tc_tensor_copy_node(g, t->node->device);
+            tc_node_release(g);
+            if (!(g = moved)) return tc_error_code();
+        }
         tc_node *total = t->grad ? tc_ew_binary(TC_OP_ADD, tc_node_retain(t->grad->node), g) : g;
         if (!total) return tc_error_code();
         tc_status s = tc_ptrvec_push(leaves, t);

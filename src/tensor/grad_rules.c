@@ -23,7 +23,7 @@
  *   std: g*(x-mean)/((n-c)*y), 0 where y == 0 (torch)   movement: the inverse movement (reshape
  *   back, inverse permutation, sum over expanded dims, shrink a pad, pad a
  *   shrink, flip again)   contiguous: g   copy: g copied back
- *   cumsum: the running sums of g from the end (scan.c). */
+ *   cumsum: the running sums of g from the end; cumprod: scan.c's rule. */
 #include "ew_short.h"
 
 #include <math.h>
@@ -292,6 +292,16 @@ static tc_node *d_copy(const tc_ag_ctx *c, tc_node *g) {
     return r;
 }
 
+/* CONTIG_BW (contiguous_backward): g in a buffer of its own (a realize point in the
+ * backward graph), unless it already reads one whole */
+static tc_node *d_contiguous_backward(const tc_ag_ctx *c, tc_node *g) {
+    g = tc_ew_cast(g, c->inputs[0]->dtype);
+    if (!g || tc_tensor_is_contiguous_buffer(g)) return g;
+    tc_node *r = tc_node_meta(TC_OP_CONTIGUOUS, g->device, 1, &g);
+    tc_node_release(g);
+    return r;
+}
+
 typedef enum {
     RK_NONE,     /* no rule (TC_AG_NONE) */
     RK_BINARY,   /* .binary at the output's shape, then unbroadcast */
@@ -303,7 +313,9 @@ typedef enum {
     RK_REDUCE,   /* d_reduce */
     RK_MOVEMENT, /* d_movement */
     RK_COPY,     /* d_copy */
+    RK_CONTIG,   /* d_contiguous_backward */
     RK_CUMSUM,   /* tc_cumsum_grad (scan.c) */
+    RK_CUMPROD,  /* tc_cumprod_grad (scan.c) */
     RK_CONV,     /* tc_conv2d_grad (nnops.c) */
     RK_GATHER,   /* a SCATTER of g at the same places */
 } rule_kind;
@@ -363,7 +375,9 @@ static const rule_info rules[TC_AG_COUNT] = {
     [TC_AG_FLIP] = {RK_MOVEMENT, NULL, NULL},
     [TC_AG_CONTIGUOUS] = {RK_PASS, NULL, NULL},
     [TC_AG_COPY] = {RK_COPY, NULL, NULL},
+    [TC_AG_CONTIG_BW] = {RK_CONTIG, NULL, NULL},
     [TC_AG_CUMSUM] = {RK_CUMSUM, NULL, NULL},
+    [TC_AG_CUMPROD] = {RK_CUMPROD, NULL, NULL},
     [TC_AG_CONV2D] = {RK_CONV, NULL, NULL},
     [TC_AG_GATHER] = {RK_GATHER, NULL, NULL},
 };
@@ -430,7 +444,9 @@ TC_MUST_USE tc_status tc_ag_rule(const tc_ag_ctx *c, tc_node *g, tc_node **grads
     case RK_REDUCE: grads[0] = d_reduce(c, g); break;
     case RK_MOVEMENT: grads[0] = d_movement(c, g); break;
     case RK_COPY: grads[0] = d_copy(c, g); break;
+    case RK_CONTIG: grads[0] = d_contiguous_backward(c, g); break;
     case RK_CUMSUM: tc_cumsum_grad(c, g, grads); break;
+    case RK_CUMPROD: tc_cumprod_grad(c, g, grads); break;
     case RK_CONV: tc_conv2d_grad(c, g, grads); break;
     case RK_GATHER: grads[0] = d_gather(c, g); break;
     }

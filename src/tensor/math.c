@@ -12,6 +12,9 @@
  *   floor: t - (x < t)   ceil: t + (t < x)   with t = trunc(x)
  *   round: t plus sign(x) when |x - t| > 1/2, or == 1/2 and t is odd (half to
  *          even, as torch and numpy)
+ *          the four keep x's sign on a zero result (C's and torch's: floor(-0.0),
+ *          ceil(-0.5), trunc(-0.3), round(-0.4) are -0): where(r != 0, r, x*0),
+ *          as the integer cast gives +0 (in the front end, so every device has it)
  *   sign:  (0 < x) - (x < 0), so NaN gives 0 (torch 1.13's answer)
  *   sinh, cosh: (e -+ 1/e)/2 with e = exp(x)
  *   asinh: sign(x) log(|x| + sqrt(x^2+1)), log|x| + ln 2 past |x| = 2^12
@@ -70,22 +73,36 @@ static void trunc_parts(tc_node *x, tc_node **small, tc_node **ti, tc_node **t) 
     *t = tc_ew_cast(K(*ti), x->dtype);
 }
 
-static tc_node *build_trunc(tc_node *x) {
-    if (!x || !tc_dtypes[x->dtype].is_float) return x; /* ints and bool are whole */
+/* r (a rounding of x) with x's sign where r is zero: x*0 is +-0 with x's sign
+ * (NaN for inf and NaN x, where r is not zero); both consumed */
+static tc_node *signed_zero(tc_node *r, tc_node *x) {
+    tc_node *is_nz = tc_ew_binary(TC_OP_CMPNE, K(r), cnst(r, 0));
+    tc_node *z = mul(K(x), cnst(x, 0));
+    tc_node_release(x);
+    return tc_ew_where(is_nz, r, z);
+}
+
+/* trunc without the sign of a zero result (floor and ceil fix it after) */
+static tc_node *trunc_unsigned(tc_node *x) {
     tc_node *small, *ti, *t;
     trunc_parts(x, &small, &ti, &t);
     tc_node_release(ti);
     return tc_ew_where(small, t, x);
 }
 
+static tc_node *build_trunc(tc_node *x) {
+    if (!x || !tc_dtypes[x->dtype].is_float) return x; /* ints and bool are whole */
+    return signed_zero(trunc_unsigned(K(x)), x);
+}
+
 /* floor (is_ceil false) or ceil: the trunc moved by one where it is on the
  * wrong side of x */
 static tc_node *floor_ceil(tc_node *x, bool is_ceil) {
     if (!x || !tc_dtypes[x->dtype].is_float) return x;
-    tc_node *t = build_trunc(K(x));
-    tc_node *off = is_ceil ? lt(K(t), x) : lt(x, K(t));
+    tc_node *t = trunc_unsigned(K(x));
+    tc_node *off = is_ceil ? lt(K(t), K(x)) : lt(K(x), K(t));
     tc_node *step = as01(off, t ? t->dtype : TC_FLOAT32);
-    return is_ceil ? add(t, step) : tc_ew_sub(t, step);
+    return signed_zero(is_ceil ? add(t, step) : tc_ew_sub(t, step), x);
 }
 
 static tc_node *build_floor(tc_node *x) {
@@ -108,7 +125,7 @@ static tc_node *build_round(tc_node *x) {
     tc_node *is_tie = tc_ew_not(tc_ew_binary(TC_OP_CMPNE, K(frac), half));
     tc_node *up = tc_ew_binary(TC_OP_OR, lt(half2, frac), tc_ew_binary(TC_OP_AND, is_tie, is_odd));
     tc_node *moved = add(t, tc_ew_where(up, tc_ew_sign(safe), cnst(x, 0)));
-    return tc_ew_where(small, moved, x);
+    return signed_zero(tc_ew_where(small, moved, K(x)), x);
 }
 
 tc_node *tc_ew_sign(tc_node *x) {

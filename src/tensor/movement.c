@@ -263,3 +263,13 @@ TC_API tc_tensor *tc_contiguous(tc_tensor *a) {
     tc_unlock();
     return out;
 }
+
+TC_API tc_tensor *tc_contiguous_backward(tc_tensor *a) {
+    TC_API_ENTER();
+    tc_lock();
+    tc_tensor *out = NULL;
+    if (tc_tensor_check(a, "tc_contiguous_backward", "a") == TC_OK)
+        out = tc_ag_record(tc_tensor_wrap(tc_node_retain(a->node)), TC_AG_CONTIG_BW, 1, &a, NULL);
+    tc_unlock();
+    return out;
+}

@@ -122,15 +122,16 @@ static tc_node *reduce_one(tc_node *x, tc_op op, uint32_t mask) {
     }
     tc_node *r;
     if (tc_node_numel(x) == 0)
-        r = op == TC_OP_REDUCE_SUM ? tc_node_const_int(0, x->dtype, x->device, x->ndim, shape)
-                                   : lowest(x->dtype, x->device, x->ndim, shape);
+        r = op == TC_OP_REDUCE_SUM    ? tc_node_const_int(0, x->dtype, x->device, x->ndim, shape)
+            : op == TC_OP_REDUCE_PROD ? tc_node_const_int(1, x->dtype, x->device, x->ndim, shape)
+                                      : lowest(x->dtype, x->device, x->ndim, shape);
     else if (!real) return x;
     else r = tc_node_reduce(op, x, real);
     tc_node_release(x);
     return r;
 }
 
-/* x (consumed) reduced with op (REDUCE_SUM or REDUCE_MAX) over mask; the
+/* x (consumed) reduced with op (REDUCE_SUM, REDUCE_MAX or REDUCE_PROD) over mask; the
  * reduced dims stay as size 1 */
 tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask) {
     if (!x) return NULL;

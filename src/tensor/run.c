@@ -1,6 +1,7 @@
 /* run.c - running the graph: tc_realize (all handles in one engine call, so
  * their kernels are scheduled together), tc_to_host, tc_schedule_kernel_count,
- * tc_to_device (a COPY node), tc_synchronize, the counters and tc_export_c.
+ * tc_to_device (a COPY node, of a buffer), tc_move_to_device (the same in place),
+ * tc_synchronize, the counters and tc_export_c.
  * The engine does the work; this file checks the user's arguments and names
  * the public call. */
 #include "tensor.h"
@@ -61,6 +62,18 @@ TC_API tc_status tc_to_host(tc_tensor *t, void *dst, size_t nbytes) {
     return s;
 }
 
+tc_node *tc_tensor_copy_node(tc_node *x, int device) {
+    if (x->op != TC_OP_VIEW && x->op != TC_OP_CONST) return tc_node_meta(TC_OP_COPY, device, 1, &x);
+    tc_node *base = tc_node_base(x);
+    if (x->op == TC_OP_VIEW && base->op != TC_OP_CONST && tc_st_is_contiguous(x->st) &&
+        tc_node_numel(x) == tc_node_numel(base)) /* all of its base in order: copy that */
+        return tc_ew_reshape(tc_node_meta(TC_OP_COPY, device, 1, &base), x->ndim, x->shape);
+    tc_node *flat = tc_node_meta(TC_OP_CONTIGUOUS, x->device, 1, &x); /* a buffer to copy */
+    tc_node *r = flat ? tc_node_meta(TC_OP_COPY, device, 1, &flat) : NULL;
+    tc_node_release(flat);
+    return r;
+}
+
 TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device) {
     TC_API_ENTER();
     tc_lock();
@@ -69,12 +82,63 @@ TC_API tc_tensor *tc_to_device(tc_tensor *t, const char *device) {
     if (tc_tensor_check(t, "tc_to_device", "t") == TC_OK &&
         (dev = tc_device_open(device, "tc_to_device")) >= 0) {
         tc_node *x = t->node;
-        out = tc_ag_record(tc_tensor_wrap(dev == x->device ? tc_node_retain(x)
-                                                           : tc_node_meta(TC_OP_COPY, dev, 1, &x)),
-                           TC_AG_COPY, 1, &t, NULL);
+        out = tc_ag_record(
+            tc_tensor_wrap(dev == x->device ? tc_node_retain(x) : tc_tensor_copy_node(x, dev)),
+            TC_AG_COPY, 1, &t, NULL);
     }
     tc_unlock();
     return out;
+}
+
+/* t's history moved behind a COPY: a handle `old` takes t's old node and
+ * context, and t gets a COPY context on old, so gradients reach t's inputs
+ * on their device. With grad mode off nothing is recorded and t keeps no
+ * history. Returns TC_OK or the error (t unchanged). */
+static tc_status move_history(tc_tensor *t, tc_node *moved) {
+    tc_tensor *old = tc_tensor_wrap(tc_node_retain(t->node));
+    if (!old) return tc_error_code();
+    old->ctx = t->ctx, old->requires_grad = true; /* old owns t's context for now */
+    tc_tensor *tmp = tc_ag_record(tc_tensor_wrap(tc_node_retain(moved)), TC_AG_COPY, 1, &old, NULL);
+    if (!tmp) {
+        old->ctx = NULL;
+        tc_release(old);
+        return tc_error_code();
+    }
+    t->ctx = tmp->ctx; /* NULL with grad mode off: then old frees the history */
+    t->requires_grad = t->ctx != NULL;
+    tmp->ctx = NULL;
+    tc_release(tmp);
+    tc_release(old); /* t's new context holds it */
+    return TC_OK;
+}
+
+TC_API tc_status tc_move_to_device(tc_tensor *t, const char *device) {
+    TC_API_ENTER();
+    tc_lock();
+    tc_status s = tc_tensor_check(t, "tc_move_to_device", "t");
+    int dev = s == TC_OK ? tc_device_open(device, "tc_move_to_device") : -1;
+    if (s == TC_OK && dev < 0) s = tc_error_code();
+    if (s != TC_OK || dev == t->node->device) goto done;
+    tc_node *moved = tc_tensor_copy_node(t->node, dev), *gx = t->grad ? t->grad->node : NULL;
+    tc_tensor *grad = NULL;
+    if (moved && gx)
+        grad =
+            tc_tensor_wrap(gx->device == dev ? tc_node_retain(gx) : tc_tensor_copy_node(gx, dev));
+    if (!moved || (t->grad && !grad) || (t->ctx && (s = move_history(t, moved)) != TC_OK)) {
+        s = s != TC_OK ? s : tc_error_or(TC_ERR_MEMORY);
+        tc_node_release(moved);
+        tc_release(grad);
+        goto done;
+    }
+    tc_node_release(t->node);
+    t->node = moved;
+    if (grad) {
+        tc_release(t->grad);
+        t->grad = grad;
+    }
+done:
+    tc_unlock();
+    return s;
 }
 
 TC_API tc_status tc_synchronize(const char *device) {

@@ -5,7 +5,7 @@
  * checks), creation.c, random.c (host-generated random tensors), sample.c
  * (multinomial), elementwise.c (node combinators and the unary ops), math.c
  * (rounding, hyperbolic functions, activations), binary.c (binary ops,
- * where, cast), reduce.c, scan.c (cumsum), movement.c, run.c (realize,
+ * where, cast), reduce.c, scan.c (cumsum, cumprod), movement.c, run.c (realize,
  * transfers, counters), autograd.c (contexts, release, tc_backward),
  * grad_rules.c (one backward rule per differentiable op), assign.c
  * (tc_assign), composite.c (matmul, softmax, logsumexp, layernorm, argmax,
@@ -79,12 +79,16 @@ tc_node *tc_ew_broadcast(tc_node *n, int ndim, const int64_t *shape);
 tc_node *tc_ew_reshape(tc_node *n, int ndim, const int64_t *shape);
 
 tc_node *tc_ew_pow(tc_node *a, tc_node *b); /* binary.c: C's pow, elementwise */
-/* reduce.c: x reduced with REDUCE_SUM/REDUCE_MAX over the dims in mask, which
+/* reduce.c: x reduced with REDUCE_SUM/REDUCE_MAX/REDUCE_PROD over the dims in mask, which
  * stay as size 1 (sizes-1 dims are skipped; no elements gives the identity) */
 tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask);
 /* reduce.c: the dtype tc_sum accumulates dt in (bool, uint8, int32 -> int32;
  * int64 -> int64; floats -> float32) */
 tc_dtype tc_sum_dtype(tc_dtype dt);
+/* run.c: x (borrowed) on device: a COPY of what a copy can read (a base; a
+ * view of all of one in order is that base copied, then reshaped; other
+ * views and consts are made contiguous on x's device first) */
+tc_node *tc_tensor_copy_node(tc_node *x, int device);
 /* movement.c: n reads a realized buffer in its own row-major order (a BUFFER,
  * or a contiguous view of all of one) */
 bool tc_tensor_is_contiguous_buffer(const tc_node *n);
@@ -145,7 +149,9 @@ typedef enum {
     TC_AG_FLIP,       /* args.axes: flipped dims */
     TC_AG_CONTIGUOUS, /* a copy in a buffer of its own */
     TC_AG_COPY,       /* to another device */
+    TC_AG_CONTIG_BW,  /* contiguous_backward: the same values; g made contiguous */
     TC_AG_CUMSUM,     /* running sums along args.order[0]: scan.c's tc_cumsum_grad */
+    TC_AG_CUMPROD,    /* running products along args.order[0]: scan.c's tc_cumprod_grad */
     TC_AG_CONV2D,     /* conv (any nd: w's rank - 2), stride 1, no dilation, one group
                          (inputs x, w[, bias]; args.pads[0..nd-1] = padding per spatial
                          axis, both sides): nnops.c's tc_conv2d_grad */
@@ -187,6 +193,8 @@ TC_MUST_USE tc_status tc_ag_rule(const tc_ag_ctx *ctx, tc_node *g, tc_node **gra
 tc_node *tc_math_grad(tc_ag_op op, tc_node *x, tc_node *y);
 /* TC_AG_CUMSUM's rule (scan.c): the running sums of g from the other end */
 void tc_cumsum_grad(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
+/* TC_AG_CUMPROD's rule (scan.c): exact where the input has zeros (torch's) */
+void tc_cumprod_grad(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* TC_AG_CONV2D's rule (nnops.c): grads as tc_ag_rule's, g consumed */
 void tc_conv2d_grad(const tc_ag_ctx *ctx, tc_node *g, tc_node **grads);
 /* frees t (refcount already 0) and every handle that dies with it, with a

@@ -369,6 +369,12 @@ static void test_axis_errors(void **state) {
     assert_tc_error(TC_ERR_INVALID, "tc_logsumexp: tensor a is NULL");
     assert_null(tc_cumsum(NULL, 0));
     assert_tc_error(TC_ERR_INVALID, "tc_cumsum: tensor x is NULL");
+    assert_null(tc_cumprod(s, 1));
+    assert_tc_error(TC_ERR_SHAPE, "tc_cumprod: axis 1 is out of range for 0 dims");
+    assert_null(tc_cumprod(a, -3));
+    assert_tc_error(TC_ERR_SHAPE, "tc_cumprod: axis -3 is out of range for 2 dims");
+    assert_null(tc_cumprod(NULL, 0));
+    assert_tc_error(TC_ERR_INVALID, "tc_cumprod: tensor x is NULL");
     assert_null(tc_logsumexp(a, 1, AXES(3), false));
     assert_tc_error(TC_ERR_SHAPE, "tc_logsumexp: axis 3 is out of range for 2 dims");
     assert_null(tc_all(a, 2, AXES(1, -1), false));

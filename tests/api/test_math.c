@@ -72,6 +72,46 @@ static void test_rounding_integers(void **state) {
     tc_release(t);
 }
 
+/* trunc, floor, ceil and round keep the sign of a zero result, as C and
+ * torch do (floor(-0.0), ceil(-0.5), trunc(-0.3), round(-0.4) are -0), in
+ * every float dtype: bit for bit against the host's functions on the input
+ * rounded to that dtype (read back through an exact cast to float64) */
+static void test_rounding_signed_zero(void **state) {
+    (void)state;
+    static const float v[] = {-0.0f, -0.3f, -0.5f, -0.7f, 0.0f,  0.3f,     -1e-30f,
+                              0.5f,  -2.5f, -1.5f, 0.7f,  -3.7f, INFINITY, NAN};
+    enum { N = COUNT(v) };
+    const tc_dtype dts[4] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64};
+    unary_fn fns[4] = {tc_trunc, tc_floor, tc_ceil, tc_round};
+    double (*host[4])(double) = {trunc, floor, ceil, h_round};
+    const char *names[4] = {"trunc", "floor", "ceil", "round"};
+    for (int d = 0; d < 4; d++) {
+        tc_tensor *x32 = f32(1, SHAPE(N), v), *x = tc_cast(x32, dts[d]),
+                  *x64 = tc_cast(x, TC_FLOAT64);
+        double in[N], got[N];
+        assert_int_equal(tc_to_host(x64, in, sizeof in), TC_OK);
+        for (int k = 0; k < 4; k++) {
+            tc_tensor *r = fns[k](x), *r64 = tc_cast(r, TC_FLOAT64);
+            assert_int_equal(tc_get_dtype(r), dts[d]);
+            assert_int_equal(tc_to_host(r64, got, sizeof got), TC_OK);
+            for (int i = 0; i < N; i++) {
+                double want = host[k](in[i]);
+                bool ok = isnan(want) ? isnan(got[i])
+                                      : want == got[i] && signbit(want) == signbit(got[i]);
+                if (!ok)
+                    print_error("%s(%g) in %s: got %g, want %g\n", names[k], in[i],
+                                tc_dtype_name(dts[d]), got[i], want);
+                assert_true(ok);
+            }
+            tc_release(r);
+            tc_release(r64);
+        }
+        tc_release(x32);
+        tc_release(x);
+        tc_release(x64);
+    }
+}
+
 static double h_softsign(double v) {
     return v / (1 + fabs(v));
 }
@@ -184,6 +224,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_rounding),
         TEST(test_rounding_integers),
+        TEST(test_rounding_signed_zero),
         TEST(test_hyperbolic_and_activations),
         TEST(test_celu),
         TEST(test_float_math_on_ints),

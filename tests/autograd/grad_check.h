@@ -22,6 +22,8 @@ typedef struct {
     double hi[GC_MAXIN];
     bool is_const[GC_MAXIN];       /* input does not require grad (no gradient checked) */
     double kink;                   /* inputs keep at least this distance from 0 */
+    const int64_t *zeros;          /* flat indices of input 0 set to exactly 0 (may be NULL) */
+    int n_zeros;                   /* number of entries in zeros */
     /* library forward: inputs borrowed, a new output (any shape) */
     tc_tensor *(*lib)(tc_tensor *const *x, const void *arg);
     /* host forward in double: writes the output row-major, returns its numel */
@@ -92,6 +94,8 @@ static inline void gc_check(const char *what, const gc_case *c, double rtol, dou
             xf[i][j] = (float)v;
             xd_store[i][j] = (double)xf[i][j];
         }
+        for (int z = 0; i == 0 && z < c->n_zeros; z++)
+            xf[0][c->zeros[z]] = 0, xd_store[0][c->zeros[z]] = 0;
         xd[i] = xd_store[i];
         x[i] = f32(c->ndim[i], c->shape[i], xf[i]);
         if (!c->is_const[i]) assert_int_equal(tc_set_requires_grad(x[i], true), TC_OK);
