@@ -180,7 +180,7 @@ static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
 
 static bool mergeable_root(const tc_node *n) {
     return n->op != TC_OP_BUFFER && n->op != TC_OP_COPY && n->op != TC_OP_SCATTER &&
-           tc_binfo_of(n)->realize && !tc_binfo_of(n)->keep_stored;
+           !tc_sched_is_put(n) && tc_binfo_of(n)->realize && !tc_binfo_of(n)->keep_stored;
 }
 
 /* tries b against every earlier root listed under key in lists, then lists b */
@@ -346,11 +346,57 @@ static bool reads_target_bent(tc_sched_ctx *c, tc_node *a) {
     return crooked;
 }
 
+/* does the part of put-assign a's kernel that computes src (the index or
+ * the values) read a's target anywhere? Its kernel writes only some of the
+ * target's elements, in loops over the values' space, so any read of the
+ * target there (another row, another column) could see its own writes. */
+static bool put_reads_target(tc_sched_ctx *c, tc_node *a, tc_node *src) {
+    tc_node *target = tc_node_base(a->srcs[1]);
+    tc_binfo *group = tc_group_find(tc_binfo_of(a));
+    unsigned w = tc_sched_new_walk(c);
+    tc_ptrvec stack = {0};
+    bool found = false;
+    tc_sched_push(c, &stack, src);
+    while (stack.n && !found && !c->failed) {
+        tc_node *x = tc_node_base(stack.items[--stack.n]);
+        found = x == target;
+        if (found || !computed_in(x, group)) continue;
+        tc_binfo *xi = tc_binfo_of(x);
+        if (xi->walk_mark == w) continue;
+        xi->walk_mark = w;
+        for (int k = 0; k < x->n_srcs; k++) tc_sched_push(c, &stack, x->srcs[k]);
+    }
+    tc_ptrvec_free(&stack);
+    return found;
+}
+
+/* An indexed store computes its index and values in its own kernel unless
+ * they read its target: then each is realized first (the front end makes a
+ * view of the target itself contiguous, so what is realized here is always
+ * a computed node). False when it realized something. */
+static bool protect_put(tc_sched_ctx *c, tc_node *a) {
+    bool unchanged = true;
+    const tc_node *put = a->srcs[0];
+    for (int k = 0; k < 2; k++) {
+        tc_node *b = tc_node_base(put->srcs[k]);
+        if (b->op == TC_OP_BUFFER || b->op == TC_OP_CONST || tc_binfo_of(b)->realize) continue;
+        if (!put_reads_target(c, a, put->srcs[k])) continue;
+        tc_kg_realize(c, tc_binfo_of(b));
+        tc_binfo_of(b)->keep_stored = true;
+        unchanged = false;
+    }
+    return unchanged;
+}
+
 bool tc_hazard_protect_targets(tc_sched_ctx *c) {
     bool unchanged = true;
     for (int i = 0; i < c->bases.n && !c->failed; i++) {
         tc_node *a = c->bases.items[i];
         if (a->op != TC_OP_ASSIGN) continue;
+        if (tc_sched_is_put(a)) {
+            unchanged &= protect_put(c, a);
+            continue;
+        }
         tc_node *value = tc_node_base(a->srcs[0]);
         if (!computed_in(value, tc_group_find(tc_binfo_of(a))))
             continue; /* loaded: written earlier */

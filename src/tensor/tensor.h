@@ -85,6 +85,12 @@ tc_node *tc_ew_reduce(tc_node *x, tc_op op, uint32_t mask);
 /* reduce.c: the dtype tc_sum accumulates dt in (bool, uint8, int32 -> int32;
  * int64 -> int64; floats -> float32) */
 tc_dtype tc_sum_dtype(tc_dtype dt);
+/* assign.c: makes dst read a realized buffer of its own, seen whole and in
+ * order (a lazy dst is realized first), else an error naming api */
+TC_MUST_USE tc_status tc_assign_prepare(tc_tensor *dst, const char *api);
+/* assign.c: dst loses its recorded history (in-place updates are not
+ * differentiable); a leaf keeps its flag and gradient */
+void tc_assign_forget_history(tc_tensor *dst);
 /* movement.c: n reads a realized buffer in its own row-major order (a BUFFER,
  * or a contiguous view of all of one) */
 bool tc_tensor_is_contiguous_buffer(const tc_node *n);
