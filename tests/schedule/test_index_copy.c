@@ -239,6 +239,47 @@ static void test_lazy_dst_and_dtypes(void **state) {
     tc_shutdown();
 }
 
+/* a layer's K and V rows written at one position: one kernel for both
+ * stores; a store whose values read the other's new contents cannot share
+ * its kernel (it runs after it) */
+static void test_pair(void **state) {
+    (void)state;
+    tc_tensor *k = rnd(4, SHAPE(1, 2, 6, 4), 1), *v = rnd(4, SHAPE(1, 2, 6, 4), 2);
+    tc_tensor *kr = rnd(4, SHAPE(1, 2, 1, 4), 3), *vr = rnd(4, SHAPE(1, 2, 1, 4), 4);
+    int32_t p = 3, q = 5;
+    tc_tensor *pos = from(&p, TC_INT32, 1, SHAPE(1)), *pos2 = from(&q, TC_INT32, 1, SHAPE(1));
+    float *kh = tc_test_read(k), *vh = tc_test_read(v), *krh = tc_test_read(kr),
+          *vrh = tc_test_read(vr);
+    assert_int_equal(tc_index_copy(k, 2, pos, kr), TC_OK);
+    assert_int_equal(tc_index_copy(v, 2, pos, vr), TC_OK);
+    tc_tensor *both[2] = {k, v};
+    assert_int_equal(tc_schedule_kernel_count(both, 2), 1);
+    assert_int_equal(tc_realize(both, 2), TC_OK);
+    for (int h = 0; h < 2; h++)
+        for (int d = 0; d < 4; d++) {
+            kh[(h * 6 + p) * 4 + d] = krh[h * 4 + d];
+            vh[(h * 6 + p) * 4 + d] = vrh[h * 4 + d];
+        }
+    expect(k, kh, 48, "K with its new row");
+    expect(v, vh, 48, "V with its new row");
+    /* V's row 5 := K's new row 5 (2 * kr): after K's store */
+    tc_tensor *two = tc_full(0, NULL, 2, TC_FLOAT32, NULL), *kr2 = tc_mul(kr, two);
+    assert_int_equal(tc_index_copy(k, 2, pos2, kr2), TC_OK);
+    tc_tensor *krow = tc_shrink(k, (const int64_t[]){0, 1, 0, 2, 5, 6, 0, 4});
+    assert_int_equal(tc_index_copy(v, 2, pos2, krow), TC_OK);
+    assert_int_equal(tc_schedule_kernel_count(both, 2), 2);
+    assert_int_equal(tc_realize(both, 2), TC_OK);
+    for (int h = 0; h < 2; h++)
+        for (int d = 0; d < 4; d++)
+            kh[(h * 6 + q) * 4 + d] = vh[(h * 6 + q) * 4 + d] = 2 * krh[h * 4 + d];
+    expect(k, kh, 48, "K's row 5");
+    expect(v, vh, 48, "V's row 5, read from K's new row");
+    free(kh), free(vh), free(krh), free(vrh);
+    tc_release(k), tc_release(v), tc_release(kr), tc_release(vr), tc_release(pos);
+    tc_release(pos2), tc_release(two), tc_release(kr2), tc_release(krow);
+    tc_shutdown();
+}
+
 /* ---- a jitted loop: one row a step, as a KV cache ---- */
 
 enum { S = 7, H = 2, HD = 4 };
@@ -312,10 +353,10 @@ static void test_jit_rows(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_axes),     cmocka_unit_test(test_fusion),
-        cmocka_unit_test(test_hazards),  cmocka_unit_test(test_out_of_range),
-        cmocka_unit_test(test_errors),   cmocka_unit_test(test_lazy_dst_and_dtypes),
-        cmocka_unit_test(test_jit_rows),
+        cmocka_unit_test(test_axes),    cmocka_unit_test(test_fusion),
+        cmocka_unit_test(test_hazards), cmocka_unit_test(test_out_of_range),
+        cmocka_unit_test(test_errors),  cmocka_unit_test(test_lazy_dst_and_dtypes),
+        cmocka_unit_test(test_pair),    cmocka_unit_test(test_jit_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
