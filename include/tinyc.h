@@ -470,7 +470,8 @@ TC_API tc_tensor *tc_index(tc_tensor *x, int axis, tc_tensor *index);
  * here when index is known on the host (a realized tensor or a constant);
  * in a kernel such an entry writes nothing. Of two equal indices the later
  * entry's values stay. Not differentiable: dst loses its recorded history.
- * CPU only for now (TC_ERR_DEVICE at realize on OPENCL and CUDA). */
+ * On OPENCL and CUDA the kernel is one work-item (fine for rows of a cache,
+ * slow for millions of elements). */
 TC_API tc_status tc_index_copy(tc_tensor *dst, int axis, tc_tensor *index, tc_tensor *value);
 
 /* resampling (torch's F.interpolate with a size, tinygrad's interpolate):

@@ -17,7 +17,8 @@
  * kernel is the same loops without the zeroing, one store per output (the
  * K and V rows of a layer share the loops): O(sources), whatever the size
  * of the buffers it writes; of two equal indices the later one's values
- * stay. It is CPU-only too (see tc_index_copy).
+ * stay. On GPU targets it runs as those loops in one work-item (a launch of
+ * 1 x 1): no races, and a KV cache's row is a few thousand elements.
  */
 #include "lower.h"
 
@@ -76,11 +77,10 @@ TC_MUST_USE static tc_status indexed_store(lower_ctx *c, const tc_ast *st) {
 
 TC_MUST_USE tc_status tc_lw_scatter_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
-    if (c->tg->has_local)
-        return tc_error_set(TC_ERR_DEVICE, "tc_realize: kernel %s %s at indexed places (%s), "
-                            "which runs on the CPU only", it->name,
-                            it->is_put ? "writes" : "adds",
-                            it->is_put ? "tc_index_copy" : "the gradient of a gather");
+    if (c->tg->has_local && !it->is_put)
+        return tc_error_set(TC_ERR_DEVICE, "tc_realize: kernel %s adds at indexed places (the "
+                                           "gradient of a gather), which runs on the CPU only",
+                            it->name);
     c->n_reps = 1;
     if (!it->is_put) zero_output(c);
     bool empty = false;

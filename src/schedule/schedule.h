@@ -65,7 +65,7 @@ typedef struct {
                          indexed places, in order (CPU only: one thread) */
     bool is_put;      /* indexed stores (PUT, tc_index_copy), one per output: loops over
                          the values' space write each at its index into the output, an
-                         ASSIGN's target, leaving the rest (CPU only: one thread, in order) */
+                         ASSIGN's target, leaving the rest (one thread, in order) */
     bool has_parts;   /* a row kernel: the loop space is the rows, the AST's SINK holds one
                          SINK per part (see above) */
     tc_ast *ast;      /* SINK (kernels only) */
