@@ -221,7 +221,8 @@ static void test_errors(void **state) {
 }
 
 /* a lazy dst is realized into its own buffer first; an int32 dst takes
- * float values cast; a 0-d index is one entry */
+ * float values cast; a 0-d index is one entry; a reshaped buffer is
+ * indexed in its own shape */
 static void test_lazy_dst_and_dtypes(void **state) {
     (void)state;
     int32_t dv[4] = {1, 2, 3, 4}, three = 3;
@@ -235,7 +236,17 @@ static void test_lazy_dst_and_dtypes(void **state) {
     int32_t *src = tc_test_read(d0);
     assert_memory_equal(src, dv, sizeof dv); /* d0's buffer is not dst's */
     free(got), free(src);
+    /* a reshape of a buffer (its own, whole, in order) is written in its shape */
+    float b[12] = {0};
+    tc_tensor *buf = from(b, TC_FLOAT32, 2, SHAPE(2, 6)), *r = tc_reshape(buf, 2, SHAPE(3, 4));
+    int32_t two = 2;
+    tc_tensor *i2 = from(&two, TC_INT32, 1, SHAPE(1)), *row = tc_arange(0, 4, 1, TC_FLOAT32, NULL);
+    assert_int_equal(tc_index_copy(r, 0, i2, row), TC_OK);
+    tc_check_schedule(r, 1, 0, 0, "into a reshaped buffer");
+    float want_r[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3};
+    expect(r, want_r, 12, "row 2 of the (3,4) view");
     tc_release(d0), tc_release(dst), tc_release(i0), tc_release(v);
+    tc_release(buf), tc_release(r), tc_release(i2), tc_release(row);
     tc_shutdown();
 }
 
