@@ -223,7 +223,7 @@ static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st) {
     return memo_put(bc, n, st, a);
 }
 
-static void name_kernel(tc_sched_item *it) {
+void tc_name_kernel(tc_sched_item *it) {
     const char *kind = it->is_scatter ? "S" : it->is_put ? "P" : it->reduce_axes ? "r" : "E";
     size_t at = (size_t)snprintf(it->name, sizeof it->name, "%s", kind);
     if (it->n_outs > 1) at += (size_t)snprintf(it->name + at, sizeof it->name - at, "%d", it->n_outs);
@@ -298,7 +298,7 @@ static tc_ast *build_scatter(build_ctx *bc, tc_sched_item *it, tc_node *sc) {
     it->is_scatter = true;
     it->ndim = src->ndim;
     memcpy(it->full_shape, src->shape, sizeof(int64_t) * (size_t)it->ndim);
-    name_kernel(it);
+    tc_name_kernel(it);
     tc_st *own = keep_st(bc, tc_st_from_shape(src->ndim, src->shape));
     tc_st *out = keep_st(bc, tc_st_from_shape(sc->ndim, sc->shape));
     tc_ast *a = own && out ? ast_new(bc, TC_OP_SCATTER, sc->dtype, 2) : NULL;
@@ -349,7 +349,7 @@ TC_MUST_USE static tc_status build_put_item(tc_sched_ctx *c, tc_binfo *rep) {
     it->is_put = true;
     it->ndim = src->ndim;
     memcpy(it->full_shape, src->shape, sizeof(int64_t) * (size_t)it->ndim);
-    name_kernel(it);
+    tc_name_kernel(it);
     tc_ast *sink = ast_new(&bc, TC_OP_SINK, src->dtype, bc.n_outs);
     for (int k = 0; sink && k < bc.n_outs; k++)
         if (!(sink->srcs[k] = build_put(&bc, it, k))) sink = NULL;
@@ -383,7 +383,7 @@ TC_MUST_USE static tc_status build_kernel_item(tc_sched_ctx *c, tc_binfo *rep) {
     it->ndim = rep->has_reduce ? rep->full_ndim : first->ndim;
     memcpy(it->full_shape, rep->has_reduce ? rep->full : first->shape, sizeof(int64_t) * (size_t)it->ndim);
     it->reduce_axes = rep->has_reduce ? rep->axes : 0;
-    name_kernel(it);
+    tc_name_kernel(it);
     tc_status status = TC_ERR_MEMORY;
     tc_ast *sink = ast_new(&bc, TC_OP_SINK, first->dtype, bc.n_outs);
     for (int k = 0; sink && k < bc.n_outs; k++)

@@ -132,5 +132,7 @@ TC_MUST_USE tc_status tc_build_items(tc_sched_ctx *c); /* ast.c: one item per gr
 /* rows.c: runs of kernels over the same rows become row kernels; nodes are
  * the requested outputs (never kept in row scratch) */
 TC_MUST_USE tc_status tc_rows_fuse(tc_sched_ctx *c, tc_node *const *nodes, int n);
+TC_MUST_USE tc_status tc_merge_axes(tc_sched_ctx *c); /* axes.c: adjacent axes merged */
+void tc_name_kernel(tc_sched_item *it); /* ast.c: "r_4_16" from its kind and loop space */
 
 #endif /* TC_SCHEDULE_INTERNAL_H */

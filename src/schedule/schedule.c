@@ -334,6 +334,7 @@ TC_MUST_USE static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes
     if (st == TC_OK) st = tc_group_reduces(c);
     if (st == TC_OK) st = tc_build_items(c);
     if (st == TC_OK) st = tc_rows_fuse(c, nodes, n);
+    if (st == TC_OK) st = tc_merge_axes(c);
     return st;
 }
 

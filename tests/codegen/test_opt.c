@@ -222,13 +222,16 @@ static void test_tile_vectors(void **state) {
     tc_release(xc), tc_release(dt), tc_release(g);
 }
 
-/* batchnorm's per-channel sum over (n, y, x) with rows of 20: the row whole
- * in 5 vectors of 4, 8 channels at a time as independent streams */
+/* batchnorm's per-channel sum over (n, y, x) with rows of 20 (a view of
+ * wider rows, so y and x stay two axes): the row whole in 5 vectors of 4,
+ * 8 channels at a time as independent streams */
 static void test_plan_short_rows(void **state) {
     (void)state;
-    int64_t sh[4] = {6, 32, 20, 20};
-    tc_tensor *x = tc_randn(4, sh, TC_FLOAT32, NULL);
-    assert_int_equal(tc_realize(&x, 1), TC_OK);
+    int64_t sh[4] = {6, 32, 20, 24}, cut[8] = {0, 6, 0, 32, 0, 20, 0, 20};
+    tc_tensor *xw = tc_randn(4, sh, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&xw, 1), TC_OK);
+    tc_tensor *x = tc_shrink(xw, cut);
+    tc_release(xw);
     int axes[3] = {0, 2, 3};
     tc_tensor *s = tc_sum(x, 3, axes, false);
     tc_schedule *sc = NULL;
@@ -551,7 +554,9 @@ static tc_kopt plan_under(tc_tensor *t, const char *isa, const char *l1d) {
 
 static void test_plan_from_host(void **state) {
     (void)state;
-    tc_tensor *c = matmul(100, 2048, 64); /* a panel of 2048 rows of the tile's columns */
+    /* a panel of 2048 rows of the tile's columns, read in place (64 rows do
+     * not pay for a packed copy: test_plan_packed) */
+    tc_tensor *c = matmul(64, 2048, 64);
     tc_kopt p = plan_under(c, "avx2", "16K");
     assert_int_equal(p.amt[0], 6);
     assert_int_equal(p.amt[1], 16);
@@ -583,7 +588,7 @@ static void test_plan_packed(void **state) {
     assert_int_equal(p.amt[0], 6);
     assert_int_equal(p.amt[1], 64);
     assert_int_equal(p.lanes, 16);
-    assert_int_equal(p.kblock, 128); /* no cache known: 32 KiB of panel a block */
+    assert_int_equal(p.kblock, 0); /* no cache known: 64 KiB of panel in half an assumed L2 */
     char text[64];
     assert_true(tc_opt_format(&p, text, sizeof text) > 0);
     assert_non_null(strstr(text, "/p"));
@@ -592,6 +597,7 @@ static void test_plan_packed(void **state) {
     assert_memory_equal(&back, &p, sizeof p);
     tc_schedule_free(s);
     check_plan(c, "0:6,1:64/16/k128/p", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:64/16/k128/e/p", 1e-4, 1e-4);
     check_plan(c, "0:6,1:64/16/p", 1e-4, 1e-4); /* the whole reduce: a 64 KiB panel */
     check_plan(c, "0:3,1:32/8/k64/p", 1e-4, 1e-4);
     p = plan_under(c, "avx2", "32K");
@@ -601,6 +607,25 @@ static void test_plan_packed(void **state) {
     c = matmul_t(250, 384, 128, false);
     check_plan(c, "0:6,1:64/16/k128/p", 1e-4, 1e-4);
     check_plan(c, "0:6,1:32/16/p", 1e-4, 1e-4);
+    tc_release(c);
+    /* a plain matmul of enough rows reads b's columns packed too, its panel
+     * whole where it fits half the L2 (faked), else in the fewest blocks */
+    c = matmul(192, 1024, 128);
+    setenv("TC_CPU_ISA", "avx512", 1);
+    const char *l2s[3] = {"1M", "256K", "128K"};
+    int64_t blocks[3] = {0, 512, 256}; /* panels of 256, 128 and 64 KiB */
+    for (int i = 0; i < 3; i++) {
+        setenv("TC_CPU_L2", l2s[i], 1);
+        tc_target tg;
+        assert_int_equal(tc_cpu_target(&tg, NULL, 0), TC_OK);
+        p = plan_of(c, &tg, NULL);
+        assert_true(p.pack);
+        assert_int_equal(p.amt[1], 64);
+        assert_int_equal(p.kblock, blocks[i]);
+        assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+        check_plan(c, text, 1e-4, 1e-4);
+    }
+    unsetenv("TC_CPU_ISA"), unsetenv("TC_CPU_L2");
     tc_release(c);
     c = matmul_t(64, 256, 512, false); /* 64 rows: the dot tile */
     p = plan_of(c, &avx512v, NULL);
