@@ -8,6 +8,7 @@ torch.cat'ed caches) on the same weights, one thread each by default.
     TC_THREADS is set from --threads; torch.set_num_threads(--threads)
     python3 bench/gpt2_generate.py [--config 124M|small] [--tokens 32] [--prompt 8]
                                    [--threads 1] [--seed 0] [--c build/examples/gpt2]
+                                   [--rounds 3] [--no-cache]
 
 --config 124M (the default) is GPT-2 small with GPT-2's vocabulary: 12
 layers, 12 heads, width 768, context 1024, vocab 50257 (124.4M parameters,
@@ -20,7 +21,10 @@ the new tokens' steps (each a jit replay: the prompt takes the first
 positions), the median of the rounds, with the median step in ms beside it;
 "vs torch" is the median of the per-round ratios (shared machine: the pairs
 run back to back). Prints the machine's load average and whether the three
-produced the same greedy tokens.
+produced the same greedy tokens. --no-cache adds one timed generation of
+libtinyc without the cache (the whole sequence, padded to prompt + tokens
+positions, through the model each step: the reference the cache replaces;
+its first step, which compiles, is left out).
 """
 import argparse
 import os
@@ -47,6 +51,8 @@ def parse():
                    help="timed generations of each, taken in turn (tinyc, torch, tinyc, ...)")
     p.add_argument("--c", default=os.path.join(REPO, "build", "examples", "gpt2"),
                    help="the C example ('' to skip it)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="also time libtinyc without the KV cache (one generation)")
     return p.parse_args()
 
 
@@ -132,9 +138,17 @@ def main():
         print("%-34s %9.2f %9s %8.2fx" % ("libtinyc, C (examples/gpt2)", med(cc), "", c_x))
     print("%-34s %9.2f %9.1f %8s" % ("PyTorch %s CPU (KV cache)" % torch.__version__, th_tps,
                                      th_ms, "1.00x"))
+    same_nc = True
+    if ARGS.no_cache:
+        times = []
+        nc = m.generate(prompt, ARGS.tokens, use_cache=False, times_out=times)
+        nc_tps, nc_ms = rate(times[1:] or times)  # the first step compiles
+        print("%-34s %9.2f %9.1f %8.2fx" % ("libtinyc, Python, no cache", nc_tps, nc_ms,
+                                           nc_tps / th_tps))
+        same_nc = nc == ref
     print("first generation (compile + capture): %.1f s; load average now %s"
           % (warm, open("/proc/loadavg").read().split()[0]))
-    same = ours == ref and (c is None or c[0] == ref)
+    same = ours == ref and (c is None or c[0] == ref) and same_nc
     print("greedy tokens: %s" % ("the same in all" if same else "DIFFER: %s / %s / %s"
                                  % (ours, c[0] if c else None, ref)))
     return 0 if same else 1

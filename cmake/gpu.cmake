@@ -35,7 +35,7 @@ message(STATUS "tinyc: OpenCL device ${TC_OPENCL}; CUDA device at run time (dlop
 
 if(TC_BUILD_TESTS)
   set(TC_GPU_SUITES diff_test_diff diff_test_int_dtypes diff_test_float64 diff_test_bfloat16
-    schedule_test_schedule schedule_test_fusion)
+    schedule_test_schedule schedule_test_fusion schedule_test_index_copy)
   foreach(t ${TC_GPU_SUITES})
     if(NOT TARGET ${t})
       continue()

@@ -18,8 +18,10 @@ example's gpt2_init for the same seed (the same tc_normal stream, drawn in
 the same order).
 
 generate(tokens, max_new_tokens, temperature, top_k, seed, use_cache) runs
-one position a step against per-layer K/V caches of a fixed shape (a
-TinyJit replays the step from its third call on), or, with use_cache=False,
+one position a step against per-layer K/V caches of a fixed shape, each
+step writing its K and V rows in place with index_copy_ at the position
+given as a tensor (a TinyJit replays the step from its third call on, each
+replay writing the new row), or, with use_cache=False,
 the whole sequence again each step (the reference). The sampler is the C
 example's (same splitmix64 stream, same top-k rule).
 
@@ -90,12 +92,13 @@ class Attention:
         q, k, v = self.heads(x)
         return self.out(q.scaled_dot_product_attention(k, v, is_causal=True))
 
-    def decode(self, x, cache, is_row, upto):
+    def decode(self, x, cache, pos, upto):
         """one position x (1, 1, C) against cache = [K, V] (1, H, S, hd): its k, v
-        written at the row is_row (1, 1, S, 1) marks, q against rows upto marks"""
+        written at row pos (an int tensor (1,): one kernel writes both rows, in
+        place), q against the rows upto (1, 1, 1, S) marks"""
         q, k, v = self.heads(x)
-        cache[0].assign(is_row.where(k, cache[0]))
-        cache[1].assign(is_row.where(v, cache[1]))
+        cache[0].index_copy_(2, pos, k)
+        cache[1].index_copy_(2, pos, v)
         return self.out(q.scaled_dot_product_attention(cache[0], cache[1], attn_mask=upto))
 
 
@@ -119,8 +122,8 @@ class Block:
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
-    def decode(self, x, cache, is_row, upto):
-        x = x + self.attn.decode(self.ln_1(x), cache, is_row, upto)
+    def decode(self, x, cache, pos, upto):
+        x = x + self.attn.decode(self.ln_1(x), cache, pos, upto)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -180,15 +183,13 @@ class GPT2:
         H, hd = self.n_head, self.n_embd // self.n_head
         caches = [[Tensor.zeros(1, H, S, hd).contiguous().realize() for _ in range(2)]
                   for _ in range(self.n_layer)]
-        rows = Tensor.arange(S, dtype=dtypes.int32)
-        rows_w, rows_r = rows.reshape(1, 1, S, 1), rows.reshape(1, 1, 1, S)
+        rows_r = Tensor.arange(S, dtype=dtypes.int32).reshape(1, 1, 1, S)
 
         def step(tok, pos):
-            p = pos.reshape(1, 1, 1, 1)
-            is_row, upto = rows_w == p, rows_r <= p
+            upto = rows_r <= pos.reshape(1, 1, 1, 1)
             x = self.wte.weight[tok] + self.wpe.weight[pos]  # (1, 1, C)
             for b, cache in zip(self.h, caches):
-                x = b.decode(x, cache, is_row, upto)
+                x = b.decode(x, cache, pos, upto)
             logits = self.head(x).reshape(1, self.vocab)
             Tensor.realize(logits, *[t for c in caches for t in c])
             return logits

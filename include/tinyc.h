@@ -456,7 +456,7 @@ TC_API void tc_jit_free(tc_jit *j);
 TC_API tc_status tc_export_c(const char *dir, const char *name, tc_tensor **outs, int n_outs,
                              tc_tensor **ins, int n_ins);
 
-/* ---- reading by integer tensors ---------------------------------------------
+/* ---- reading and writing by integer tensors ---------------------------------
  * A load whose place along one axis comes from an integer tensor (int32,
  * int64 or uint8): O(output) work, fused with what reads the result (an
  * embedding lookup plus a position embedding is one kernel). The gradient
@@ -472,6 +472,23 @@ TC_API tc_tensor *tc_gather(tc_tensor *x, int axis, tc_tensor *index);
  * negative indices count from the end. tc_index(weight, 0, ids) is an
  * embedding lookup */
 TC_API tc_tensor *tc_index(tc_tensor *x, int axis, tc_tensor *index);
+/* torch's x.index_copy_(axis, index, value), an indexed store in place:
+ * dst[..., index[j], ...] = value[..., j, ...] for each of the m entries of
+ * index (0-d: one entry; 1-d: m), written into dst's own buffer as an
+ * assign (lazily: when dst is next realized, after the kernels that read
+ * its old contents; dst must be a buffer seen whole and in order, as
+ * tc_assign's). value broadcasts to dst's shape with axis at m and is cast
+ * to dst's dtype. The kernel loops over value's elements only (a KV cache's
+ * new row costs one row, not the cache), computes value and index in the
+ * same loops, and reads index's values when it runs, so a tc_jit replay
+ * with new index data writes new places. Indices must be in [0, size of
+ * the axis) (torch's rule: no negative ones): outside is TC_ERR_INVALID
+ * here when index is known on the host (a realized tensor or a constant);
+ * in a kernel such an entry writes nothing. Of two equal indices the later
+ * entry's values stay. Not differentiable: dst loses its recorded history.
+ * On OPENCL and CUDA the kernel is one work-item (fine for rows of a cache,
+ * slow for millions of elements). */
+TC_API tc_status tc_index_copy(tc_tensor *dst, int axis, tc_tensor *index, tc_tensor *value);
 
 /* resampling (torch's F.interpolate with a size, tinygrad's interpolate):
  * the last n axes of x take the sizes size[0..n-1], one axis at a time,

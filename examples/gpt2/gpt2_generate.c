@@ -4,12 +4,13 @@
  * step): each layer keeps K and V as realized (1, H, S, hd) buffers, S =
  * n_prompt + max_new_tokens positions. One step takes one token id and its
  * position p as (tiny) input tensors, runs that position through the blocks,
- * writes its k and v at row p of each cache (tc_assign of where(row == p,
- * new, cache): the whole buffer, since an assign cannot target a slice) and
+ * writes its k and v at row p of each cache (tc_index_copy with p as the
+ * index: one kernel per layer writes the two rows, reading them straight
+ * out of the qkv projection; nothing else of the caches is touched) and
  * attends over rows 0..p (rows past p are masked off). Every step has the
  * same graph, so from the third on the jit replays the recorded kernels with
  * the new token and position: O(n_layer (C^2 + S C) + V C) work a token,
- * plus the O(n_layer S C) cache rewrite.
+ * the S C term the attention's reads of the caches.
  *
  * Without the cache (the reference): the whole sequence so far, padded to S
  * positions, through gpt2_forward each step (causal attention: the padding
@@ -28,15 +29,14 @@ typedef struct {
     const gpt2_model *m; /* the weights (borrowed) */
     int64_t S;           /* positions the caches hold */
     tc_tensor **k, **v;  /* per layer: (1, H, S, hd) float32 caches, owned */
-    tc_tensor *rows_w;   /* arange(S) as (1, 1, S, 1) int32: the row written */
-    tc_tensor *rows_r;   /* arange(S) as (1, 1, 1, S): the rows read */
+    tc_tensor *rows_r;   /* arange(S) int32 as (1, 1, 1, S): the rows read */
 } kv_cache;
 
 static void kv_free(kv_cache *kv) {
     for (int l = 0; kv->k && l < kv->m->cfg.n_layer; l++) tc_release(kv->k[l]);
     for (int l = 0; kv->v && l < kv->m->cfg.n_layer; l++) tc_release(kv->v[l]);
     free(kv->k), free(kv->v);
-    tc_release(kv->rows_w), tc_release(kv->rows_r);
+    tc_release(kv->rows_r);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -71,8 +71,7 @@ static int kv_init(kv_cache *kv, const gpt2_model *m, int64_t S) {
     bool ok = kv->k && kv->v;
     for (int l = 0; ok && l < L; l++)
         ok = (kv->k[l] = zero_cache(&m->cfg, S, dev)) && (kv->v[l] = zero_cache(&m->cfg, S, dev));
-    ok = ok && (kv->rows_w = rows(S, (int64_t[]){1, 1, S, 1}, dev)) &&
-         (kv->rows_r = rows(S, (int64_t[]){1, 1, 1, S}, dev));
+    ok = ok && (kv->rows_r = rows(S, (int64_t[]){1, 1, 1, S}, dev));
     if (!ok) {
         kv_free(kv);
         return gpt2_fail("gpt2_generate", true, "making the KV cache of %lld positions",
@@ -83,22 +82,14 @@ static int kv_init(kv_cache *kv, const gpt2_model *m, int64_t S) {
 
 /* ---- one position through the model against the caches ------------------------ */
 
-/* cache = where(row == p, new (1, H, 1, hd), cache), lazily; false on failure */
-static bool write_row(tc_tensor *cache, tc_tensor *is_row, tc_tensor *fresh) {
-    tc_tensor *w = tc_where(is_row, fresh, cache);
-    bool ok = w && tc_assign(cache, w) == TC_OK;
-    tc_release(w);
-    return ok;
-}
-
-/* block l for the one position in x (1, 1, C); is_row (1, 1, S, 1) marks the
- * row p written, upto (1, 1, 1, S) the rows 0..p read; x released */
-static tc_tensor *decode_block(kv_cache *kv, int l, tc_tensor *x, tc_tensor *is_row,
+/* block l for the one position in x (1, 1, C); pos (1) int32 is the row p
+ * written, upto (1, 1, 1, S) marks the rows 0..p read; x released */
+static tc_tensor *decode_block(kv_cache *kv, int l, tc_tensor *x, tc_tensor *pos,
                                tc_tensor *upto) {
     const gpt2_model *m = kv->m;
     tc_tensor *q = NULL, *k = NULL, *v = NULL;
-    bool ok = gpt2_qkv(m, l, x, &q, &k, &v) == 0 && write_row(kv->k[l], is_row, k) &&
-              write_row(kv->v[l], is_row, v);
+    bool ok = gpt2_qkv(m, l, x, &q, &k, &v) == 0 && tc_index_copy(kv->k[l], 2, pos, k) == TC_OK &&
+              tc_index_copy(kv->v[l], 2, pos, v) == TC_OK;
     /* the caches now read as written: q against rows 0..p of K and V */
     tc_tensor *y = ok ? tc_scaled_dot_product_attention(q, kv->k[l], kv->v[l], upto, false) : NULL;
     tc_release(q), tc_release(k), tc_release(v);
@@ -122,11 +113,10 @@ static tc_status decode_step(void *user, tc_tensor *const *in, int n_in, tc_tens
     tc_tensor *x = tok && pe ? tc_add(tok, pe) : NULL;
     tc_release(tok), tc_release(pe);
     tc_tensor *p = x ? tc_reshape(in[1], 4, (int64_t[]){1, 1, 1, 1}) : NULL;
-    tc_tensor *is_row = p ? tc_eq(kv->rows_w, p) : NULL;
-    tc_tensor *upto = is_row ? tc_le(kv->rows_r, p) : NULL;
+    tc_tensor *upto = p ? tc_le(kv->rows_r, p) : NULL;
     tc_release(p);
-    for (int l = 0; l < L && x && upto; l++) x = decode_block(kv, l, x, is_row, upto);
-    tc_release(is_row), tc_release(upto);
+    for (int l = 0; l < L && x && upto; l++) x = decode_block(kv, l, x, in[1], upto);
+    tc_release(upto);
     tc_tensor *logits = x ? gpt2_head(m, x) : NULL;
     tc_tensor *flat = logits ? tc_reshape(logits, 2, (int64_t[]){1, m->cfg.vocab}) : NULL;
     tc_release(logits);

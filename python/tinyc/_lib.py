@@ -157,7 +157,7 @@ SIGNATURES = {
     "tc_set_requires_grad": (i32, [T, b]), "tc_requires_grad": (b, [T]),
     "tc_backward": (i32, [T]), "tc_backward_ex": (i32, [T, T]), "tc_grad": (T, [T]), "tc_zero_grad": (i32, [T]),
     "tc_detach": (T, [T]), "tc_set_grad_enabled": (b, [b]), "tc_is_grad_enabled": (b, []),
-    "tc_assign": (i32, [T, T]),
+    "tc_assign": (i32, [T, T]), "tc_index_copy": (i32, [T, i32, T, T]),
     # optimizers (optional until the library has them)
     "tc_sgd": (O, [TP, i32, f64, f64]),
     "tc_sgd_ex": (O, [TP, i32, f64, f64, f64, f64, b]),

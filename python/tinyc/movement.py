@@ -16,6 +16,11 @@ from .dtype import dtypes
 Tensor = None  # the Tensor class; tensor.py sets it once the class exists
 
 
+class TinycIndexError(_lib.TinycError, IndexError):
+    """An index outside its axis that the library found (index_copy_): the
+    IndexError torch raises, and a TinycError."""
+
+
 class Movement:
     """movement ops; mixed into Tensor"""
     __slots__ = ()
@@ -247,6 +252,93 @@ class Movement:
         if not isinstance(index, Tensor):
             raise TypeError("tinyc: gather needs an int Tensor index, got %s" % type(index).__name__)
         return self._wrap(lib.tc_gather(self._h, self._axis(dim), index._h))
+
+    def index_copy_(self, dim, index, source):
+        """torch's index_copy_: self[..., index[j], ...] = source[..., j, ...]
+        along dim, in place (tc_index_copy: a kernel over source's rows only,
+        lazily, as assign; inside a TinyJit a new index writes new rows).
+        index: a 0-d or 1-d int Tensor (or a list); source (a Tensor, array or
+        scalar) broadcasts to self's shape with dim at len(index). Indices must
+        be in [0, size) as in torch: IndexError when they are known on the
+        host; in a kernel an index outside writes nothing. Returns self; not
+        differentiable (self loses its history)."""
+        fn = _lib.need("tc_index_copy", "Tensor.index_copy_")
+        ax = self._axis(dim)
+        if not isinstance(index, Tensor):
+            a = np.asarray(index)
+            if a.dtype == np.bool_ or (a.size and not np.issubdtype(a.dtype, np.integer)):
+                raise IndexError("tinyc: index_copy_: index must hold ints, got %s" % a.dtype)
+            index = Tensor(a.astype(np.int64), device=self.device)
+        elif not index.dtype.is_int:
+            raise IndexError("tinyc: index_copy_: index must be an integer tensor, got %s"
+                             % index.dtype)
+        if not isinstance(source, Tensor):
+            source = Tensor(np.asarray(source, dtype=self.dtype.np), device=self.device)
+        st = fn(self._h, ax, index._h, source._h)
+        if st != 0:
+            err = _lib.error()
+            if isinstance(err, _lib.TinycValueError) and "is outside" in str(err):
+                raise TinycIndexError(str(err), err.status)
+            raise err
+        return self
+
+    def __setitem__(self, idx, value):
+        """x[..., idx, ...] = value for one integer index (a Tensor, list or
+        array of any shape, or an int) on one axis, every other item a full
+        slice (:) or ...: numpy's assignment (value broadcast to x[idx]'s
+        shape, negative indices from the end, of equal indices the last one
+        stays), done in place by index_copy_ (one kernel over value's rows);
+        x[:] = value and x[...] = value are assign(value). Other forms raise
+        IndexError."""
+        items = list(idx) if isinstance(idx, tuple) else [idx]
+        if sum(1 for i in items if i is Ellipsis) > 1:
+            raise IndexError("tinyc: an index can only have one ellipsis (...)")
+        ells = [k for k, i in enumerate(items) if i is Ellipsis]
+        if ells:
+            k = ells[0]
+            items[k:k + 1] = [slice(None)] * (self.ndim - len(items) + 1)
+        full = slice(None)
+        picks = [k for k, i in enumerate(items) if not (isinstance(i, slice) and i == full)]
+        if len(items) <= self.ndim and not picks:  # x[:] = value, x[...] = value
+            self.assign(value)
+            return
+        if len(items) > self.ndim or len(picks) != 1:
+            raise IndexError("tinyc: __setitem__ takes one int, int Tensor, list or array "
+                             "index on one axis, the others ':' or '...'; got %r" % (idx,))
+        ax, i = picks[0], items[picks[0]]
+        n = self.shape[ax]
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (numbers.Integral, Tensor,
+                                                                   list, np.ndarray)):
+            raise IndexError("tinyc: __setitem__: invalid index %r on axis %d" % (i, ax))
+        if isinstance(i, Tensor):
+            if not i.dtype.is_int:
+                raise IndexError("tinyc: tensors used as indices must be integer tensors, "
+                                 "got %s" % i.dtype)
+            t = i if i.dtype in (dtypes.int32, dtypes.int64) else i.cast(dtypes.int32)
+            t = (t < 0).where(t + n, t)  # in the store's kernel
+        else:
+            a = np.asarray(i)
+            if a.size and not np.issubdtype(a.dtype, np.integer):
+                raise IndexError("tinyc: index arrays must hold ints, got %s" % a.dtype)
+            if a.size and (a.min() < -n or a.max() >= n):
+                bad = a.min() if a.min() < -n else a.max()
+                raise IndexError("tinyc: index %d is out of bounds for axis %d with size %d"
+                                 % (bad, ax, n))
+            t = Tensor(np.where(a < 0, a + n, a).astype(np.int64), device=self.device)
+        shape = self.shape[:ax] + t.shape + self.shape[ax + 1:]
+        if not isinstance(value, Tensor):
+            value = Tensor(np.asarray(value, dtype=self.dtype.np), device=self.device)
+        try:
+            shape_b = np.broadcast_shapes(value.shape, shape)
+        except ValueError:
+            shape_b = None
+        if shape_b != shape:
+            raise ValueError("tinyc: cannot broadcast value of shape %s to the indexed shape %s"
+                             % (value.shape, shape))
+        m = int(np.prod(t.shape))
+        v = value.expand(shape) if value.shape != shape else value
+        v = v.reshape(self.shape[:ax] + (m,) + self.shape[ax + 1:])
+        self.index_copy_(ax, t.reshape(m), v)
 
     def _index_tensor(self, i, axis):
         """a list/array/Tensor index of axis as an int Tensor; host values are

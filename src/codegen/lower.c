@@ -436,7 +436,7 @@ tc_uop *tc_lw_lower(lower_ctx *c, tc_ast *a) {
         break;
     case TC_OPK_INDEX:
         if (a->op == TC_OP_GATHER) r = tc_lw_gather(c, a);
-        else TC_INTERNAL("a SCATTER below a kernel's stores");
+        else TC_INTERNAL("a %s below a kernel's stores", tc_ops[a->op].name);
         break;
     }
     if (!r) c->ub.failed = true;
@@ -486,8 +486,11 @@ static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
             k->est_ops += mult[d] * u->vcount;
         }
     }
-    for (int i = 0; i < it->n_bufs; i++)
-        k->est_mem += tc_node_numel(it->bufs[i]) * (int64_t)tc_dtypes[it->bufs[i]->dtype].size;
+    for (int i = 0; i < it->n_bufs; i++) { /* an indexed store writes its values' size */
+        int64_t n = it->is_put && i < it->n_outs ? tc_node_numel(it->bufs[i]->srcs[0]->srcs[1])
+                                                 : tc_node_numel(it->bufs[i]);
+        k->est_mem += n * (int64_t)tc_dtypes[it->bufs[i]->dtype].size;
+    }
 }
 
 /* The outermost loop of a CPU kernel with enough work is shared by threads:
@@ -602,7 +605,7 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
         if (st == TC_OK) estimate(k, it);
         return st;
     }
-    if (it->is_scatter) {
+    if (it->is_scatter || it->is_put) {
         tc_status st = tc_lw_scatter_kernel(c, k);
         if (st == TC_OK) estimate(k, it);
         return st;

@@ -363,6 +363,7 @@ static bool fold(tc_op op, bool ints, bool is_f64, bool is_u64, const int64_t *i
     case TC_OP_ASSIGN:
     case TC_OP_GATHER:
     case TC_OP_SCATTER:
+    case TC_OP_PUT:
     case TC_OP_LOAD:
     case TC_OP_STORE:
     case TC_OP_SINK:

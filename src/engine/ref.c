@@ -12,8 +12,9 @@
  * two's-complement wrapping and without traps (division by zero gives 0;
  * uint64, held in an int64, compares, divides and shifts right unsigned),
  * bools as 0/1. Reduces accumulate in index order
- * in the node's dtype; GATHER reads 0 and SCATTER adds nothing at an index
- * outside the indexed axis; SCATTER adds in index order.
+ * in the node's dtype; GATHER reads 0, SCATTER adds nothing and PUT writes
+ * nothing at an index outside the indexed axis; SCATTER adds and PUT writes
+ * in index order.
  *
  * It shares no code with the scheduler, codegen or renderers on purpose.
  * Ownership: everything allocated here is freed before tc_ref_eval returns;
@@ -275,6 +276,7 @@ static double alu_f64(tc_op op, double a, double b, double c) {
     case TC_OP_ASSIGN:
     case TC_OP_GATHER:
     case TC_OP_SCATTER:
+    case TC_OP_PUT:
     case TC_OP_LOAD:
     case TC_OP_STORE:
     case TC_OP_SINK:
@@ -328,6 +330,7 @@ static num alu(tc_op op, num na, num nb, num nc, bool is_bool, bool is_u64) {
         case TC_OP_ASSIGN:
         case TC_OP_GATHER:
         case TC_OP_SCATTER:
+        case TC_OP_PUT:
         case TC_OP_LOAD:
         case TC_OP_STORE:
         case TC_OP_SINK:
@@ -375,6 +378,7 @@ static num alu(tc_op op, num na, num nb, num nc, bool is_bool, bool is_u64) {
     case TC_OP_ASSIGN:
     case TC_OP_GATHER:
     case TC_OP_SCATTER:
+    case TC_OP_PUT:
     case TC_OP_LOAD:
     case TC_OP_STORE:
     case TC_OP_SINK:
@@ -615,6 +619,27 @@ TC_MUST_USE static tc_status eval_scatter(const tc_node *n, void *out, const voi
     return TC_OK;
 }
 
+/* target's elements, then src[o] written at [o with o[a] := idx[o]], in
+ * index order (of two places equal, the later wins); an index outside the
+ * axis writes nothing */
+TC_MUST_USE static tc_status eval_put(const tc_node *n, void *out, const void *idx, const void *src,
+                                      const void *target) {
+    const tc_node *in = n->srcs[0], *sn = n->srcs[1];
+    int a = one_axis(n->axes);
+    size_t size = tc_dtypes[n->dtype].size;
+    int64_t at[TC_MAX_DIMS], m = tc_node_numel(sn);
+    memcpy(out, target, (size_t)tc_node_numel(n) * size);
+    for (int64_t o = 0; o < m; o++) {
+        int64_t k = ldi(idx, in->dtype, o);
+        if (k < 0 || k >= n->shape[a]) continue;
+        unravel(o, sn->ndim, sn->shape, at);
+        at[a] = k;
+        memcpy((char *)out + (size_t)ravel(n->ndim, n->shape, at) * size, (const char *)src + (size_t)o * size,
+               size);
+    }
+    return TC_OK;
+}
+
 /* evaluates one node whose needed sources are done */
 TC_MUST_USE static tc_status eval_node(ctx *c, entry *e) {
     tc_node *n = e->node;
@@ -661,6 +686,7 @@ TC_MUST_USE static tc_status eval_node(ctx *c, entry *e) {
     case TC_OP_ASSIGN: return eval_same(n, e->data, in[0]);
     case TC_OP_GATHER: return eval_gather(n, e->data, in[0], in[1]);
     case TC_OP_SCATTER: return eval_scatter(n, e->data, in[0], in[1]);
+    case TC_OP_PUT: return eval_put(n, e->data, in[0], in[1], in[2]);
     case TC_OP_LOAD:
     case TC_OP_STORE:
     case TC_OP_SINK:

@@ -305,6 +305,19 @@ tc_node *tc_node_scatter(tc_node *idx, tc_node *src, int axis, const int64_t *x_
     return intern(n);
 }
 
+tc_node *tc_node_put(tc_node *idx, tc_node *src, tc_node *target, int axis, const int64_t *x_shape) {
+    tc_node *n = node_alloc(TC_OP_PUT, target->dtype, target->device);
+    if (!n) return NULL;
+    n->n_srcs = 3;
+    n->srcs[0] = idx;
+    n->srcs[1] = src;
+    n->srcs[2] = target;
+    n->axes = 1u << axis;
+    n->ndim = src->ndim;
+    memcpy(n->shape, x_shape, sizeof(int64_t) * (size_t)n->ndim);
+    return intern(n);
+}
+
 /* ---- movement: compose onto the base's tracker ---- */
 
 static tc_st *st_of(const tc_node *n) {

@@ -58,6 +58,11 @@ typedef enum {
     TC_OP_SCATTER, /* the gradient of GATHER: zeros of the node's shape, plus srcs[1][o] at
                       [o with o[a] := srcs[0][o]] for every o of srcs[0]'s shape (indices
                       outside the node's size along a add nothing) */
+    TC_OP_PUT,     /* an indexed store (tc_index_copy): srcs[2] (a realized target) with the
+                      element [o with o[a] := srcs[0][o]] set to srcs[1][o] for every o of
+                      srcs[1]'s shape; places outside [0, size along a) are not written.
+                      Only ever the value of an ASSIGN to that same target: its kernel
+                      writes those elements in place and leaves the rest */
     /* kernel AST only (schedule -> codegen) */
     TC_OP_LOAD,  /* read a kernel buffer through a view */
     TC_OP_STORE, /* write a kernel buffer through a view */
@@ -71,7 +76,7 @@ typedef enum {
     TC_OPK_TERNARY, /* three sources, elementwise */
     TC_OPK_REDUCE,  /* one source, reduces axes */
     TC_OPK_META,    /* CONST BUFFER VIEW COPY CONTIGUOUS ASSIGN */
-    TC_OPK_INDEX,   /* GATHER SCATTER: reads or writes at an index another tensor holds */
+    TC_OPK_INDEX,   /* GATHER SCATTER PUT: reads or writes at an index another tensor holds */
     TC_OPK_AST,     /* LOAD STORE SINK */
 } tc_op_kind;
 
@@ -208,6 +213,10 @@ tc_node *tc_node_meta(tc_op op, int device, int n_srcs, tc_node *const *srcs);
  * (x_shape, equal to O but along axis) */
 tc_node *tc_node_gather(tc_node *x, tc_node *idx, int axis);
 tc_node *tc_node_scatter(tc_node *idx, tc_node *src, int axis, const int64_t *x_shape);
+/* PUT of src (shape O) at idx (shape O) into target (a BUFFER node seen
+ * contiguously in shape X (x_shape), equal to O but along axis; src has
+ * target's dtype); the node has shape X */
+tc_node *tc_node_put(tc_node *idx, tc_node *src, tc_node *target, int axis, const int64_t *x_shape);
 tc_node *tc_node_reshape(tc_node *n, int ndim, const int64_t *shape);
 tc_node *tc_node_permute(tc_node *n, const int *order);
 tc_node *tc_node_expand(tc_node *n, int ndim, const int64_t *shape);

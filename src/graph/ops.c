@@ -35,6 +35,7 @@ const tc_op_info tc_ops[TC_OP_COUNT] = {
     [TC_OP_ASSIGN] = {"ASSIGN", TC_OPK_META, false},
     [TC_OP_GATHER] = {"GATHER", TC_OPK_INDEX, true}, /* reads x[0] where idx is 0 */
     [TC_OP_SCATTER] = {"SCATTER", TC_OPK_INDEX, false},
+    [TC_OP_PUT] = {"PUT", TC_OPK_INDEX, false},
     [TC_OP_LOAD] = {"LOAD", TC_OPK_AST, false},
     [TC_OP_STORE] = {"STORE", TC_OPK_AST, false},
     [TC_OP_SINK] = {"SINK", TC_OPK_AST, false},

@@ -224,7 +224,7 @@ static tc_ast *build(build_ctx *bc, tc_node *n, const tc_st *st) {
 }
 
 void tc_name_kernel(tc_sched_item *it) {
-    const char *kind = it->is_scatter ? "S" : it->reduce_axes ? "r" : "E";
+    const char *kind = it->is_scatter ? "S" : it->is_put ? "P" : it->reduce_axes ? "r" : "E";
     size_t at = (size_t)snprintf(it->name, sizeof it->name, "%s", kind);
     if (it->n_outs > 1) at += (size_t)snprintf(it->name + at, sizeof it->name - at, "%d", it->n_outs);
     for (int i = 0; i < it->ndim && at + 24 < sizeof it->name; i++)
@@ -311,7 +311,55 @@ static tc_ast *build_scatter(build_ctx *bc, tc_sched_item *it, tc_node *sc) {
     return a;
 }
 
+/* The indexed store of put-assign root k (slot k): value and index built
+ * in the loop space (the values' shape O), written at the index into the
+ * target's buffer, which is slot k's (the output of the ASSIGN). */
+static tc_ast *build_put(build_ctx *bc, tc_sched_item *it, int k) {
+    const tc_node *put = ((tc_node *)bc->slots.items[k])->srcs[0];
+    tc_node *src = put->srcs[1];
+    tc_st *own = keep_st(bc, tc_st_from_shape(src->ndim, src->shape));
+    tc_st *out = keep_st(bc, tc_st_from_shape(put->ndim, put->shape));
+    tc_ast *a = own && out ? ast_new(bc, TC_OP_PUT, put->dtype, 2) : NULL;
+    if (!a) return NULL;
+    if (src->ndim != it->ndim || memcmp(src->shape, it->full_shape, sizeof(int64_t) * (size_t)it->ndim)) {
+        TC_INTERNAL("indexed stores of other loop spaces in one kernel (%s)", it->name);
+        return NULL;
+    }
+    a->buf = k;
+    a->st = at_index_zero(bc, out, src->ndim, src->shape, axis_of(put->axes), &a->index_stride,
+                          &a->index_size);
+    if (!a->st || !(a->srcs[0] = build(bc, src, own)) || !(a->srcs[1] = build(bc, put->srcs[0], own)))
+        return NULL;
+    return a;
+}
+
+/* The kernel of a group of put-assigns (tc_index_copy), one indexed store
+ * each: its loops run over their values' space; the outputs are the
+ * ASSIGNs, whose buffers are their targets'. */
+TC_MUST_USE static tc_status build_put_item(tc_sched_ctx *c, tc_binfo *rep) {
+    build_ctx bc = {.c = c};
+    tc_sched_item *it = tc_arena_alloc(&c->s->arena, sizeof *it);
+    if (!it) return TC_ERR_MEMORY;
+    for (tc_binfo *bi = rep; bi; bi = bi->next_member)
+        if (tc_ptrvec_push(&bc.slots, bi->node) != TC_OK) return TC_ERR_MEMORY;
+    qsort(bc.slots.items, (size_t)bc.slots.n, sizeof(void *), by_id);
+    bc.n_outs = it->n_outs = bc.slots.n;
+    for (int k = 0; k < bc.n_outs; k++) tc_binfo_of(bc.slots.items[k])->item = c->items.n;
+    const tc_node *src = ((tc_node *)bc.slots.items[0])->srcs[0]->srcs[1];
+    it->is_put = true;
+    it->ndim = src->ndim;
+    memcpy(it->full_shape, src->shape, sizeof(int64_t) * (size_t)it->ndim);
+    tc_name_kernel(it);
+    tc_ast *sink = ast_new(&bc, TC_OP_SINK, src->dtype, bc.n_outs);
+    for (int k = 0; sink && k < bc.n_outs; k++)
+        if (!(sink->srcs[k] = build_put(&bc, it, k))) sink = NULL;
+    tc_status st = sink ? (it->ast = sink, finish_item(c, it, &bc.slots)) : tc_error_or(TC_ERR_MEMORY);
+    tc_ptrvec_free(&bc.slots);
+    return st;
+}
+
 TC_MUST_USE static tc_status build_kernel_item(tc_sched_ctx *c, tc_binfo *rep) {
+    if (tc_sched_is_put(rep->node)) return build_put_item(c, rep);
     build_ctx bc = {.c = c};
     tc_sched_item *it = tc_arena_alloc(&c->s->arena, sizeof *it);
     if (!it) return TC_ERR_MEMORY;

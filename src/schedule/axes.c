@@ -15,9 +15,9 @@
  * 4 x 64 rows repacked per batch row, 10 GFLOP/s; 256 rows, one panel).
  * Fewer loops also mean fewer index computations in every kernel.
  *
- * Left alone: row kernels (their parts share the row axes), scatters and
- * kernels with a gather (their index strides count buffer elements along
- * the loop space's axes), copies.
+ * Left alone: row kernels (their parts share the row axes), scatters,
+ * indexed stores and kernels with a gather (their index strides count
+ * buffer elements along the loop space's axes), copies.
  *
  * Input: the ordered items; output: the same items, kernels with merged
  * loop spaces and new trackers (owned by the schedule, like the others),
@@ -41,7 +41,7 @@ typedef struct {
  * size (the builder's recursion bounds its depth the same way) */
 static void walk(item_walk *w, tc_ast *a) {
     if (!tc_ptrset_add(&w->seen, a)) return;
-    if (a->op == TC_OP_GATHER || a->op == TC_OP_SCATTER) w->has_index = true;
+    if (a->op == TC_OP_GATHER || a->op == TC_OP_SCATTER || a->op == TC_OP_PUT) w->has_index = true;
     if (tc_op_is_reduce(a->op)) w->failed |= tc_ptrvec_push(&w->reds, a) != TC_OK;
     if (a->st) {
         w->failed |= tc_ptrvec_push(&w->users, a) != TC_OK;
@@ -152,7 +152,7 @@ TC_MUST_USE static tc_status merge_item(tc_sched_ctx *c, tc_sched_item *it) {
 TC_MUST_USE tc_status tc_merge_axes(tc_sched_ctx *c) {
     for (int i = 0; i < c->s->n_items; i++) {
         tc_sched_item *it = &c->s->items[i];
-        if (it->is_copy || it->is_scatter || it->has_parts || !it->ast) continue;
+        if (it->is_copy || it->is_scatter || it->is_put || it->has_parts || !it->ast) continue;
         tc_status st = merge_item(c, it);
         if (st != TC_OK) return st;
     }

@@ -34,7 +34,7 @@ static void ast_dump_dag(FILE *f, const tc_ast *root, tc_ptrmap *names) {
         if (a->op == TC_OP_SINK && a->st) fprintf(f, " part reduce 0x%x", a->axes);
         if (a->op == TC_OP_CONST) fprintf(f, " %.17g", a->value);
         if (tc_op_is_reduce(a->op)) fprintf(f, " axes=0x%x", a->axes);
-        if (a->op == TC_OP_GATHER || a->op == TC_OP_SCATTER)
+        if (a->op == TC_OP_GATHER || a->op == TC_OP_SCATTER || a->op == TC_OP_PUT)
             fprintf(f, " index stride %lld size %lld", (long long)a->index_stride, (long long)a->index_size);
         if (a->st) {
             fprintf(f, " ");

@@ -249,7 +249,8 @@ static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_st *
             }
         }
     }
-    if (cons->op == TC_OP_COPY || cons->op == TC_OP_SCATTER) { /* kernels of their own */
+    if (cons->op == TC_OP_COPY || cons->op == TC_OP_SCATTER || cons->op == TC_OP_PUT) {
+        /* kernels of their own */
         o->forced = true;
     } else if (tc_binfo_of(cons)->realize) {
         add_root(o, cons, cm);

@@ -8,9 +8,10 @@
  * (identity_loads) and tries each pair (a root, an earlier reader of one of
  * its inputs) once, most of them settled by one union-find test; a try that
  * gets as far as the checks costs its members' cones plus kgraph.c's
- * searches. protect_targets walks each assign's kernel once; split_old_readers
- * looks only at the roots that read an assign's target (kgraph.c's index),
- * not at every base.
+ * searches; merge_puts tries each indexed store once against the first at
+ * its index. protect_targets walks each assign's kernel once (an indexed
+ * store's index and values once each); split_old_readers looks only at the
+ * roots that read an assign's target (kgraph.c's index), not at every base.
  */
 #include "internal.h"
 
@@ -180,7 +181,7 @@ static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
 
 static bool mergeable_root(const tc_node *n) {
     return n->op != TC_OP_BUFFER && n->op != TC_OP_COPY && n->op != TC_OP_SCATTER &&
-           tc_binfo_of(n)->realize && !tc_binfo_of(n)->keep_stored;
+           !tc_sched_is_put(n) && tc_binfo_of(n)->realize && !tc_binfo_of(n)->keep_stored;
 }
 
 /* tries b against every earlier root listed under key in lists, then lists b */
@@ -266,6 +267,44 @@ static void merge_updates(tc_sched_ctx *c) {
     free_lists(&open);
 }
 
+/* Indexed stores (put-assigns) at one index node share loops (the values'
+ * space, the index's shape): a layer's K and V cache rows written at one
+ * position are one kernel. The index node is shared by every layer's
+ * stores, which depend on each other, so each store tries the last
+ * UPDATE_TRIES kernels opened at its index and opens one of its own when
+ * none takes it: O(puts x UPDATE_TRIES) conflict checks. */
+static void merge_puts(tc_sched_ctx *c) {
+    tc_ptrmap open = {0}; /* index node -> the put-assigns that opened kernels at it */
+    for (int i = c->bases.n - 1; i >= 0 && !c->failed; i--) {
+        tc_node *b = c->bases.items[i];
+        if (!tc_sched_is_put(b) || !tc_binfo_of(b)->realize) continue;
+        const tc_node *idx = b->srcs[0]->srcs[0];
+        void *v = NULL;
+        tc_ptrvec *l = NULL;
+        if (tc_ptrmap_get(&open, idx, &v)) {
+            l = v;
+        } else if (!(l = tc_calloc(1, sizeof *l)) || !tc_ptrmap_put(&open, idx, l)) {
+            tc_free(l);
+            c->failed = true;
+            break;
+        }
+        bool joined = false;
+        for (int j = l->n - 1; j >= 0 && j >= l->n - UPDATE_TRIES && !joined; j--) {
+            tc_binfo *ga = tc_group_find(tc_binfo_of(l->items[j])), *gb = tc_group_find(tc_binfo_of(b));
+            if (ga == gb || merged_buffers(c, ga, gb) > UPDATE_BUFS) continue;
+            tc_ptrvec reps = {0};
+            tc_sched_push(c, &reps, ga);
+            tc_sched_push(c, &reps, gb);
+            joined = !c->failed && !tc_kg_conflict(c, &reps, NULL);
+            if (joined) tc_kg_unite(c, ga, gb);
+            tc_ptrvec_free(&reps);
+        }
+        if (!joined) tc_sched_push(c, l, b);
+    }
+    c->failed |= open.failed;
+    free_lists(&open);
+}
+
 void tc_hazard_merge_elementwise(tc_sched_ctx *c) {
     if (tc_flag_get(TC_FLAG_NOFUSE) != 0 || c->no_merge) return;
     tc_ptrmap readers = {0}; /* input -> the roots (so far) reading it at the identity */
@@ -297,6 +336,7 @@ void tc_hazard_merge_elementwise(tc_sched_ctx *c) {
     c->failed |= tiny.failed;
     free_lists(&tiny);
     merge_updates(c);
+    merge_puts(c);
 }
 
 /* ---- assigns ----
@@ -346,11 +386,57 @@ static bool reads_target_bent(tc_sched_ctx *c, tc_node *a) {
     return crooked;
 }
 
+/* does the part of put-assign a's kernel that computes src (the index or
+ * the values) read a's target anywhere? Its kernel writes only some of the
+ * target's elements, in loops over the values' space, so any read of the
+ * target there (another row, another column) could see its own writes. */
+static bool put_reads_target(tc_sched_ctx *c, tc_node *a, tc_node *src) {
+    tc_node *target = tc_node_base(a->srcs[1]);
+    tc_binfo *group = tc_group_find(tc_binfo_of(a));
+    unsigned w = tc_sched_new_walk(c);
+    tc_ptrvec stack = {0};
+    bool found = false;
+    tc_sched_push(c, &stack, src);
+    while (stack.n && !found && !c->failed) {
+        tc_node *x = tc_node_base(stack.items[--stack.n]);
+        found = x == target;
+        if (found || !computed_in(x, group)) continue;
+        tc_binfo *xi = tc_binfo_of(x);
+        if (xi->walk_mark == w) continue;
+        xi->walk_mark = w;
+        for (int k = 0; k < x->n_srcs; k++) tc_sched_push(c, &stack, x->srcs[k]);
+    }
+    tc_ptrvec_free(&stack);
+    return found;
+}
+
+/* An indexed store computes its index and values in its own kernel unless
+ * they read its target: then each is realized first (the front end makes a
+ * view of the target itself contiguous, so what is realized here is always
+ * a computed node). False when it realized something. */
+static bool protect_put(tc_sched_ctx *c, tc_node *a) {
+    bool unchanged = true;
+    const tc_node *put = a->srcs[0];
+    for (int k = 0; k < 2; k++) {
+        tc_node *b = tc_node_base(put->srcs[k]);
+        if (b->op == TC_OP_BUFFER || b->op == TC_OP_CONST || tc_binfo_of(b)->realize) continue;
+        if (!put_reads_target(c, a, put->srcs[k])) continue;
+        tc_kg_realize(c, tc_binfo_of(b));
+        tc_binfo_of(b)->keep_stored = true;
+        unchanged = false;
+    }
+    return unchanged;
+}
+
 bool tc_hazard_protect_targets(tc_sched_ctx *c) {
     bool unchanged = true;
     for (int i = 0; i < c->bases.n && !c->failed; i++) {
         tc_node *a = c->bases.items[i];
         if (a->op != TC_OP_ASSIGN) continue;
+        if (tc_sched_is_put(a)) {
+            unchanged &= protect_put(c, a);
+            continue;
+        }
         tc_node *value = tc_node_base(a->srcs[0]);
         if (!computed_in(value, tc_group_find(tc_binfo_of(a))))
             continue; /* loaded: written earlier */

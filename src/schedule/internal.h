@@ -83,6 +83,13 @@ static inline tc_binfo *tc_binfo_of(const tc_node *n) {
 static inline bool tc_sched_is_realized(const tc_node *n) {
     return n->op == TC_OP_BUFFER;
 }
+/* an indexed store (tc_index_copy): ASSIGN(PUT(idx, src, target), target). Its
+ * kernel is of its own kind (ast.c): loops over src's shape writing target's
+ * elements at the indexed places, so it never merges with other kernels but
+ * other such stores of the same loops */
+static inline bool tc_sched_is_put(const tc_node *n) {
+    return n->op == TC_OP_ASSIGN && n->srcs[0]->op == TC_OP_PUT;
+}
 /* a new epoch: every mark set before is now stale */
 static inline unsigned tc_sched_new_walk(tc_sched_ctx *c) {
     return ++c->epoch;

@@ -71,7 +71,7 @@ static int producer(const rows_ctx *r, const tc_node *n) {
 }
 
 static bool eligible(const tc_sched_item *it) {
-    if (it->is_copy || it->is_scatter || it->has_parts || !it->ast || it->ndim < 1) return false;
+    if (it->is_copy || it->is_scatter || it->is_put || it->has_parts || !it->ast || it->ndim < 1) return false;
     for (int a = 0; a < it->ndim; a++)
         if (it->full_shape[a] < 1) return false;
     for (int k = 0; k < it->n_outs; k++)

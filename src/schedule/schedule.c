@@ -195,6 +195,15 @@ static bool is_cheap_convert(tc_sched_ctx *c, tc_node *b) {
     return cheap && input;
 }
 
+/* a PUT is computed only by its kernel: the ASSIGN of it to its own target */
+static bool put_is_assigned(const tc_node *p) {
+    const tc_binfo *pi = tc_binfo_of(p);
+    if (pi->consumers.n != 2) return false;
+    const tc_node *a = pi->consumers.items[0];
+    return pi->consumers.items[1] == NULL && a->op == TC_OP_ASSIGN && a->srcs[0] == p &&
+           a->srcs[1] == p->srcs[2] && is_realized(p->srcs[2]);
+}
+
 /* realize points that follow from the op or from how a base is read: one
  * pass over the bases, with a bounded walk per base read through an expand */
 TC_MUST_USE static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *nodes, int n) {
@@ -214,6 +223,8 @@ TC_MUST_USE static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *no
             return TC_INTERNAL("COPY of a view reached the scheduler");
         if (b->op == TC_OP_ASSIGN && !is_realized(tc_node_base(b->srcs[1])))
             return TC_INTERNAL("ASSIGN target is not a realized buffer");
+        if (b->op == TC_OP_PUT && !put_is_assigned(b))
+            return TC_INTERNAL("a PUT is read other than as the value of an ASSIGN to its target");
         if (b->op == TC_OP_CONST) continue; /* consts are inlined, never realized */
         for (int k = 0; k < bi->consumers.n; k += 2) {
             tc_node *consumer = bi->consumers.items[k], *via = bi->consumers.items[k + 1];

@@ -45,11 +45,13 @@ struct tc_ast {
     double value;    /* CONST: the scalar */
     int64_t ivalue;  /* CONST of an integer dtype: exact scalar */
     uint32_t axes;   /* REDUCE_*: reduced axes of the loop space; a part's SINK: its R */
-    int64_t index_stride; /* GATHER (a load), SCATTER (an added store): buffer elements from
+    int64_t index_stride; /* GATHER (a load), SCATTER (an added store), PUT (a store):
+                             buffer elements from
                              one index of the indexed axis to the next; st gives index 0 */
-    int64_t index_size;   /* GATHER, SCATTER: the indexed axis's size; an index outside
-                             [0, size) reads 0 / adds nothing. srcs: GATHER the index;
-                             SCATTER the value, then the index. A row scratch LOAD/STORE:
+    int64_t index_size;   /* GATHER, SCATTER, PUT: the indexed axis's size; an index outside
+                             [0, size) reads 0 / adds nothing / writes nothing. srcs:
+                             GATHER the index; SCATTER and PUT the value, then the index
+                             (buf: the output written). A row scratch LOAD/STORE:
                              the array's elements */
     uint64_t hash;   /* structural hash (for dedup and program caching) */
     void *lowered;   /* codegen's scratch: the UOp computed for this node */
@@ -61,6 +63,9 @@ typedef struct {
     bool is_copy;     /* a copy between buffers, no kernel */
     bool is_scatter;  /* one SCATTER store: the kernel zeroes its output, then adds to it at
                          indexed places, in order (CPU only: one thread) */
+    bool is_put;      /* indexed stores (PUT, tc_index_copy), one per output: loops over
+                         the values' space write each at its index into the output, an
+                         ASSIGN's target, leaving the rest (one thread, in order) */
     bool has_parts;   /* a row kernel: the loop space is the rows, the AST's SINK holds one
                          SINK per part (see above) */
     tc_ast *ast;      /* SINK (kernels only) */

@@ -30,7 +30,7 @@ TC_MUST_USE static tc_status check_shapes(const tc_node *dst, const tc_node *val
 }
 
 /* makes dst's node read a realized buffer (see the file comment) */
-TC_MUST_USE static tc_status realize_dst(tc_tensor *dst) {
+TC_MUST_USE static tc_status realize_dst(tc_tensor *dst, const char *api) {
     tc_node *base = tc_node_base(dst->node);
     /* a broadcast of a smaller buffer (a realized tc_zeros: one element seen
      * everywhere) has no place to write each element: it gets its own */
@@ -41,7 +41,7 @@ TC_MUST_USE static tc_status realize_dst(tc_tensor *dst) {
     tc_node *n = is_own ? tc_node_retain(dst->node)
                         : tc_node_meta(TC_OP_CONTIGUOUS, dst->node->device, 1, &dst->node);
     if (!n) return tc_error_code();
-    tc_status s = tc_engine_realize(&n, 1, "tc_assign");
+    tc_status s = tc_engine_realize(&n, 1, api);
     if (s != TC_OK) {
         tc_node_release(n);
         return s;
@@ -77,8 +77,19 @@ static tc_node *assign_node(const tc_tensor *dst, const tc_tensor *value) {
     return r;
 }
 
+TC_MUST_USE tc_status tc_assign_prepare(tc_tensor *dst, const char *api) {
+    tc_status s = realize_dst(dst, api);
+    if (s == TC_OK && !tc_tensor_is_contiguous_buffer(dst->node)) {
+        char b[256];
+        s = tc_error_set(TC_ERR_INVALID, "%s: dst of shape %s is a view into part of a "
+                         "buffer or out of its order; assign to the tensor that owns the buffer",
+                         api, tc_fmt_shape(b, sizeof b, dst->node->ndim, dst->node->shape));
+    }
+    return s;
+}
+
 /* drops dst's recorded history: assign is not differentiable */
-static void forget_history(tc_tensor *dst) {
+void tc_assign_forget_history(tc_tensor *dst) {
     if (!dst->ctx) return;
     tc_tensor *t = tc_tensor_wrap(tc_node_retain(dst->node));
     if (!t) return; /* out of memory: the history stays, harmlessly */
@@ -100,19 +111,13 @@ TC_API tc_status tc_assign(tc_tensor *dst, tc_tensor *value) {
     }
     if (s == TC_OK) s = check_shapes(dst->node, value->node);
     if (s == TC_OK && value->node == dst->node) goto done; /* x = x */
-    if (s == TC_OK) s = realize_dst(dst);
-    if (s == TC_OK && !tc_tensor_is_contiguous_buffer(dst->node)) {
-        char b[256];
-        s = tc_error_set(TC_ERR_INVALID, "tc_assign: dst of shape %s is a view into part of a "
-                         "buffer or out of its order; assign to the tensor that owns the buffer",
-                         tc_fmt_shape(b, sizeof b, dst->node->ndim, dst->node->shape));
-    }
+    if (s == TC_OK) s = tc_assign_prepare(dst, "tc_assign");
     tc_node *a = s == TC_OK ? assign_node(dst, value) : NULL;
     if (s == TC_OK && !a) s = tc_error_code();
     if (s == TC_OK) {
         tc_node_release(dst->node);
         dst->node = a;
-        forget_history(dst);
+        tc_assign_forget_history(dst);
     }
 done:
     tc_unlock();

@@ -89,6 +89,12 @@ tc_dtype tc_sum_dtype(tc_dtype dt);
  * view of all of one in order is that base copied, then reshaped; other
  * views and consts are made contiguous on x's device first) */
 tc_node *tc_tensor_copy_node(tc_node *x, int device);
+/* assign.c: makes dst read a realized buffer of its own, seen whole and in
+ * order (a lazy dst is realized first), else an error naming api */
+TC_MUST_USE tc_status tc_assign_prepare(tc_tensor *dst, const char *api);
+/* assign.c: dst loses its recorded history (in-place updates are not
+ * differentiable); a leaf keeps its flag and gradient */
+void tc_assign_forget_history(tc_tensor *dst);
 /* movement.c: n reads a realized buffer in its own row-major order (a BUFFER,
  * or a contiguous view of all of one) */
 bool tc_tensor_is_contiguous_buffer(const tc_node *n);

@@ -1,5 +1,5 @@
-/* test_oom.c - out of memory in autograd, the composites and tc_assign:
- * every allocation of a call is made to fail in turn. Each failure must
+/* test_oom.c - out of memory in autograd, the composites, tc_assign and
+ * tc_index_copy: every allocation of a call is made to fail in turn. Each failure must
  * report TC_ERR_MEMORY, crash nothing, leak no node (ASan checks the rest)
  * and change nothing: a failed tc_backward leaves every gradient as it was,
  * a failed tc_assign leaves its target's values. The N-d and transposed
@@ -174,12 +174,36 @@ static void test_assign(void **state) {
     assert_true(done);
 }
 
+/* tc_index_copy on a realized target: its host check of the index, the
+ * nodes it builds and the realize of its kernel, each allocation failing in
+ * turn; a failure leaves the target's values */
+static void test_index_copy(void **state) {
+    (void)state;
+    float v[4] = {1, 2, 3, 4}, want[4] = {1, 2, 9, 4}, nine = 9;
+    int32_t at = 2;
+    bool done = false;
+    for (int n = 1; n < 3000 && !done; n++) {
+        tc_tensor *dst = f32(1, SHAPE(4), v), *val = f32(1, SHAPE(1), &nine);
+        tc_tensor *idx = tc_from_data(&at, TC_INT32, 1, SHAPE(1), NULL);
+        assert_non_null(idx);
+        tc_mem_fail_after(n);
+        tc_status s = tc_index_copy(dst, 0, idx, val);
+        tc_mem_fail_after(0);
+        if (s != TC_OK) assert_int_equal(s, TC_ERR_MEMORY);
+        done = s == TC_OK;
+        expect_f32(tc_retain(dst), done ? want : v, 4, 0, 0, "tc_index_copy under failing allocations");
+        tc_release(val), tc_release(dst), tc_release(idx);
+    }
+    assert_true(done);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_composites),
         TEST(test_convs),
         TEST(test_backward),
         TEST(test_assign),
+        TEST(test_index_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

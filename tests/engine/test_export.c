@@ -617,6 +617,46 @@ static void add_gather_step(suite *s) {
     tc_release(w);
 }
 
+/* ---- an indexed store: a KV cache's rows ---------------------------------------------- */
+
+/* KV_STEPS steps of cache.index_copy_(2, pos + 1, 2 * row) on a (1, 2, 8, 4)
+ * cache (state of the export: an assign target), out = the cache summed over
+ * positions; the index is computed in the store's kernel (lazy: not checked
+ * on the host), and one step's (10) is outside the cache: it writes nothing */
+enum { KV_STEPS = 6 };
+static void add_kv_step(suite *s) {
+    tc_tensor *z = tc_full(4, (int64_t[]){1, 2, 8, 4}, 0, TC_FLOAT32, NULL);
+    tc_tensor *cache = z ? tc_contiguous(z) : NULL;
+    assert_non_null(cache);
+    assert_int_equal(tc_realize(&cache, 1), TC_OK);
+    tc_tensor *one = tc_full(0, NULL, 1, TC_INT32, NULL), *two = tc_full(0, NULL, 2, TC_FLOAT32, NULL);
+    xcase *c = NULL;
+    const int32_t at[KV_STEPS] = {-1, 0, 4, 10, 6, 1};
+    for (int st = 0; st < KV_STEPS; st++) {
+        float r[8];
+        uint64_t q = 900u + (uint64_t)st;
+        for (int i = 0; i < 8; i++) r[i] = (float)(mix(&q) % 1000) / 500.0f - 1.0f;
+        tc_tensor *row = tc_from_data(r, TC_FLOAT32, 4, (int64_t[]){1, 2, 1, 4}, NULL);
+        tc_tensor *pos = tc_from_data(&at[st], TC_INT32, 1, (int64_t[]){1}, NULL);
+        tc_tensor *p1 = tc_add(pos, one), *r2 = tc_mul(row, two);
+        assert_int_equal(tc_index_copy(cache, 2, p1, r2), TC_OK);
+        int ax = 2;
+        tc_tensor *sum = tc_sum(cache, 1, &ax, false), *outs[2] = {sum, cache}, *ins[2] = {row, pos};
+        assert_non_null(sum);
+        if (!c) c = add_case(s, "kv_step", outs, 2, ins, 2, KV_STEPS);
+        record_inputs(c, st, ins);
+        record_outputs(c, st, outs);
+        tc_release(row), tc_release(pos), tc_release(p1), tc_release(r2), tc_release(sum);
+    }
+    finish_case(s, c);
+    size_t n = 0; /* the step has a kernel that writes at indexed places, and it exported */
+    char *src = (char *)get_file(s->dir, "kv_step.c", &n);
+    assert_non_null(src);
+    assert_non_null(strstr(src, ": P_"));
+    free(src);
+    tc_release(z), tc_release(cache), tc_release(one), tc_release(two);
+}
+
 /* ---- the tests ------------------------------------------------------------------------ */
 
 static int teardown(void **state) {
@@ -625,8 +665,9 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* DIFF_PER_FAMILY cases of every family of the differential suite, and
- * the embedding's training step (gather and scatter kernels) */
+/* DIFF_PER_FAMILY cases of every family of the differential suite, the
+ * embedding's training step (gather and scatter kernels) and a KV cache's
+ * row stores (an indexed store) */
 static void test_diff_graphs(void **state) {
     (void)state;
     static suite s;
@@ -636,6 +677,7 @@ static void test_diff_graphs(void **state) {
         for (int i = 0; i < DIFF_PER_FAMILY; i++) add_diff_case(&s, (family)fam, i);
     fprintf(stderr, "  %d differential cases exported\n", s.n);
     add_gather_step(&s); /* built with them: one set of builds */
+    add_kv_step(&s);
     check_builds(&s, true);
     suite_free(&s);
 }

@@ -3,7 +3,8 @@
  * in a fresh model (also behind GPT2LMHeadModel's "transformer." prefix);
  * greedy generation with the KV cache (one position a step, replayed by a
  * tc_jit) gives exactly the tokens of recomputing the whole sequence each
- * step, with logits that agree to float rounding; a tiny model's loss falls
+ * step, with logits that agree to float rounding, in 8 kernels a layer a
+ * step (the K and V rows one indexed store); a tiny model's loss falls
  * under AdamW on a learnable text; and misuse is a clear error. Public API
  * plus the example's model. */
 #include <math.h>
@@ -140,6 +141,35 @@ static void test_gpt2_kv_cache_matches_full(void **state) {
     for (int i = 0; i < NEW; i++) assert_true(t1[i] >= 0 && t1[i] < V);
     free(lc), free(lf);
     gpt2_free(&m);
+}
+
+/* kernels of one KV-cache step, pinned: every step (eager, captured or
+ * replayed) runs the same schedule. A layer is 8: ln_1 (the embedding
+ * lookups fused into layer 0's), the qkv projection, one kernel writing
+ * the position's K and V rows into both caches (tc_index_copy, reading them
+ * out of qkv: no copy of the caches), attention over the caches (one row
+ * kernel), c_proj, ln_2, c_fc, c_proj; then the rows-read mask, ln_f and
+ * the head: 8 L + 3 */
+static void test_gpt2_decode_kernels(void **state) {
+    (void)state;
+    for (int L = 1; L <= 2; L++) {
+        gpt2_config c = tiny;
+        c.n_layer = L;
+        gpt2_model m;
+        CHECK_G(gpt2_init(&m, &c, 3, NULL));
+        enum { PROMPT = 2, NEW = 5 };
+        int32_t prompt[PROMPT] = {1, 2}, out[NEW];
+        gpt2_sampling s = {.max_new_tokens = NEW, .temperature = 0, .use_cache = true};
+        tc_counters c0, c1;
+        tc_get_counters(&c0);
+        CHECK_G(gpt2_generate(&m, prompt, PROMPT, &s, out, NULL));
+        tc_get_counters(&c1);
+        int64_t steps = PROMPT + NEW - 1, kernels = c1.kernel_count - c0.kernel_count;
+        fprintf(stderr, "  %d layer(s): %lld kernels in %lld steps\n", L, (long long)kernels,
+                (long long)steps);
+        assert_int_equal(kernels, 2 * L + steps * (8 * L + 3)); /* 2 L: the zeroed caches */
+        gpt2_free(&m);
+    }
 }
 
 /* top_k 1 is greedy; a temperature near 0 is greedy; top_k keeps ties */
@@ -280,6 +310,7 @@ int main(void) {
         TEST(test_gpt2_save_load), TEST(test_gpt2_kv_cache_matches_full),
         TEST(test_gpt2_sample),    TEST(test_gpt2_training_loss_drops),
         TEST(test_gpt2_errors),    TEST(test_gpt2_kernel_counts),
+        TEST(test_gpt2_decode_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
