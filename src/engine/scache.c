@@ -14,9 +14,11 @@
  * realized leaves, which it never orders by id, are numbered in the order
  * the key first reads them, so a step whose parameters were made in another
  * order than the last step's still matches. The key writes, after the flags
- * the scheduler and codegen read (TC_NOFUSE, TC_NOOPT, TC_BEAM) and the
- * requested bases in order, each base: op, dtype, device, shape, reduced
- * axes, constant (its bits, so -0.0 is not 0.0), then its sources, each a
+ * the scheduler and codegen read (TC_NOFUSE, TC_NOOPT, TC_BEAM, TC_NOROWS)
+ * and the requested bases in order, each base: op, dtype, device, shape,
+ * reduced axes, constant (its bits, so -0.0 is not 0.0), whether a node
+ * outside the graph reads it (tc_graph_held: row kernels keep no such base
+ * in scratch), then its sources, each a
  * base number or a view (its tracker and base, numbered at first use, so a
  * view read twice is one view); and each leaf with the number of the first
  * leaf sharing its storage (assigns and hazards depend on which leaves are
@@ -50,7 +52,7 @@
 enum {
     BUCKETS = 256,     /* hash chains of the cache */
     MAX_ENTRIES = 256, /* plans kept */
-    KEY_VERSION = 1,   /* first varint of every key */
+    KEY_VERSION = 2,   /* first varint of every key */
 };
 #define MAX_BYTES ((size_t)256 << 20) /* keys + plans kept, bytes */
 
@@ -118,6 +120,7 @@ struct tc_skey {
     pmap at;         /* base -> its number (UNNUMBERED: a leaf not read yet) */
     pmap views;      /* view -> its number (in the order the key first reads them) */
     pmap storage;    /* tc_buffer -> number of the first leaf holding it */
+    tc_ptrmap held;  /* unrealized bases that nodes outside the graph read (tc_graph_held) */
     uint8_t *bytes;  /* the serialization (owned) */
     size_t len;      /* bytes used */
     size_t cap;      /* bytes allocated */
@@ -214,6 +217,7 @@ static void put_base(tc_skey *k, int i) {
     put_u(k, b->axes);
     put_u(k, bits);
     put_i(k, b->ivalue);
+    put_u(k, tc_ptrmap_get(&k->held, b, NULL));
     if (b->op == TC_OP_BUFFER) { /* which earlier leaf is the same storage */
         int first = pmap_get(&k->storage, b->buffer);
         put_u(k, (uint64_t)(first < 0 ? i : first));
@@ -259,6 +263,7 @@ void tc_skey_free(tc_skey *k) {
     pmap_free(&k->at);
     pmap_free(&k->views);
     pmap_free(&k->storage);
+    tc_ptrmap_free(&k->held);
     tc_free(k->bytes);
     tc_free(k);
 }
@@ -285,6 +290,7 @@ TC_MUST_USE tc_status tc_skey_make(tc_node *const *nodes, int n, tc_skey **out) 
     if (st == TC_OK && k->bases.n > 1)
         qsort(k->bases.items, (size_t)k->bases.n, sizeof(void *), by_id);
     for (int i = 0; st == TC_OK && i < k->bases.n; i++) st = pmap_put(&k->at, k->bases.items[i], i);
+    if (st == TC_OK) st = tc_graph_held((tc_node *const *)k->bases.items, k->bases.n, &k->held);
     if (st == TC_OK) {
         k->n_computed = k->bases.n;
         serialize(k, nodes, n);

@@ -97,6 +97,13 @@ static void free_bare(tc_node *n) {
     live_nodes--;
 }
 
+/* n's sources gain (delta 1) or lose (-1) n as a reader (n_readers); a
+ * view reads nothing itself (its readers count on its base) */
+static void count_reads(tc_node *n, int delta) {
+    if (n->op == TC_OP_VIEW) return;
+    for (int i = 0; i < n->n_srcs; i++) tc_node_base(n->srcs[i])->n_readers += delta;
+}
+
 /* Interns the candidate `n` (built on the stack-like heap object with srcs
  * not yet retained). Returns the existing equal node (retained) and frees n,
  * or retains n's srcs and inserts it. NULL on OOM (n freed). */
@@ -115,6 +122,7 @@ static tc_node *intern(tc_node *n) {
         return NULL;
     }
     for (int i = 0; i < n->n_srcs; i++) tc_node_retain(n->srcs[i]);
+    count_reads(n, 1);
     n->hash_next = table[n->hash & (table_cap - 1)];
     table[n->hash & (table_cap - 1)] = n;
     n->is_interned = true;
@@ -151,6 +159,7 @@ void tc_node_release(tc_node *n) {
     while (dead) {
         tc_node *d = dead;
         dead = d->hash_next;
+        count_reads(d, -1); /* its sources are alive until released below */
         for (int i = 0; i < d->n_srcs; i++) {
             tc_node *s = d->srcs[i];
             if (--s->refcount == 0) {
@@ -276,6 +285,7 @@ tc_node *tc_node_meta(tc_op op, int device, int n_srcs, tc_node *const *srcs) {
     if (op == TC_OP_CONTIGUOUS || op == TC_OP_COPY) {
         /* never shared: each call asks for a buffer of its own */
         for (int i = 0; i < n_srcs; i++) tc_node_retain(srcs[i]);
+        count_reads(n, 1);
         return n;
     }
     return intern(n);
@@ -369,6 +379,7 @@ tc_node *tc_node_expand(tc_node *n, int ndim, const int64_t *shape) {
 
 void tc_node_set_realized(tc_node *n, tc_buffer *b) {
     unintern(n);
+    count_reads(n, -1);
     for (int i = 0; i < n->n_srcs; i++) {
         tc_node_release(n->srcs[i]);
         n->srcs[i] = NULL;
@@ -434,6 +445,26 @@ int64_t tc_graph_count(tc_node *const *nodes, int n) {
     tc_free(seen.slots);
     tc_ptrvec_free(&stack);
     return count;
+}
+
+static int64_t count_of(const tc_ptrmap *m, const tc_node *x) {
+    void *v = NULL;
+    return tc_ptrmap_get(m, x, &v) ? (int64_t)(intptr_t)v : 0;
+}
+
+tc_status tc_graph_held(tc_node *const *bases, int n, tc_ptrmap *held) {
+    tc_ptrmap reads = {0}; /* base -> the listed bases' source slots that read it */
+    for (int i = 0; i < n && !reads.failed; i++) {
+        for (int s = 0; s < bases[i]->n_srcs; s++) {
+            tc_node *b = tc_node_base(bases[i]->srcs[s]);
+            if (!tc_ptrmap_put(&reads, b, (void *)(intptr_t)(count_of(&reads, b) + 1))) break;
+        }
+    }
+    for (int i = 0; i < n && !reads.failed; i++)
+        if (bases[i]->n_readers > count_of(&reads, bases[i])) (void)tc_ptrset_add(held, bases[i]);
+    bool failed = reads.failed || held->failed;
+    tc_ptrmap_free(&reads);
+    return failed ? tc_error_or(TC_ERR_MEMORY) : TC_OK;
 }
 
 /* ---- dump ---- */

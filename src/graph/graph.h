@@ -181,6 +181,10 @@ struct tc_node {
     tc_st *st;                  /* VIEW: how this node reads srcs[0] (owned) */
     tc_buffer *buffer;          /* BUFFER: the data (owned reference) */
     int64_t refcount;           /* owners: tensors, consumer nodes, schedules */
+    int64_t n_readers;          /* base: source slots of live nodes other than views that
+                                   read it, directly or through a view (graph.c keeps it):
+                                   the computations pending on it; a tensor handle or an
+                                   autograd context is no reader */
     uint64_t id;                /* creation order: stable, deterministic ordering */
     uint64_t hash;              /* of (op, dtype, device, srcs, arg): the intern key */
     tc_node *hash_next;         /* intern table chain */
@@ -233,6 +237,17 @@ int64_t tc_graph_live_nodes(void); /* nodes alive now, for leak tests */
  * constants and the realized BUFFERs the walk stops at included): what a
  * schedule of them walks. -1 with TC_ERR_MEMORY set when out of memory. */
 int64_t tc_graph_count(tc_node *const *nodes, int n);
+/* Of the unrealized bases bases[0..n-1] (a walk's list, each once), those
+ * that some node outside the list reads go into the set *held: a reader
+ * (n_readers) that no listed base's source slots account for, directly or
+ * through a view (a gradient not yet realized that reads an intermediate
+ * of this realize). Such a base is read by a later realize, so a schedule
+ * must not keep it only in a row's scratch. Tensor handles and autograd
+ * contexts hold nodes without reading them: a handle to an intermediate
+ * realized later computes it again, as anything not requested is.
+ * O(n + their sources); TC_ERR_MEMORY when a map runs out of memory
+ * (*held is then partial). */
+TC_MUST_USE tc_status tc_graph_held(tc_node *const *bases, int n, tc_ptrmap *held);
 void tc_graph_shutdown(void);      /* frees the intern table (nodes must be gone) */
 void tc_node_dump(FILE *f, tc_node *n); /* the graph under n, one node a line */
 

@@ -75,6 +75,9 @@ typedef struct {
     tc_ptrmap target_readers; /* target BUFFER node -> tc_ptrvec * of roots loading it */
     bool in_pass;             /* a grouping pass has started: a new root makes levels stale */
     bool levels_stale;        /* roots were added since the pass started: searches do not prune */
+    tc_ptrmap held;           /* the bases that nodes outside the graph under the requested
+                                 nodes read (tc_graph_held): a later realize reads them
+                                 (rows.c keeps none in scratch) */
 } tc_sched_ctx;
 
 static inline tc_binfo *tc_binfo_of(const tc_node *n) {

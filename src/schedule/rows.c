@@ -52,6 +52,7 @@ typedef struct {
     tc_ptrmap made;    /* output node -> producing item + 1 */
     tc_ptrmap readers; /* output node -> items reading it (count) */
     tc_ptrmap asked;   /* the requested bases (a set) */
+    const tc_ptrmap *held; /* the bases held outside the schedule's graph (tc_sched_ctx) */
     int *run_of;       /* per item: the first item of its run, -1 */
     bool failed;       /* out of memory */
 } rows_ctx;
@@ -251,13 +252,17 @@ static bool get_code(const rk_bufs *k, const tc_node *n, int *code) {
 }
 
 /* output n of the run is kept in a row scratch array: nothing outside the
- * run reads it (in_run: the readers inside), it was not asked for, a row of
+ * run reads it (in_run: the readers inside), it was not asked for, no node
+ * outside the schedule's graph reads it (tc_graph_held: a later realize
+ * would compute it again, as gradients realized one at a time, autograd's
+ * gc_check, read what the first one's row kernel kept in scratch), a row of
  * it (n_rows rows) is at most ROW_SCRATCH_MAX elements, and its dtype is
  * not float16 (which the GPU dialects store through conversions that only
  * their global loads and stores make) */
 static bool is_scratch(const rows_ctx *r, const tc_node *n, int64_t in_run, int64_t n_rows) {
     int64_t all = get_int(&r->readers, n);
     return all > 0 && all == in_run && !tc_ptrmap_get(&r->asked, n, NULL) &&
+           !tc_ptrmap_get(r->held, n, NULL) &&
            n->op != TC_OP_ASSIGN && tc_node_numel(n) / n_rows <= ROW_SCRATCH_MAX &&
            n->dtype != TC_FLOAT16;
 }
@@ -476,7 +481,7 @@ static void find_runs(rows_ctx *r, int *run_end, int *run_nr, int *run_n) {
 TC_MUST_USE tc_status tc_rows_fuse(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     tc_schedule *s = c->s;
     if (tc_flag_get(TC_FLAG_NOFUSE) || tc_flag_get(TC_FLAG_NOROWS) || s->n_items < 2) return TC_OK;
-    rows_ctx r = {.s = s};
+    rows_ctx r = {.s = s, .held = &c->held};
     size_t n_items = (size_t)s->n_items;
     int *run_end = tc_calloc(n_items, sizeof(int)), *run_nr = tc_calloc(n_items, sizeof(int));
     int *run_n = tc_calloc(n_items, sizeof(int));

@@ -32,7 +32,8 @@ TC_MUST_USE static tc_status add_base(tc_sched_ctx *c, tc_node *b) {
 }
 
 /* walks from the outputs through unrealized bases without recursion, and
- * records for every base who reads it through which view. O(n + edges) */
+ * records for every base who reads it through which view, and which bases
+ * nodes outside the walk read (tc_graph_held). O(n + edges) */
 TC_MUST_USE static tc_status collect(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     tc_ptrvec stack = {0};
     tc_status st = TC_OK;
@@ -55,6 +56,7 @@ TC_MUST_USE static tc_status collect(tc_sched_ctx *c, tc_node *const *nodes, int
         }
     }
     tc_ptrvec_free(&stack);
+    if (st == TC_OK) st = tc_graph_held((tc_node *const *)c->bases.items, c->bases.n, &c->held);
     return st;
 }
 
@@ -383,6 +385,7 @@ static tc_schedule *create(tc_node *const *nodes, int n, bool no_merge, bool *is
     }
     tc_kg_free(&c);
     tc_ptrvec_free(&c.bases);
+    tc_ptrmap_free(&c.held);
     *is_cycle = c.is_cycle;
     if (st == TC_OK) {
         tc_ptrvec_free(&c.items);

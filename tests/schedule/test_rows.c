@@ -142,6 +142,41 @@ static void test_attention_backward(void **state) {
     tc_shutdown();
 }
 
+/* the gradients realized one at a time (autograd's checks, an optimizer
+ * that steps each parameter apart): what the first realize's row kernel
+ * computes and a later gradient reads goes to memory, not a scratch array,
+ * so the later realizes read it instead of computing it again: 2, 1 and 2
+ * kernels (kept in scratch, the second took 2; apart: 4, 1, 2). */
+static void test_gradients_one_at_a_time(void **state) {
+    (void)state;
+    tc_tensor *in[3] = {rnd(4, SHAPE(2, 3, 7, 5), 12), rnd(4, SHAPE(2, 3, 7, 5), 13),
+                        rnd(4, SHAPE(2, 3, 7, 4), 14)};
+    for (int i = 0; i < 3; i++) assert_int_equal(tc_set_requires_grad(in[i], true), TC_OK);
+    tc_tensor *o = causal(in), *w = rnd(4, SHAPE(2, 3, 7, 4), 15), *ow = tc_mul(o, w);
+    tc_tensor *s = tc_sum(ow, 0, NULL, false);
+    assert_int_equal(tc_backward(s), TC_OK);
+    tc_tensor *g[3] = {tc_grad(in[0]), tc_grad(in[1]), tc_grad(in[2])};
+    float **want = reference(g, 3);
+    const int per[3] = {2, 1, 2};
+    int64_t was = tc_get_flag("TC_NOROWS");
+    assert_int_equal(tc_set_flag("TC_NOROWS", 0), TC_OK);
+    for (int i = 0; i < 3; i++) {
+        tc_reset_counters();
+        assert_int_equal(tc_realize(&g[i], 1), TC_OK);
+        tc_counters c;
+        tc_get_counters(&c);
+        assert_int_equal(c.kernel_count, per[i]);
+        float *v = tc_test_read(g[i]);
+        assert_true(tc_allclose_f32(v, want[i], tc_numel(g[i]), 1e-4, 1e-5, "gradient"));
+        free(v), free(want[i]);
+    }
+    free(want);
+    assert_int_equal(tc_set_flag("TC_NOROWS", was), TC_OK);
+    for (int i = 0; i < 3; i++) tc_release(g[i]), tc_release(in[i]);
+    tc_release(o), tc_release(w), tc_release(ow), tc_release(s);
+    tc_shutdown();
+}
+
 /* the weights asked for too: the row kernel stores them (and the output);
  * the scores stay in a scratch array */
 static void test_asked_intermediate(void **state) {
@@ -270,6 +305,7 @@ int main(void) {
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_scalars_only),
         cmocka_unit_test(test_scratch_budget),
+        cmocka_unit_test(test_gradients_one_at_a_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
