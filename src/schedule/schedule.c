@@ -168,33 +168,48 @@ static bool is_cheap_scalar(tc_sched_ctx *c, tc_node *b) {
  * traffic, and the schedule saves a kernel (the uint8 -> float cast of
  * beautiful_mnist's images, read 25 times by the first conv's windows; an
  * index wrapped where negative, read by a gather along every column; a
- * label compared with ignore_index, read by the cross-entropy per class). */
-enum { CHEAP_CONVERT_OPS = 4 };
+ * label compared with ignore_index, read by the cross-entropy per class).
+ * With an indexed load (GATHER) in it, b may also read small tables (at
+ * most SMALL_TABLE elements each: its indices and weights, cache-resident)
+ * beside the one large input, in a few more ops: interpolate 's lerp
+ * x[lo] * a + x[hi] * b read by a conv's windows costs each window two
+ * loads of x where it loaded one of the resized tensor, not a kernel and
+ * the resized tensor's round trip. O(b's elementwise cone). */
+enum { CHEAP_CONVERT_OPS = 4, CHEAP_GATHER_OPS = 12, SMALL_TABLE = 1 << 12, CHEAP_INPUTS = 8 };
 static bool is_cheap_convert(tc_sched_ctx *c, tc_node *b) {
     unsigned w = tc_sched_new_walk(c);
     tc_ptrvec stack = {0};
-    tc_node *input = NULL;
-    int n_ops = 0;
-    bool cheap = true;
+    tc_node *inputs[CHEAP_INPUTS];
+    int n_ops = 0, n_inputs = 0, n_large = 0;
+    bool cheap = true, whole = true, gathers = false;
     tc_sched_push(c, &stack, b);
     while (stack.n && cheap) {
         tc_node *src = stack.items[--stack.n], *x = tc_node_base(src);
         if (x->op == TC_OP_CONST) continue;
         if (is_realized(x) || (x != b && tc_binfo_of(x)->realize)) {
-            /* the one input, read whole at the reader's index */
-            cheap = (!input || input == x) && (src == x || tc_st_is_contiguous(src->st));
-            input = x;
+            /* an input, read whole at the reader's index (or through a gather) */
+            whole &= src == x || tc_st_is_contiguous(src->st);
+            int k = 0;
+            while (k < n_inputs && inputs[k] != x) k++;
+            if (k < n_inputs) continue;
+            cheap = n_inputs < CHEAP_INPUTS;
+            if (cheap) inputs[n_inputs++] = x;
+            n_large += tc_node_numel(x) > SMALL_TABLE;
             continue;
         }
         if (!first_visit(x, w)) continue;
         tc_op op = x->op;
+        gathers |= op == TC_OP_GATHER;
         cheap = (op == TC_OP_CAST || op == TC_OP_ADD || op == TC_OP_MUL || op == TC_OP_NEG ||
-                 op == TC_OP_MAX || op == TC_OP_CMPLT || op == TC_OP_CMPNE || op == TC_OP_WHERE) &&
-                ++n_ops <= CHEAP_CONVERT_OPS;
+                 op == TC_OP_MAX || op == TC_OP_CMPLT || op == TC_OP_CMPNE || op == TC_OP_WHERE ||
+                 op == TC_OP_GATHER) &&
+                ++n_ops <= CHEAP_GATHER_OPS;
         for (int i = 0; i < x->n_srcs; i++) tc_sched_push(c, &stack, x->srcs[i]);
     }
     tc_ptrvec_free(&stack);
-    return cheap && input;
+    if (!cheap || n_inputs == 0) return false;
+    if (gathers) return n_large <= 1;
+    return n_inputs == 1 && whole && n_ops <= CHEAP_CONVERT_OPS;
 }
 
 /* a PUT is computed only by its kernel: the ASSIGN of it to its own target */
@@ -213,14 +228,19 @@ TC_MUST_USE static tc_status decide_realizes(tc_sched_ctx *c, tc_node *const *no
         tc_node *b = tc_node_base(nodes[i]);
         if (!is_realized(b)) tc_binfo_of(b)->realize = true;
     }
+    /* a gather's source is read anywhere: realized, and known to be before
+     * the loop below asks whether what reads it is cheap to recompute */
+    for (int i = 0; i < c->bases.n; i++) {
+        tc_node *b = c->bases.items[i];
+        if (b->op == TC_OP_GATHER && !is_realized(tc_node_base(b->srcs[0])))
+            tc_binfo_of(tc_node_base(b->srcs[0]))->realize = true;
+    }
     for (int i = 0; i < c->bases.n; i++) {
         tc_node *b = c->bases.items[i];
         tc_binfo *bi = tc_binfo_of(b);
         if (b->op == TC_OP_CONTIGUOUS || b->op == TC_OP_ASSIGN || b->op == TC_OP_COPY ||
             b->op == TC_OP_SCATTER) /* a scatter's loops run over its sources' space */
             bi->realize = true;
-        if (b->op == TC_OP_GATHER && !is_realized(tc_node_base(b->srcs[0]))) /* read anywhere */
-            tc_binfo_of(tc_node_base(b->srcs[0]))->realize = true;
         if (b->op == TC_OP_COPY && b->srcs[0]->op == TC_OP_VIEW)
             return TC_INTERNAL("COPY of a view reached the scheduler");
         if (b->op == TC_OP_ASSIGN && !is_realized(tc_node_base(b->srcs[1])))

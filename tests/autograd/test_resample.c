@@ -118,6 +118,28 @@ static void test_kernel_counts(void **state) {
     assert_int_equal(kernels(tc_conv2d(y, w, NULL, 1, 1)), 1);
     tc_release(y);
     tc_release(x), tc_release(w);
+    /* into a conv: the last axis's indexed loads and lerp fuse into its
+     * windows (each reads x twice, no resized buffer); an earlier axis's
+     * result is a kernel of its own (a gather reads its source anywhere) */
+    x = tc_test_randn(4, SHAPE(2, 3, 8, 8), 7, -1, 1);
+    w = tc_test_randn(4, SHAPE(4, 3, 3, 3), 8, -1, 1);
+    const struct {
+        int n;
+        int64_t size[2];
+        tc_interp_mode mode;
+        int kernels;
+        const char *what;
+    } into_conv[] = {{1, {13}, TC_INTERP_LINEAR, 1, "linear (13) into a conv"},
+                     {1, {13}, TC_INTERP_NEAREST, 1, "nearest (13) into a conv"},
+                     {2, {13, 13}, TC_INTERP_LINEAR, 2, "bilinear (13, 13) into a conv"},
+                     {2, {6, 6}, TC_INTERP_NEAREST, 2, "nearest (6, 6) into a conv"}};
+    for (size_t i = 0; i < sizeof into_conv / sizeof *into_conv; i++) {
+        y = tc_interpolate(x, into_conv[i].n, into_conv[i].size, into_conv[i].mode, false);
+        tc_tensor *c = tc_conv2d(y, w, NULL, 1, 1);
+        tc_check_schedule(c, into_conv[i].kernels, 1e-5, 1e-6, into_conv[i].what);
+        tc_release(c), tc_release(y);
+    }
+    tc_release(x), tc_release(w);
 }
 
 static void test_errors(void **state) {
