@@ -178,6 +178,37 @@ def test_avg_pool2d_general(pool, count_pad, grad):
              leaves([shape], ["contig"]), [shape], ["contig"], grad)
 
 
+POOLS_ANY_RANK = [  # x shape, kernel, stride, dilation, padding: a kernel of n ints pools n dims
+    ((2, 3, 11), (3,), (2,), 2, 1), ((2, 2, 5, 6, 7), (2, 3, 2), (1, 2, 1), 1, (1, 1, 0)),
+    ((2, 2, 5, 6, 7), (2, 2, 2), None, (1, 2, 1), 0), ((1, 2, 3, 5, 6, 7), (3, 2, 2), 1, 1, 1)]
+
+
+@requires("tc_max_pool_nd")
+@pytest.mark.parametrize("grad", GRAD, ids=GRAD_IDS)
+@pytest.mark.parametrize("case", POOLS_ANY_RANK, ids=str)
+def test_pools_any_rank(case, grad):
+    """tinygrad's pools take kernels of any length: 1-d and 3-d against torch's"""
+    shape, k, s, d, p = case
+    nd = len(k)
+    tmax = {1: F.max_pool1d, 3: F.max_pool3d}[nd]
+    tavg = {1: F.avg_pool1d, 3: F.avg_pool3d}[nd]
+
+    def torch_in(x):  # torch's 3-d pools take (N, C, D, H, W): extra batch dims folded
+        return x.reshape(-1, *x.shape[-nd - 1:]) if x.ndim > nd + 2 else x
+
+    def back(x, y):
+        return y.reshape(*x.shape[:-nd], *y.shape[-nd:])
+    ts = s if s is not None else k
+    run_both(lambda x: x.max_pool2d(k, s, dilation=d, padding=p),
+             lambda x: back(x, tmax(torch_in(x), k, ts, padding=p, dilation=d)),
+             leaves([shape], ["contig"]), [shape], ["contig"], grad)
+    if d == 1:
+        for cip in (True, False):
+            run_both(lambda x: x.avg_pool2d(k, s, padding=p, count_include_pad=cip),
+                     lambda x: back(x, tavg(torch_in(x), k, ts, padding=p, count_include_pad=cip)),
+                     leaves([shape], ["contig"]), [shape], ["contig"], grad)
+
+
 @requires("tc_max_pool_nd")
 def test_pool_kernels():
     """a general pool is one kernel, as the square one"""

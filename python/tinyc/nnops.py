@@ -11,7 +11,6 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib
-from ._util import _pair
 from .dtype import dtypes
 
 
@@ -160,48 +159,53 @@ class NNOps:
                              *vals, groups))
 
     def _pool_nd(self, name, kernel_size, stride, dilation, padding, pad_value):
-        """(x padded, fn args) for tc_max_pool_nd / tc_avg_pool_nd over the last 2 dims"""
-        if self.ndim < 2:
-            raise ValueError("tinyc: %s needs at least 2 dims" % name)
-        k = _pair(kernel_size, "kernel_size")
-        st = _pair(stride if stride is not None else k, "stride")
-        dil = _pair(dilation, "dilation")
-        py, px = _pair(padding, "padding")
+        """(x padded, nd, fn args) for tc_max_pool_nd / tc_avg_pool_nd: a kernel
+        of n ints pools the last n dims (tinygrad's pools work for more than
+        2-d), an int the last 2; stride, dilation, padding: an int or n ints"""
+        nd = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
+        if nd < 1 or self.ndim < nd:
+            raise ValueError("tinyc: %s: a kernel of %d dims needs at least that many, got %s"
+                             % (name, nd, self.shape))
+        k = _per_axis(kernel_size, nd, "%s: kernel_size" % name)
+        st = _per_axis(stride if stride is not None else k, nd, "%s: stride" % name)
+        dil = _per_axis(dilation, nd, "%s: dilation" % name)
+        pad = _per_axis(padding, nd, "%s: padding" % name)
         x = self
-        if py or px:
-            x = x.pad(((0, 0),) * (self.ndim - 2) + ((py, py), (px, px)), value=pad_value)
-        return x, (2, _lib.int64_array(k), _lib.int64_array(st), _lib.int64_array(dil))
+        if any(pad):
+            x = x.pad(((0, 0),) * (self.ndim - nd) + tuple((p, p) for p in pad), value=pad_value)
+        args = (nd, _lib.int64_array(k), _lib.int64_array(st), _lib.int64_array(dil))
+        square = nd == 2 and k[0] == k[1] and st[0] == st[1] and dil == (1, 1)
+        return x, args, pad, square
 
     def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
-        """the max of each window of the last 2 dims (padding with -inf, as torch);
-        tc_max_pool2d for square windows, tc_max_pool_nd for the rest"""
-        ky, kx = _pair(kernel_size, "kernel_size")
-        sy, sx = _pair(stride if stride is not None else (ky, kx), "stride")
-        x, args = self._pool_nd("max_pool2d", kernel_size, stride, dilation, padding, -math.inf)
-        if ky == kx and sy == sx and _pair(dilation, "dilation") == (1, 1):
+        """the max of each window of the last 2 dims, or of as many as
+        kernel_size has (padding with -inf, as torch); tc_max_pool2d for square
+        2-d windows, tc_max_pool_nd for the rest"""
+        x, args, _, square = self._pool_nd("max_pool2d", kernel_size, stride, dilation, padding,
+                                           -math.inf)
+        if square:
             fn = _lib.need("tc_max_pool2d", "Tensor.max_pool2d")
-            return self._wrap(fn(x._h, ky, sy))
+            return self._wrap(fn(x._h, int(args[1][0]), int(args[2][0])))
         fn = _lib.need("tc_max_pool_nd", "Tensor.max_pool2d with non-square or dilated windows")
         return self._wrap(fn(x._h, *args))
 
     def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
                    count_include_pad=True):
-        """the mean of each window of the last 2 dims (tc_avg_pool2d for square
-        windows, tc_avg_pool_nd for the rest); without count_include_pad the
-        padded zeros are not counted: the window means of x over those of ones"""
-        ky, kx = _pair(kernel_size, "kernel_size")
-        sy, sx = _pair(stride if stride is not None else (ky, kx), "stride")
-        py, px = _pair(padding, "padding")
-        x, args = self._pool_nd("avg_pool2d", kernel_size, stride, dilation, padding, 0.0)
-        if ky == kx and sy == sx and _pair(dilation, "dilation") == (1, 1) and \
-                (count_include_pad or not (py or px)):
+        """the mean of each window of the last 2 dims, or of as many as
+        kernel_size has (tc_avg_pool2d for square 2-d windows, tc_avg_pool_nd for
+        the rest); without count_include_pad the padded zeros are not counted:
+        the window means of x over those of ones"""
+        x, args, pad, square = self._pool_nd("avg_pool2d", kernel_size, stride, dilation,
+                                             padding, 0.0)
+        if square and (count_include_pad or not any(pad)):
             fn = _lib.need("tc_avg_pool2d", "Tensor.avg_pool2d")
-            return self._wrap(fn(x._h, ky, sy))
+            return self._wrap(fn(x._h, int(args[1][0]), int(args[2][0])))
         fn = _lib.need("tc_avg_pool_nd", "Tensor.avg_pool2d with non-square or dilated windows")
         mean = self._wrap(fn(x._h, *args))
-        if count_include_pad or not (py or px):
+        if count_include_pad or not any(pad):
             return mean
-        ones = Tensor.ones(*self.shape[-2:], device=self.device).pad(((py, py), (px, px)))
+        nd = args[0]
+        ones = Tensor.ones(*self.shape[-nd:], device=self.device).pad(tuple((p, p) for p in pad))
         return mean / self._wrap(fn(ones._h, *args))
 
     def binary_crossentropy(self, y):
