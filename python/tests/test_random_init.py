@@ -132,6 +132,17 @@ def test_multinomial_without_replacement():
     assert np.abs(second / trials - want2).max() < 0.07
 
 
+def test_multinomial_no_rows():
+    """(0, n) weights draw an empty (0, k) result, as torch's; (r, 0) has nothing to draw"""
+    for replace in (True, False):
+        got = Tensor.zeros(0, 3).multinomial(2, replacement=replace)
+        want = torch.zeros(0, 3).multinomial(2, replacement=replace)
+        assert got.shape == tuple(want.shape) == (0, 2)
+        assert got.numpy().shape == (0, 2)
+    with pytest.raises(ValueError, match="no categories"):
+        Tensor.zeros(2, 0).multinomial(1, replacement=True)
+
+
 def test_multinomial_lazy_weights_and_dtypes():
     x = Tensor(np.array([[0.0, 3.0], [1.0, 0.0]], np.float32))
     assert (x * 2).multinomial(4, replacement=True).tolist() == [[1] * 4, [0] * 4]

@@ -57,8 +57,8 @@ TC_MUST_USE static tc_status check_args(tc_tensor *probs, int64_t k, bool replac
         return tc_error_set(TC_ERR_SHAPE, "%s: probs must have 1 or 2 dims, got %s", API,
                             tc_fmt_shape(buf, sizeof buf, p->ndim, p->shape));
     int64_t n = p->shape[p->ndim - 1];
-    if (n < 1 || tc_node_numel(p) == 0)
-        return tc_error_set(TC_ERR_SHAPE, "%s: probs %s has no categories or no rows", API,
+    if (n < 1) /* (rows, 0): nothing to draw from; (0, n): no rows, an empty result */
+        return tc_error_set(TC_ERR_SHAPE, "%s: probs %s has no categories", API,
                             tc_fmt_shape(buf, sizeof buf, p->ndim, p->shape));
     if (p->dtype == TC_BOOL)
         return tc_error_set(TC_ERR_DTYPE, "%s: probs must be numbers, got bool", API);
@@ -134,6 +134,11 @@ TC_API tc_tensor *tc_multinomial(tc_tensor *probs, int64_t num_samples, bool rep
     tc_scope s = {0};
     const tc_node *p = probs->node;
     int64_t rows = p->ndim == 2 ? p->shape[0] : 1, n = p->shape[p->ndim - 1], rn[2] = {rows, n};
+    if (rows == 0) { /* torch's (0, num_samples) */
+        int64_t shape[2] = {0, num_samples};
+        out = tc_full(2, shape, 0, TC_INT32, tc_device(probs));
+        goto done;
+    }
     tc_tensor *f = p->dtype == TC_FLOAT32 ? probs : TC_S(&s, tc_cast(probs, TC_FLOAT32));
     tc_tensor *f2 = TC_S(&s, tc_reshape(f, 2, rn));
     tc_tensor *w = TC_S(&s, tc_detach(f2)); /* indices: not differentiable */

@@ -130,7 +130,22 @@ static void test_multinomial_errors(void **state) {
                                     "finite value >= 0");
     assert_null(tc_multinomial(b, 1, true));
     assert_tc_error(TC_ERR_DTYPE, "tc_multinomial: probs must be numbers, got bool");
-    tc_release(w), tc_release(t3), tc_release(neg), tc_release(b);
+    tc_tensor *no_cats = tc_ones(2, SHAPE(3, 0), TC_FLOAT32, NULL);
+    assert_null(tc_multinomial(no_cats, 1, true));
+    assert_tc_error(TC_ERR_SHAPE, "tc_multinomial: probs (3,0) has no categories");
+    /* no rows: an empty (0, num_samples) result, as torch's */
+    tc_tensor *no_rows = tc_ones(2, SHAPE(0, 3), TC_FLOAT32, NULL);
+    for (int replace = 0; replace < 2; replace++) {
+        tc_tensor *e = tc_multinomial(no_rows, 2, replace);
+        assert_non_null(e);
+        assert_int_equal(tc_ndim(e), 2);
+        assert_int_equal(tc_shape(e)[0], 0);
+        assert_int_equal(tc_shape(e)[1], 2);
+        assert_int_equal(tc_realize(&e, 1), TC_OK);
+        tc_release(e);
+    }
+    tc_release(w), tc_release(t3), tc_release(neg), tc_release(b), tc_release(no_cats),
+        tc_release(no_rows);
 }
 
 static void test_generator_errors(void **state) {
