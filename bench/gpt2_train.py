@@ -6,7 +6,11 @@ on the same initial weights and the same batches, with the same thread
 count on every side, measured in this run.
 
     python3 bench/gpt2_train.py [--configs small,124M] [--threads 1,2]
-                                [--steps 6] [--llmc PATH] [--out FILE]
+                                [--steps 6] [--llmc PATH] [--out FILE] [--generate 1]
+
+After the table, --generate ROUNDS (default 1; 0: none) runs
+bench/gpt2_generate.py at 124M on the first thread count: generation
+tokens/s (batch 1, KV cache) of libtinyc next to PyTorch's KV-cache loop.
 
 Configs (T 64, B 4, vocab 50304 as llm.c pads GPT-2's, AdamW lr 1e-4,
 betas 0.9/0.999, eps 1e-8, no weight decay, no clipping: llm.c's
@@ -195,6 +199,8 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--llmc", default=os.environ.get("TC_LLMC"))
     ap.add_argument("--out")
+    ap.add_argument("--generate", type=int, default=1, metavar="ROUNDS",
+                    help="rounds of bench/gpt2_generate.py (124M) after the table; 0: none")
     ap.add_argument("--side", help=argparse.SUPPRESS)
     ap.add_argument("--init", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -250,6 +256,17 @@ def main():
     if not a.llmc:
         lines.append("")
         lines.append("llm.c: no binary (--llmc or TC_LLMC), no column")
+    if a.generate:  # generation tokens/s in the same run: bench/gpt2_generate.py
+        th = int(a.threads.split(",")[0])
+        cmd = [sys.executable, os.path.join(HERE, "gpt2_generate.py"), "--config", "124M",
+               "--threads", str(th), "--rounds", str(a.generate)]
+        g = subprocess.run(cmd, capture_output=True, text=True)
+        lines += ["", "### Generation, 124M, batch 1, %d thread(s): "
+                  "python3 bench/gpt2_generate.py --threads %d --rounds %d" % (th, th, a.generate),
+                  "", "```"] + g.stdout.strip().splitlines() + ["```"]
+        if g.returncode:
+            print("gpt2_generate.py failed:\n%s" % g.stderr[-2000:], file=sys.stderr)
+            failed = True
     text = "\n".join(lines)
     print(text)
     if a.out:

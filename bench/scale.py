@@ -23,10 +23,12 @@ forward, loss, backward, Adam, realized together):
     its initialisation kernels not counted) for the 4-layer MLP, the
     beautiful_mnist convnet (bench_train_step --compile 1, batch 512) and
     GPT-2: its wall time, the kernels built, the compile time, and the
-    slowest single compile, as timed in the step by bench/cc_timed.sh (the
+    slowest compiler run, as timed in the step by bench/cc_timed.sh (the
     compilers run in parallel there) and again alone afterwards at the
-    runtime's flags (read from src/runtime/cpu_cc.c), with that kernel's lines
-    of C, and the most lines of C any compiled source had (bench_train_step
+    runtime's flags (read from src/runtime/cpu_cc.c), with its source's lines
+    of C, and the most lines of C any compiled source had: a run compiles a
+    batch of kernels in one source, so these are batches, not kernels
+    (bench/kernel_survey.py times each kernel alone) (bench_train_step
     is one process, so its log also holds the small initialisation
     kernels). tinygrad: the MLP's first step with CACHELEVEL=0.
  3. CPU, warm cache: eager steps (no JIT; the median of steps 3..5, or the
@@ -370,8 +372,9 @@ def slowest_compiles(keep, n=3):
                             capture_output=True).returncode
         alone = (time.perf_counter() - t0) * 1e6 if rc == 0 else None
         text = open(src).read()
-        m = re.search(r"void (\w+)\(", text)
-        cand = (us, alone, text.count("\n"), m.group(1) if m else "?")
+        names = re.findall(r"^void (\w+)\(", text, re.M)  # a batch: several kernels
+        name = names[0] if len(names) == 1 else "%d kernels" % len(names) if names else "?"
+        cand = (us, alone, text.count("\n"), name)
         if best is None or (alone or 0) > (best[1] or 0):
             best = cand
     biggest = max((open(src).read().count("\n"), src) for _, src in logged)
@@ -430,10 +433,12 @@ def cold_table(r, args):
                 t = r.row("tg-cold", model, peer=True)
                 tg = fmt(t["first_s"], 2) if "first_s" in t else t["error"]
         rows.append([name] + cells + [tg])
-    head = ["model", "kernels", "built", "first step s", "compile s", "slowest compile in step ms",
-            "slowest compile alone ms", "largest kernel lines", "tinygrad first step s"]
-    return ["### CPU, cold: the first training step from an empty TC_CACHEDIR", ""] + \
-        table(head, rows)
+    head = ["model", "kernels", "built", "first step s", "compile s",
+            "slowest compiler run in step ms", "slowest compiler run alone ms",
+            "largest source lines", "tinygrad first step s"]
+    return ["### CPU, cold: the first training step from an empty TC_CACHEDIR", "",
+            "A compiler run builds a batch of kernels (one source, several kernels: "
+            "`bench/kernel_survey.py` compiles each kernel alone).", ""] + table(head, rows)
 
 
 def steps_table(r, args):
