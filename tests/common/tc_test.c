@@ -153,3 +153,17 @@ void tc_test_need_nvrtc(void) {
         skip();
     }
 }
+
+void tc_test_check_promotion(const tc_dtype (*cases)[3], size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        tc_tensor *a = tc_zeros(1, (const int64_t[]){2}, cases[k][0], NULL);
+        tc_tensor *b = tc_zeros(1, (const int64_t[]){2}, cases[k][1], NULL);
+        tc_tensor *s = tc_add(a, b);
+        assert_non_null(s);
+        if (tc_get_dtype(s) != cases[k][2])
+            fail_msg("%s + %s gives %s, want %s", tc_dtype_name(cases[k][0]),
+                     tc_dtype_name(cases[k][1]), tc_dtype_name(tc_get_dtype(s)),
+                     tc_dtype_name(cases[k][2]));
+        tc_release(s), tc_release(a), tc_release(b);
+    }
+}

@@ -255,17 +255,7 @@ static void test_reduces_and_promotion(void **state) {
         {TC_BFLOAT16, TC_FLOAT32, TC_FLOAT32}, {TC_FLOAT64, TC_BFLOAT16, TC_FLOAT64},
         {TC_BOOL, TC_BFLOAT16, TC_BFLOAT16},
     };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        tc_tensor *a = tc_zeros(1, (const int64_t[]){2}, cases[k][0], NULL);
-        tc_tensor *b = tc_zeros(1, (const int64_t[]){2}, cases[k][1], NULL);
-        tc_tensor *s = tc_add(a, b);
-        assert_non_null(s);
-        if (tc_get_dtype(s) != cases[k][2])
-            fail_msg("%s + %s gives %s, want %s", tc_dtype_name(cases[k][0]),
-                     tc_dtype_name(cases[k][1]), tc_dtype_name(tc_get_dtype(s)),
-                     tc_dtype_name(cases[k][2]));
-        tc_release(s), tc_release(a), tc_release(b);
-    }
+    tc_test_check_promotion(cases, sizeof cases / sizeof cases[0]);
     assert_string_equal(tc_dtype_name(TC_BFLOAT16), "bfloat16");
     assert_int_equal(tc_dtype_size(TC_BFLOAT16), 2);
     /* random values are bfloat16 values in [0, 1) */

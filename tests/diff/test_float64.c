@@ -302,17 +302,7 @@ static void test_promotion_and_constants(void **state) {
         {TC_INT64, TC_FLOAT64, TC_FLOAT64},   {TC_FLOAT64, TC_UINT32, TC_FLOAT64},
         {TC_BOOL, TC_FLOAT64, TC_FLOAT64},    {TC_FLOAT64, TC_INT8, TC_FLOAT64},
     };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        tc_tensor *a = tc_zeros(1, (const int64_t[]){2}, cases[k][0], NULL);
-        tc_tensor *b = tc_zeros(1, (const int64_t[]){2}, cases[k][1], NULL);
-        tc_tensor *s = tc_add(a, b);
-        assert_non_null(s);
-        if (tc_get_dtype(s) != cases[k][2])
-            fail_msg("%s + %s gives %s, want %s", tc_dtype_name(cases[k][0]),
-                     tc_dtype_name(cases[k][1]), tc_dtype_name(tc_get_dtype(s)),
-                     tc_dtype_name(cases[k][2]));
-        tc_release(s), tc_release(a), tc_release(b);
-    }
+    tc_test_check_promotion(cases, sizeof cases / sizeof cases[0]);
     assert_string_equal(tc_dtype_name(TC_FLOAT64), "float64");
     assert_int_equal(tc_dtype_size(TC_FLOAT64), 8);
     /* constants keep double precision (0.1 is not float32's 0.1) */
