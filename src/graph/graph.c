@@ -291,41 +291,30 @@ tc_node *tc_node_meta(tc_op op, int device, int n_srcs, tc_node *const *srcs) {
     return intern(n);
 }
 
-tc_node *tc_node_gather(tc_node *x, tc_node *idx, int axis) {
-    tc_node *n = node_alloc(TC_OP_GATHER, x->dtype, x->device);
+/* an indexed node (GATHER, SCATTER, PUT): its sources, the indexed axis,
+ * its shape; interned */
+static tc_node *indexed(tc_op op, const tc_node *like, int n_srcs, tc_node *const *srcs, int axis,
+                        int ndim, const int64_t *shape) {
+    tc_node *n = node_alloc(op, like->dtype, like->device);
     if (!n) return NULL;
-    n->n_srcs = 2;
-    n->srcs[0] = x;
-    n->srcs[1] = idx;
+    n->n_srcs = n_srcs;
+    for (int i = 0; i < n_srcs; i++) n->srcs[i] = srcs[i];
     n->axes = 1u << axis;
-    n->ndim = idx->ndim;
-    memcpy(n->shape, idx->shape, sizeof(int64_t) * (size_t)n->ndim);
+    n->ndim = ndim;
+    memcpy(n->shape, shape, sizeof(int64_t) * (size_t)ndim);
     return intern(n);
+}
+
+tc_node *tc_node_gather(tc_node *x, tc_node *idx, int axis) {
+    return indexed(TC_OP_GATHER, x, 2, (tc_node *[]){x, idx}, axis, idx->ndim, idx->shape);
 }
 
 tc_node *tc_node_scatter(tc_node *idx, tc_node *src, int axis, const int64_t *x_shape) {
-    tc_node *n = node_alloc(TC_OP_SCATTER, src->dtype, src->device);
-    if (!n) return NULL;
-    n->n_srcs = 2;
-    n->srcs[0] = idx;
-    n->srcs[1] = src;
-    n->axes = 1u << axis;
-    n->ndim = src->ndim;
-    memcpy(n->shape, x_shape, sizeof(int64_t) * (size_t)n->ndim);
-    return intern(n);
+    return indexed(TC_OP_SCATTER, src, 2, (tc_node *[]){idx, src}, axis, src->ndim, x_shape);
 }
 
 tc_node *tc_node_put(tc_node *idx, tc_node *src, tc_node *target, int axis, const int64_t *x_shape) {
-    tc_node *n = node_alloc(TC_OP_PUT, target->dtype, target->device);
-    if (!n) return NULL;
-    n->n_srcs = 3;
-    n->srcs[0] = idx;
-    n->srcs[1] = src;
-    n->srcs[2] = target;
-    n->axes = 1u << axis;
-    n->ndim = src->ndim;
-    memcpy(n->shape, x_shape, sizeof(int64_t) * (size_t)n->ndim);
-    return intern(n);
+    return indexed(TC_OP_PUT, target, 3, (tc_node *[]){idx, src, target}, axis, src->ndim, x_shape);
 }
 
 /* ---- movement: compose onto the base's tracker ---- */
