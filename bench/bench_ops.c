@@ -13,6 +13,10 @@
  *   matmul_wt    x @ W.T with an (out, in) weight, the torch/GPT-2 layout:
  *                (256,256) @ (50304,256).T (a language model's head):
  *                GFLOPS = 2*256*256*50304/t
+ *   matmul_heads attention's heads merged, then a projection, as GPT-2's
+ *                c_proj reads them: y (4,12,64,64) = (B, heads, T, d),
+ *                y.transpose(1,2).reshape(4,64,768) @ W.T, W (768,768):
+ *                GFLOPS = 2*256*768*768/t
  *   machine      prints nothing: opens the device, so that with TC_DEBUG=1
  *                stderr says what the CPU device read of its host
  *                (bench/run.sh prints that line above its table)
@@ -23,7 +27,7 @@
  *
  * Usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick] [--device DEV]
  *   --only CASE  one case: matmul256, matmul512, matmul1024, matmul2048,
- *                matmul_wt, stream (triad and sum), softmax, softmax64,
+ *                matmul_wt, matmul_heads, stream (triad and sum), softmax, softmax64,
  *                layernorm, std or machine (default: all but machine;
  *                bench/run.sh runs them one by one, each next to its peer)
  *   --dump DIR   writes each case's inputs and our outputs as raw float32
@@ -123,6 +127,7 @@ static void dump(const char *name, const char *part, const float *x, int64_t n) 
 typedef enum {
     OP_MATMUL,    /* a @ b */
     OP_MATMUL_WT, /* x @ w.T */
+    OP_HEADS,     /* (B, H, T, d) -> (B, T, H * d), @ w.T */
     OP_TRIAD,     /* a*b + c */
     OP_SUM,       /* sum of all */
     OP_SOFTMAX,   /* over the last axis */
@@ -133,7 +138,7 @@ typedef enum {
 static tc_status op_step(void *user, tc_tensor *const *in, int n_in, tc_tensor **out, int n_out) {
     (void)n_in, (void)n_out;
     op_kind op = *(const op_kind *)user;
-    tc_tensor *y = NULL, *t = NULL;
+    tc_tensor *y = NULL, *t = NULL, *u = NULL, *v = NULL;
     int ax = -1;
     switch (op) {
     case OP_MATMUL: y = tc_matmul(in[0], in[1]); break;
@@ -141,6 +146,14 @@ static tc_status op_step(void *user, tc_tensor *const *in, int n_in, tc_tensor *
         t = tc_transpose(in[1], 0, 1);
         y = t ? tc_matmul(in[0], t) : NULL;
         break;
+    case OP_HEADS: {
+        const int64_t *sh = tc_shape(in[0]);
+        t = tc_transpose(in[0], 1, 2);
+        u = t ? tc_reshape(t, 3, (int64_t[]){sh[0], sh[2], sh[1] * sh[3]}) : NULL;
+        v = u ? tc_transpose(in[1], 0, 1) : NULL;
+        y = v ? tc_matmul(u, v) : NULL;
+        break;
+    }
     case OP_TRIAD:
         t = tc_mul(in[0], in[1]);
         y = t ? tc_add(t, in[2]) : NULL;
@@ -150,7 +163,7 @@ static tc_status op_step(void *user, tc_tensor *const *in, int n_in, tc_tensor *
     case OP_LAYERNORM: y = tc_layernorm(in[0], -1, 1e-5); break;
     case OP_STD: y = tc_std(in[0], 1, &ax, false, 1); break;
     }
-    tc_release(t);
+    tc_release(t), tc_release(u), tc_release(v);
     out[0] = y;
     return y ? TC_OK : tc_last_status();
 }
@@ -217,12 +230,11 @@ static tc_tensor *upload(const float *x, int ndim, const int64_t *shape) {
  * shapes, so the jit swaps their buffers in), its result in `result`. The
  * peer checks this one, so a replay that repeated an old result instead of
  * computing would fail the check. */
-static int replay_on(step *s, float *const *host, int ndim, const int64_t *const *shapes,
-                     float *result, size_t nbytes) {
+static int replay_on(step *s, float *const *host, float *result, size_t nbytes) {
     tc_tensor *in[3] = {NULL, NULL, NULL};
     int rc = 0;
     for (int i = 0; i < s->n_in && rc == 0; i++)
-        if (!(in[i] = upload(host[i], ndim, shapes[i]))) rc = -1;
+        if (!(in[i] = upload(host[i], tc_ndim(s->in[i]), tc_shape(s->in[i])))) rc = -1;
     if (rc == 0 && replay(s->jit, in, s->n_in, result, nbytes) < 0)
         rc = -1, error("a replay on new inputs");
     for (int i = 0; i < s->n_in; i++) tc_release(in[i]);
@@ -243,11 +255,29 @@ static void bench_matmul(const char *name, int64_t m, int64_t k, int64_t n, bool
         double flop = 2.0 * (double)m * (double)k * (double)n;
         if (t > 0) printf("ours %s %.3f\n", name, flop / t * 1e-9);
         fill_into(a, m * k, 1.0, 0.5, 0.0), fill_into(b, k * n, 1.0, 2.0, 0.0);
-        if (replay_on(&s, (float *[]){a, b}, 2, shapes, c, sizeof *c * (size_t)(m * n)) == 0)
+        if (replay_on(&s, (float *[]){a, b}, c, sizeof *c * (size_t)(m * n)) == 0)
             dump(name, "a", a, m * k), dump(name, "b", b, k * n), dump(name, "out", c, m * n);
     }
     finish(&s);
     free(a), free(b), free(c);
+    fflush(stdout);
+}
+
+/* matmul_heads: y (b, h, t, d) with its heads merged, @ w.T, w (h*d, h*d) */
+static void bench_heads(const char *name, int64_t b, int64_t h, int64_t t, int64_t d) {
+    int64_t c = h * d, m = b * t, sy[4] = {b, h, t, d}, sw[2] = {c, c};
+    float *y = fill(m * c, 1.0, 0.0, 0.0), *w = fill(c * c, 1.0, 1.3, 0.0), *o = floats(m * c);
+    step s = {.op = OP_HEADS, .n_in = 2};
+    if (y && w && o && (s.in[0] = upload(y, 4, sy)) && (s.in[1] = upload(w, 2, sw)) &&
+        prepare(&s) == 0) {
+        double sec = time_step(&s, runs_for(s.once, quick ? 1.0 : 4.0));
+        if (sec > 0) printf("ours %s %.3f\n", name, 2.0 * (double)m * (double)c * (double)c / sec * 1e-9);
+        fill_into(y, m * c, 1.0, 0.5, 0.0), fill_into(w, c * c, 1.0, 2.0, 0.0);
+        if (replay_on(&s, (float *[]){y, w}, o, sizeof *o * (size_t)(m * c)) == 0)
+            dump(name, "a", y, m * c), dump(name, "b", w, c * c), dump(name, "out", o, m * c);
+    }
+    finish(&s);
+    free(y), free(w), free(o);
     fflush(stdout);
 }
 
@@ -274,7 +304,7 @@ static void bench_stream(int64_t n, int threads) {
         double bytes = 16.0 * (double)n, err = INFINITY;
         if (any_failed(t_ours, runs)) error("a triad replay");
         fill_into(a, n, 1.0, 0.4, 0.0), fill_into(b, n, 1.0, 1.9, 0.0), fill_into(c, n, 1.0, 2.8, 0.0);
-        if (replay_on(&tr, (float *[]){a, b, c}, 1, (const int64_t *[]){shape, shape, shape}, ours,
+        if (replay_on(&tr, (float *[]){a, b, c}, ours,
                       sizeof *ours * (size_t)n) == 0) {
             stream_triad(d, a, b, c, n, threads);
             err = 0;
@@ -300,7 +330,7 @@ static void bench_stream(int64_t n, int threads) {
             }
             if (any_failed(t_ours, runs)) error("a sum replay");
             fill_into(pos, n, 0.5, 2.9, 1.0);
-            replay_on(&su, (float *[]){pos}, 1, (const int64_t *[]){shape}, &s_ours, sizeof s_ours);
+            replay_on(&su, (float *[]){pos}, &s_ours, sizeof s_ours);
             double ref = 0, s_peer = stream_sum(pos, n, threads);
             for (int64_t i = 0; i < n; i++) ref += pos[i];
             double rel = fabs((double)s_ours - s_peer) / fabs(s_peer);
@@ -326,7 +356,7 @@ static void bench_rows(const char *name, op_kind op, int64_t rows, int64_t cols)
         double t = time_step(&s, runs_for(s.once, quick ? 0.3 : 1.5));
         if (t > 0) printf("ours %s %.4f\n", name, t * 1e3);
         fill_into(x, rows * cols, 3.0, 0.9, 0.0);
-        if (replay_on(&s, (float *[]){x}, 2, (const int64_t *[]){shape}, y,
+        if (replay_on(&s, (float *[]){x}, y,
                       sizeof *y * (size_t)out_n) == 0)
             dump(name, "x", x, rows * cols), dump(name, "out", y, out_n);
     }
@@ -353,7 +383,7 @@ int main(int argc, char **argv) {
     if (threads < 1) threads = 1;
     static const char *const names[] = {"matmul256", "matmul512", "matmul1024", "matmul2048",
                                         "matmul_wt", "stream",    "softmax",    "softmax64",
-                                        "layernorm", "std",       "machine"};
+                                        "layernorm", "std",       "matmul_heads", "machine"};
     int n_names = (int)(sizeof names / sizeof names[0]), found = 0;
     for (int c = 0; c < n_names; c++) {
         if (only ? strcmp(only, names[c]) != 0 : !strcmp(names[c], "machine")) continue;
@@ -372,6 +402,7 @@ int main(int argc, char **argv) {
         case 7: bench_rows("softmax64", OP_SOFTMAX, 64, 1024); break;
         case 8: bench_rows("layernorm", OP_LAYERNORM, 4096, 1024); break;
         case 9: bench_rows("std", OP_STD, 4096, 1024); break;
+        case 10: bench_heads(names[c], 4, 12, 64, 64); break;
         default: { /* the device opens at its first tensor (TC_DEBUG=1 says what it read) */
             tc_tensor *z = tc_zeros(1, (int64_t[]){1}, TC_FLOAT32, device);
             if (!z) error("tc_zeros");

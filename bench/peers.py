@@ -11,7 +11,7 @@ check = the max abs difference from libtinyc's result, relative to the
 largest peer value for matmul, then "(ok)" or "(FAIL)") and "info" lines; exit status 1 when a check
 fails. numpy gets THREADS through OPENBLAS_NUM_THREADS (set here, before
 numpy loads), PyTorch through torch.set_num_threads. --serve: read case
-names (matmul256, ..., matmul_wt, softmax, softmax64, layernorm, std) from stdin, one a
+names (matmul256, ..., matmul_wt, matmul_heads, softmax, softmax64, layernorm, std) from stdin, one a
 line, and answer each with its lines and a line "end". matmul_wt is x @ W.T
 with W stored (out, in), as torch and GPT-2 keep it. --torch-device DEV
 (cuda): every case, matmul included, runs in PyTorch on DEV, each timed run
@@ -128,6 +128,27 @@ def matmul(case):
     print("peer %s %.3f relerr=%.2g(%s)" % (case, 2.0 * m * k * n / t * 1e-9, err, ok), flush=True)
 
 
+HEADS = (4, 12, 64, 64)  # matmul_heads: (B, heads, T, d), as bench_ops has it
+
+
+def matmul_heads(case):
+    """y.transpose(1, 2).reshape(B, T, C) @ W.T as a user writes it: numpy
+    gathers the heads into a contiguous copy, then OpenBLAS multiplies"""
+    if not os.path.exists(os.path.join(DIR, case + ".out.f32")):
+        return
+    b, h, t, d = HEADS
+    c = h * d
+    y, w = load(case, "a", HEADS), load(case, "b", (c, c))
+    ours = load(case, "out", (b, t, c))
+    out = np.empty((b, t, c), np.float32)
+    sec = median_time(lambda: np.matmul(y.transpose(0, 2, 1, 3).reshape(b, t, c), w.T, out=out),
+                      1.0 if QUICK else 3.0)
+    err = float(np.abs(ours - out).max() / np.abs(out).max())
+    ok = check(case, err, 1e-4)
+    print("peer %s %.3f relerr=%.2g(%s)" % (case, 2.0 * b * t * c * c / sec * 1e-9, err, ok),
+          flush=True)
+
+
 def rows(torch, case, fn, shape, out_shape):
     if not os.path.exists(os.path.join(DIR, case + ".out.f32")):
         return
@@ -167,6 +188,8 @@ def torch_module():
 def run_case(case):
     if case in MATMULS:
         return matmul(case)
+    if case == "matmul_heads":
+        return matmul_heads(case)
     torch = torch_module()
     if torch is None:
         return
@@ -196,7 +219,7 @@ def main():
                 run_case(line.strip())
             print("end", flush=True)
         return
-    for case in list(MATMULS) + ["softmax", "softmax64", "layernorm", "std"]:
+    for case in list(MATMULS) + ["matmul_heads", "softmax", "softmax64", "layernorm", "std"]:
         run_case(case)
 
 

@@ -14,10 +14,11 @@
 #   --keep-coretype  obey an OPENBLAS_CORETYPE that forces AVX2 kernels on an
 #                 AVX-512 CPU (by default it is dropped: peers at their best)
 #   build-dir     default: build (configured as Release if it does not exist)
-# What it runs (all in bench/): bench_ops + peers.py (matmul 256 to 2048 and
-# x @ W.T, a*b+c, sum, softmax, layernorm, std; first the machine the CPU
-# device read, TC_DEBUG=1's line), bench_train_step + train_step_torch.py (MNIST
-# convnet and MLP steps, same initial weights and batch on both sides),
+# What it runs (all in bench/): bench_ops + peers.py (matmul 256 to 2048,
+# x @ W.T, merged attention heads @ W.T, a*b+c, sum, softmax, layernorm,
+# std; first the machine the CPU device read, TC_DEBUG=1's line),
+# bench_train_step + train_step_torch.py (MNIST convnet and MLP steps, same
+# initial weights and batch on both sides),
 # bench_train_step --compile 1 with a fresh and then a warm TC_CACHEDIR
 # (compile, scheduling and lowering time of a convnet step, from
 # tc_counters), bench_jit (replay overhead); table.py prints the table.
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --no-install) install=0; shift ;;
     --keep-coretype) keep_coretype=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) build=$1; shift ;;
     esac
@@ -120,7 +121,7 @@ if have numpy; then
     peers_pid=$PEERS_PID
     read -r line <&"${PEERS[0]}" && echo "$line" >> "$tmp/peers.txt" && peers=1
 fi
-for c in matmul256 matmul512 matmul1024 matmul2048 matmul_wt stream softmax softmax64 layernorm std; do
+for c in matmul256 matmul512 matmul1024 matmul2048 matmul_wt matmul_heads stream softmax softmax64 layernorm std; do
     "$bin/bench_ops" --only "$c" --dump "$tmp/ops" --threads "$threads" "${quick[@]}" \
         >> "$tmp/ops.txt" || status=1
     if [ "$peers" = 1 ] && ! kill -0 "$peers_pid" 2>/dev/null; then

@@ -85,6 +85,8 @@ for n in (256, 512, 1024, 2048):  # issue #14: within 0.9x of OpenBLAS at every 
         "numpy (OpenBLAS)")
 add("x @ W.T, (256,256) @ (50304,256).T f32", val("ours", "matmul_wt"), val("peer", "matmul_wt"),
     "GFLOPS", True, 0.9, chk("matmul_wt"), "numpy (OpenBLAS)")
+add("heads merged, (4,12,64,64) -> (256,768) @ (768,768).T f32", val("ours", "matmul_heads"),
+    val("peer", "matmul_heads"), "GFLOPS", True, 0.9, chk("matmul_heads"), "numpy (OpenBLAS)")
 add("a*b+c, 16M f32", val("ours", "triad"), val("peer", "triad"), "GB/s", True, 0.9,
     chk("triad"), "C STREAM loop")
 add("sum, 16M f32", val("ours", "sum"), val("peer", "sum"), "GB/s", True, 0.9, chk("sum"),

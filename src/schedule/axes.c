@@ -15,13 +15,25 @@
  * 4 x 64 rows repacked per batch row, 10 GFLOP/s; 256 rows, one panel).
  * Fewer loops also mean fewer index computations in every kernel.
  *
- * Left alone: row kernels (their parts share the row axes), scatters,
- * indexed stores and kernels with a gather (their index strides count
- * buffer elements along the loop space's axes), copies.
+ * Before merging, an axis that a tracker reads through two views is split
+ * where that makes it one view (split_once): merged attention heads, (B, H,
+ * T, d) permuted and reshaped to (B, T, H * d), are read in a matmul over
+ * H * d through an index divided and taken modulo d, one scalar at a time
+ * (GPT-2's c_proj: 1.4 GFLOP/s); split into (H, d) the read is strided and
+ * the register tiles and vector loads apply again (about 50 GFLOP/s on a
+ * Zen 4 core). A split is a reshape of the loop space: every tracker is
+ * reshaped the same way, so it holds for a gather's index too (its index
+ * stride counts buffer elements, not loop axes).
  *
- * Input: the ordered items; output: the same items, kernels with merged
- * loop spaces and new trackers (owned by the schedule, like the others),
- * renamed by their new shapes. Cost: O(AST nodes x TC_MAX_DIMS) per item.
+ * Left alone: row kernels (their parts share the row axes), scatters,
+ * indexed stores, copies; kernels with a gather are split but not merged.
+ *
+ * Input: the ordered items; output: the same items, kernels with split and
+ * merged loop spaces and new trackers (owned by the schedule, like the
+ * others), renamed by their new shapes. Cost: O(AST nodes x TC_MAX_DIMS)
+ * per item for the merges; for the splits, per tracker of two or more
+ * views, axes x divisors trial reshapes of the item's trackers (none in a
+ * kernel whose views are all single).
  */
 #include "internal.h"
 
@@ -131,13 +143,123 @@ TC_MUST_USE static tc_status merge_axis(tc_sched_ctx *c, tc_sched_item *it, item
     return TC_OK;
 }
 
-/* merges the adjacent axes of one kernel item, innermost pairs first */
+/* ---- splits ---- */
+
+/* mask m with bit a doubled: the bits above a one higher */
+static uint32_t split_bit(uint32_t m, int a) {
+    uint32_t low = m & ((1u << (a + 1)) - 1), high = m >> (a + 1);
+    return low | (high << (a + 2)) | (bit(m, a) ? 1u << (a + 1) : 0u);
+}
+
+/* shape (of ndim axes) with axis a as (n / q, q), or as (1, 1) where it is
+ * 1 (a store's reduced axis) */
+static void split_shape(int ndim, const int64_t *from, int a, int64_t q, int64_t *shape) {
+    memcpy(shape, from, sizeof(int64_t) * (size_t)a);
+    shape[a] = from[a] == 1 ? 1 : from[a] / q;
+    shape[a + 1] = from[a] == 1 ? 1 : q;
+    memcpy(&shape[a + 2], &from[a + 1], sizeof(int64_t) * (size_t)(ndim - a - 1));
+}
+
+/* would splitting axis a into (n / q, q) let tracker `at` drop a view while
+ * no tracker gains one? trial gets every tracker so reshaped (NULL where
+ * that failed or was not tried); the caller frees or keeps them */
+static bool split_helps(const tc_sched_item *it, const item_walk *w, int a, int64_t q, int at,
+                        tc_st **trial) {
+    bool ok = true;
+    for (int i = 0; i < w->sts.n && ok; i++) {
+        const tc_st *st = w->sts.items[i];
+        int64_t shape[TC_MAX_DIMS];
+        const int64_t *from = tc_st_shape(st);
+        ok = tc_st_ndim(st) == it->ndim && (from[a] == 1 || from[a] == it->full_shape[a]);
+        if (ok) split_shape(it->ndim, from, a, q, shape);
+        trial[i] = ok ? tc_st_reshape(st, it->ndim + 1, shape) : NULL;
+        ok = trial[i] && trial[i]->n_views <= st->n_views &&
+             (i != at || trial[i]->n_views < st->n_views);
+    }
+    return ok;
+}
+
+/* the item with axis a split: its trackers replaced by trial (split_helps's,
+ * now owned by the schedule), its reduces' axes, its loop space */
+TC_MUST_USE static tc_status apply_split(tc_sched_ctx *c, tc_sched_item *it, item_walk *w,
+                                         tc_ptrmap *copies, int a, int64_t q, tc_st **trial) {
+    tc_ptrmap_clear(copies);
+    tc_status st = TC_OK;
+    for (int i = 0; i < w->sts.n; i++) {
+        if (st == TC_OK && tc_ptrvec_push(&c->s->sts, trial[i]) != TC_OK) st = TC_ERR_MEMORY;
+        if (st != TC_OK) {
+            tc_st_free(trial[i]);
+            continue;
+        }
+        if (!tc_ptrmap_put(copies, w->sts.items[i], trial[i])) st = TC_ERR_MEMORY;
+        w->sts.items[i] = trial[i];
+    }
+    if (st != TC_OK) return st;
+    for (int i = 0; i < w->users.n; i++) {
+        tc_ast *n = w->users.items[i];
+        void *nst = NULL;
+        if (tc_ptrmap_get(copies, n->st, &nst)) n->st = nst;
+    }
+    for (int i = 0; i < w->reds.n; i++) {
+        tc_ast *r = w->reds.items[i];
+        r->axes = split_bit(r->axes, a);
+    }
+    int64_t shape[TC_MAX_DIMS];
+    split_shape(it->ndim, it->full_shape, a, q, shape);
+    memcpy(it->full_shape, shape, sizeof(int64_t) * (size_t)(it->ndim + 1));
+    it->reduce_axes = split_bit(it->reduce_axes, a);
+    it->ndim++;
+    return TC_OK;
+}
+
+/* Splits one axis where a tracker reads it through two views that one view
+ * indexes once the axis is split: a matmul reading merged attention heads,
+ * (B, H, T, d) permuted and reshaped to (B, T, H * d), reduces over H * d
+ * through an index divided and taken modulo d; split into (H, d) it is a
+ * strided load again (one view), which register tiles and vector loads
+ * need. Tries the multi-view trackers' axes, innermost first, and the
+ * divisors q of each, smallest first. *split: it split one. Cost: per
+ * multi-view tracker, axes x divisors trial reshapes of the item's
+ * trackers. */
+TC_MUST_USE static tc_status split_once(tc_sched_ctx *c, tc_sched_item *it, item_walk *w,
+                                        tc_ptrmap *copies, bool *split) {
+    *split = false;
+    if (it->ndim >= TC_MAX_DIMS) return TC_OK;
+    tc_st **trial = tc_calloc((size_t)w->sts.n + 1, sizeof *trial);
+    if (!trial) return TC_ERR_MEMORY;
+    tc_status st = TC_OK;
+    for (int at = 0; at < w->sts.n && !*split && st == TC_OK; at++) {
+        const tc_st *t = w->sts.items[at];
+        if (t->n_views < 2 || tc_st_ndim(t) != it->ndim) continue;
+        for (int a = it->ndim - 1; a >= 0 && !*split && st == TC_OK; a--)
+            for (int64_t q = 2; q < it->full_shape[a] && !*split && st == TC_OK; q++) {
+                if (it->full_shape[a] % q) continue;
+                memset(trial, 0, sizeof *trial * (size_t)w->sts.n);
+                if (split_helps(it, w, a, q, at, trial)) {
+                    *split = true;
+                    st = apply_split(c, it, w, copies, a, q, trial);
+                } else
+                    for (int i = 0; i < w->sts.n; i++) tc_st_free(trial[i]);
+            }
+    }
+    tc_free(trial);
+    return st;
+}
+
+/* ---- the pass ---- */
+
+/* merges the adjacent axes of one kernel item, innermost pairs first, after
+ * splitting the axes that a two-view tracker needs split */
 TC_MUST_USE static tc_status merge_item(tc_sched_ctx *c, tc_sched_item *it) {
     item_walk w = {0};
     tc_ptrmap copies = {0};
     walk(&w, it->ast);
     tc_status st = w.failed || w.seen.failed || w.st_set.failed ? TC_ERR_MEMORY : TC_OK;
     bool changed = false;
+    for (bool split = true; split && st == TC_OK;) {
+        st = split_once(c, it, &w, &copies, &split);
+        changed |= split;
+    }
     for (int a = it->ndim - 2; a >= 0 && st == TC_OK && !w.has_index; a--) {
         if (!mergeable(it, &w, a)) continue;
         st = merge_axis(c, it, &w, &copies, a);

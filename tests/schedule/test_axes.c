@@ -76,11 +76,49 @@ static void test_masks(void **state) {
     tc_release(e), tc_release(po), tc_release(x);
 }
 
+/* every load and store of the only kernel of t's schedule is one view */
+static void check_one_view(tc_tensor *t) {
+    tc_node *b = tc_node_base(tc_tensor_node(t));
+    tc_schedule *s = tc_schedule_create(&b, 1);
+    assert_non_null(s);
+    assert_int_equal(s->n_items, 1);
+    tc_ast *stack[64];
+    int n = 0;
+    stack[n++] = s->items[0].ast;
+    while (n) {
+        tc_ast *a = stack[--n];
+        if (a->st) assert_int_equal(a->st->n_views, 1);
+        for (int i = 0; i < a->n_srcs && n < 64; i++) stack[n++] = a->srcs[i];
+    }
+    tc_schedule_free(s);
+}
+
+/* merged attention heads: (B, H, T, d) = (2, 3, 4, 5) read as (B, T, H * d)
+ * through an index divided and taken modulo d; the kernel splits H * d
+ * back into (H, d) so the read is one strided view */
+static void test_split_heads(void **state) {
+    (void)state;
+    tc_tensor *y = rnd(4, SHAPE(2, 3, 4, 5), 5), *w = rnd(2, SHAPE(15, 6), 6);
+    tc_tensor *yt = tc_transpose(y, 1, 2);
+    tc_tensor *m = tc_reshape(yt, 3, SHAPE(2, 4, 15));
+    tc_tensor *o = tc_matmul(m, w); /* reduces over the merged heads */
+    check_one_view(o); /* before check_space realizes it */
+    check_space(o, "r_2_4_6_3_5");
+    tc_tensor *g = rnd(3, SHAPE(2, 4, 6), 7);
+    tc_tensor *mt = tc_transpose(m, 1, 2);
+    tc_tensor *dw = tc_matmul(mt, g); /* keeps the merged heads: a weight gradient */
+    check_one_view(dw);
+    check_space(dw, "r_2_3_5_6_4");
+    tc_release(dw), tc_release(mt), tc_release(g), tc_release(o), tc_release(m);
+    tc_release(yt), tc_release(y), tc_release(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_rows_merge),
         cmocka_unit_test(test_reduce_merge),
         cmocka_unit_test(test_masks),
+        cmocka_unit_test(test_split_heads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
