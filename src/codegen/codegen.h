@@ -130,7 +130,8 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *target, tc_kopt *pl
 int64_t tc_st_stride(const tc_st *st, int a);
 /* the reduces of it can hold vectors along axis a (their partials along a
  * reduced a, a tile's column copies along a kept one): every load under them
- * reads a contiguously or not at all, and every op has a vector form (float
+ * reads a contiguously or not at all (a gather: its row contiguously, at an
+ * index that does not move along a), and every op has a vector form (float
  * add, mul, neg, max, reciprocal, exp2, casts to float); along a kept axis
  * no reduce reads an earlier one (whose value would differ per lane) */
 bool tc_opt_vec_ok(const tc_sched_item *it, int a, bool kept, const tc_ast *packed);

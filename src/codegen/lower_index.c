@@ -9,8 +9,11 @@
  * size: the address is that element's plus index * stride. An index outside
  * [0, size) reads 0 and adds nothing; its address is computed from 0, so a
  * bad index never reaches memory it should not; a store there is skipped.
- * Values at indexed places differ from lane to lane: opt.c and the GPU
- * vectors keep every kernel with a GATHER scalar. A SCATTER kernel is plain
+ * A GATHER whose index is the same for every lane of a CPU vector (an
+ * embedding row read along its columns: opt.c's uniform_along) is a vector
+ * load of consecutive elements at that index, gated as a whole; elsewhere
+ * values at indexed places differ from lane to lane and stay scalar (the
+ * GPU vectors keep every kernel with a GATHER scalar). A SCATTER kernel is plain
  * loops on one thread (two places of one index would race otherwise),
  * after a loop that zeroes its output: its cost is O(output + sources).
  * GPU targets would need atomic adds for it: they report an error. A PUT
@@ -40,12 +43,15 @@ TC_MUST_USE static tc_status indexed(lower_ctx *c, const tc_ast *a, tc_uop *k, t
 }
 
 tc_uop *tc_lw_gather(lower_ctx *c, tc_ast *a) {
-    if (tc_lw_vec_lanes_now(c) > 1 || c->gvl > 1) {
-        TC_INTERNAL("a GATHER in a vectorized stage");
+    if (c->gvl > 1) {
+        TC_INTERNAL("a GATHER in a GPU-vectorized stage");
         return NULL;
     }
     tc_uop *k = tc_lw_lower(c, a->srcs[0]), *addr, *valid;
     if (!k || indexed(c, a, k, &addr, &valid) != TC_OK) return NULL;
+    int lanes = tc_lw_vec_lanes_now(c);
+    if (lanes > 1) /* opt.c: one index for every lane, the row contiguous along the lanes */
+        return tc_ub_load_vec(&c->ub, c->globals[a->buf], addr, valid, lanes);
     return tc_ub_load(&c->ub, c->globals[a->buf], addr, valid);
 }
 

@@ -172,15 +172,34 @@ static bool vec_seen(vec_walk *w, const tc_ast *a) {
     return false;
 }
 
+static bool vec_dtype_ok(tc_dtype dt) {
+    return dt == TC_FLOAT32 || dt == TC_INT32 || dt == TC_UINT8 || dt == TC_INT8 ||
+           dt == TC_UINT16 || dt == TC_INT16;
+}
+
+/* a's value is the same at every index of axis (its loads do not move
+ * along it); depth bounds the walk (an index is a few nodes) */
+static bool uniform_along(const tc_ast *a, int axis, int depth) {
+    if (depth > 16 || tc_op_is_reduce(a->op)) return false;
+    if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) return tc_st_stride(a->st, axis) == 0;
+    if (a->op == TC_OP_GATHER && tc_st_stride(a->st, axis) != 0) return false;
+    for (int i = 0; i < a->n_srcs; i++)
+        if (!uniform_along(a->srcs[i], axis, depth + 1)) return false;
+    return true;
+}
+
 /* a node under a reduce: a vector form exists (an earlier reduce is a scalar) */
 static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
     if (tc_op_is_reduce(a->op)) return !w->kept;
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {
         int64_t st = a == w->packed ? 1 : tc_st_stride(a->st, axis);
-        bool dt_ok = a->dtype == TC_FLOAT32 || a->dtype == TC_INT32 || a->dtype == TC_UINT8 ||
-                     a->dtype == TC_INT8 || a->dtype == TC_UINT16 || a->dtype == TC_INT16;
-        return dt_ok && (st == 0 || (st == 1 && a->op == TC_OP_LOAD));
+        return vec_dtype_ok(a->dtype) && (st == 0 || (st == 1 && a->op == TC_OP_LOAD));
     }
+    /* a gathered row (an embedding's) read along the axis: one index for
+     * every lane, so the lanes are consecutive elements (lower_index.c) */
+    if (a->op == TC_OP_GATHER)
+        return vec_dtype_ok(a->dtype) && tc_st_stride(a->st, axis) == 1 &&
+               uniform_along(a->srcs[0], axis, 0);
     bool op_ok = a->op == TC_OP_CAST || a->op == TC_OP_ADD || a->op == TC_OP_MUL ||
                  a->op == TC_OP_NEG || a->op == TC_OP_MAX || a->op == TC_OP_RECIP || a->op == TC_OP_EXP2;
     if (!op_ok || a->dtype != TC_FLOAT32 || w->n == 256) return false;

@@ -222,6 +222,32 @@ static void test_tile_vectors(void **state) {
     tc_release(xc), tc_release(dt), tc_release(g);
 }
 
+/* embedding rows read along a tile's columns (GPT-2's wpe gradient with
+ * the embedding fused): one index for every lane, so the gathered load is
+ * a vector load gated as a whole (lower_index.c), not 32 scalar gated
+ * loads; an index past the table reads zeros, -1 the last row */
+static void test_gather_vectorized(void **state) {
+    (void)state;
+    int64_t sw[2] = {50, 64}, si[2] = {4, 8}, sx[3] = {4, 8, 64};
+    int32_t ids[32];
+    for (int i = 0; i < 32; i++) ids[i] = (i * 7) % 50;
+    ids[3] = 50, ids[5] = -1;
+    tc_tensor *w = tc_randn(2, sw, TC_FLOAT32, NULL), *x = tc_randn(3, sx, TC_FLOAT32, NULL);
+    tc_tensor *id = tc_from_data(ids, TC_INT32, 2, si, NULL);
+    tc_tensor *ins[3] = {w, x, id};
+    assert_int_equal(tc_realize(ins, 3), TC_OK);
+    tc_tensor *e = tc_index(w, 0, id), *p = tc_mul(e, x), *y = tc_sum(p, 1, (int[]){0}, false);
+    tc_kopt pl = plan_of(y, &avx512v, NULL);
+    assert_int_equal(pl.lanes, 16);
+    char *src = kernel_source(y);
+    bool vec_gather = strstr(src, "?*(const tc_float") != NULL; /* a gated vector load */
+    if (!vec_gather) fprintf(stderr, "%s\n", src);
+    free(src);
+    assert_true(vec_gather);
+    tc_check_schedule(y, 1, 1e-5, 1e-5, "sum over the batch of embedding rows * x");
+    tc_release(w), tc_release(x), tc_release(id), tc_release(e), tc_release(p), tc_release(y);
+}
+
 /* batchnorm's per-channel sum over (n, y, x) with rows of 20 (a view of
  * wider rows, so y and x stay two axes): the row whole in 5 vectors of 4,
  * 8 channels at a time as independent streams */
@@ -804,7 +830,8 @@ int main(void) {
         cmocka_unit_test(test_epilogue_vectorized), cmocka_unit_test(test_beam),
         cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_plan_packed),       cmocka_unit_test(test_vector_partials),
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
-        cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_plan_short_rows),
+        cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_gather_vectorized),
+        cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
     };
