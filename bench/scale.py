@@ -5,7 +5,7 @@ present. One command; prints Markdown and writes it to --out.
 
     python3 bench/scale.py [--build DIR] [--layers 8,32,128,512] [--max-layers N]
                            [--row-timeout S] [--out FILE] [--skip null,cold,steps,peer]
-                           [--tinygrad PATH | --no-tinygrad] [--quick]
+                           [--tinygrad PATH | --no-tinygrad] [--quick] [--instructions]
 
 Tables (the models are bench/scale_models.py's, one training step each:
 forward, loss, backward, Adam, realized together):
@@ -19,6 +19,12 @@ forward, loss, backward, Adam, realized together):
     the time of `loss.schedule(*opt.schedule_step())` for the same MLP step
     (scheduling only, nothing compiled), its kernel count, and our speed
     relative to it (tinygrad ms / ours).
+ 1b. With --instructions (valgrind present): the instructions
+    tc_schedule_create runs per graph node for each MLP, counted by
+    callgrind: deterministic, apart from caches and load, so it shows
+    whether the scheduler's work is linear in the graph where the
+    microseconds per node also carry the memory hierarchy (a 512-layer
+    step's graph outgrows the last-level cache).
  2. CPU, cold: the first step from an empty TC_CACHEDIR (model creation and
     its initialisation kernels not counted) for the 4-layer MLP, the
     beautiful_mnist convnet (bench_train_step --compile 1, batch 512) and
@@ -37,9 +43,8 @@ forward, loss, backward, Adam, realized together):
     and L=32, beautiful_mnist (bench_train_step --jit 0 / 1) and GPT-2.
     tinygrad: the MLP's eager steps the same way.
 Every row runs in a subprocess of its own, killed after --row-timeout
-seconds (default 600; the row then says so). The scheduler is super-linear
-today, so the MLP rows stop at the first L that times out (larger ones
-would too) and --max-layers bounds L. A row that fails says why. --quick
+seconds (default 600; the row then says so). The MLP rows stop at the
+first L that times out (larger ones would too) and --max-layers bounds L. A row that fails says why. --quick
 leaves out the ResNet-18 and GPT-2 rows; --skip leaves out tables (null,
 cold, steps) or the tinygrad runs (peer).
 --tinygrad PATH (default: $TINYGRAD_PATH, else /work/peers/tinygrad-0.9.2
@@ -273,10 +278,12 @@ class Runner:
         print("  %-34s %.1f s" % (what, dt), file=sys.stderr, flush=True)
         return out, None
 
-    def row(self, kind, *args, peer=False, **env):
-        out, err = self.run([PY, os.path.abspath(__file__), "--row", kind] + [str(a) for a in args],
-                            self.env(peer, **env), "%s%s %s" % ("tinygrad " if peer else "",
-                                                                 kind, " ".join(map(str, args))))
+    def row(self, kind, *args, peer=False, wrap=(), **env):
+        """one row in a subprocess (under the command wrap, e.g. valgrind, when given)"""
+        out, err = self.run(list(wrap) + [PY, os.path.abspath(__file__), "--row", kind] +
+                            [str(a) for a in args], self.env(peer, **env),
+                            "%s%s %s" % ("tinygrad " if peer else "", kind,
+                                         " ".join(map(str, args))))
         if err:
             return {"error": err}
         line = [l for l in out.splitlines() if l.startswith("ROW ")][-1]
@@ -347,6 +354,28 @@ def null_table(r, args):
             "render ms", "other ms", "sched us/node", "built", "tinygrad schedule ms",
             "tinygrad kernels", "tinygrad/ours"]
     return ["### NULL device: the first training step (TC_DEVICE=NULL)", ""] + table(head, rows)
+
+
+def instructions_table(r, args):
+    """table 1b (--instructions): the instructions tc_schedule_create runs per
+    graph node on the MLPs, counted by callgrind (deterministic, whatever the
+    caches and the load): the test of linear work apart from memory effects"""
+    head = ["model", "graph nodes", "schedule instructions", "instructions/node"]
+    rows = []
+    for L in [L for L in args.layers if L <= args.max_layers]:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "callgrind.out")
+            o = r.row("null", "mlp%d" % L, TC_DEVICE="NULL",
+                      wrap=("valgrind", "--tool=callgrind", "--toggle-collect=tc_schedule_create",
+                            "--callgrind-out-file=" + out))
+            ir = None
+            if "error" not in o and os.path.exists(out):
+                ir = next((int(l.split()[1]) for l in open(out) if l.startswith("summary:")), None)
+        if ir is None:
+            rows.append(["MLP L=%d" % L, o.get("error", "no callgrind summary"), "", ""])
+            continue
+        rows.append(["MLP L=%d" % L, fmt(o["nodes"]), fmt(ir), fmt(ir / o["nodes"], 0)])
+    return ["### Scheduler instructions per node (callgrind, NULL device)", ""] + table(head, rows)
 
 
 def parse_flags():
@@ -507,6 +536,9 @@ def main():
     ap.add_argument("--tinygrad", default=None)
     ap.add_argument("--no-tinygrad", action="store_true")
     ap.add_argument("--quick", action="store_true", help="no ResNet-18 and GPT-2 rows")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the scheduler's instructions per node under callgrind "
+                         "(valgrind; about a minute)")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
     args.layers = [int(x) for x in args.layers.split(",") if x]
@@ -517,7 +549,12 @@ def main():
     r = Runner(args)
     os.makedirs(r.warm_cache, exist_ok=True)
     lines = header(r, args)
-    for name, fn in (("null", null_table), ("cold", cold_table), ("steps", steps_table)):
+    tables = [("null", null_table), ("cold", cold_table), ("steps", steps_table)]
+    if args.instructions and shutil.which("valgrind"):
+        tables.insert(1, ("instructions", instructions_table))
+    elif args.instructions:
+        print("scale.py: valgrind not found: no instruction counts", file=sys.stderr)
+    for name, fn in tables:
         if name in args.skip:
             continue
         print("%s:" % name, file=sys.stderr, flush=True)
