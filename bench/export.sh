@@ -16,8 +16,8 @@ export TC_THREADS=$threads
 out=$(mktemp -d /tmp/tc_bench_export.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 "$build/bench/bench_export" --out "$out" --batch 512 --steps "$steps" > "$out/lib.txt"
-# the kernels' flags, as the CPU runtime compiles them (cc_flags in src/runtime/cpu.c)
-flags=$(sed -n '/cc_flags\[\] *=/,/};/p' src/runtime/cpu.c | grep -o '"-[^"]*"' | tr -d '"' |
+# the kernels' flags, as the CPU runtime compiles them (cc_flags in src/runtime/cpu_cc.c)
+flags=$(sed -n '/cc_flags\[\] *=/,/};/p' src/runtime/cpu_cc.c | grep -o '"-[^"]*"' | tr -d '"' |
         grep -v -e '^-shared$' -e '^-fPIC$' | tr '\n' ' ')
 cc $flags -pthread -I"$out" -o "$out/export_time" bench/export_time.c "$out/bench_step.c" \
    "$out/bench_infer.c" -lm

@@ -243,11 +243,16 @@ enum {
     BODY_BUDGET = 512,  /* weighted transcendentals and divisions a plan's copies of the
                            reduce bodies may hold */
     EPI_BUDGET = 64,    /* weighted ops of the stores its kept copies may repeat unrolled */
-    BODY_OPS = 1024,    /* weighted ops of every kind a plan's copies of the reduce bodies
-                           may hold (body_size): a scalar 6x64 matmul tile (plain C) 908,
-                           the AVX-512 6x4-vector tile 84; 2 x 32 scalar copies of a
+    BODY_OPS = 512,     /* weighted ops of every kind a plan's copies of the reduce bodies
+                           may hold (body_size): the AVX-512 6x4-vector matmul tile 84, a
+                           scalar 6x32 one (plain C) 456; 2 x 32 scalar copies of a
                            LayerNorm gradient's 15 loads (GPT-2's, fused with the residual
-                           sums and a gather) 1,504: 1,112 lines and 3 s of gcc */
+                           sums and a gather) 1,504 were 1,112 lines and 3 s of gcc; at
+                           1024 the test GPT-2's LayerNorm gradient (two bodies of 10
+                           loads, a sqrt and a where: no vector form) in 16 scalar partial
+                           sums each was 519 lines and 0.29-0.76 s of gcc, at 512 (8) its
+                           slowest kernel took 0.21 s; no step slower (MNIST, GPT-2 124M,
+                           Zen 4) */
     BODY_COPIES = 64,   /* copies of the reduce body (a vector counts once) a search may try:
                            the heuristic's tiles are at most 28 (AVX-512's 14x2 vectors) */
     STORE_BUDGET = 128, /* element stores (a vector store counts once) its kept copies may
