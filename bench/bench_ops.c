@@ -243,42 +243,41 @@ static int replay_on(step *s, float *const *host, float *result, size_t nbytes) 
 
 /* ---- cases ----------------------------------------------------------------- */
 
-/* (m,k) @ (k,n), or with wt (m,k) @ (n,k).T; `name` is the case */
-static void bench_matmul(const char *name, int64_t m, int64_t k, int64_t n, bool wt) {
-    int64_t sa[2] = {m, k}, sb[2] = {k, n}, sw[2] = {n, k};
-    const int64_t *shapes[2] = {sa, wt ? sw : sb};
-    float *a = fill(m * k, 1.0, 0.0, 0.0), *b = fill(k * n, 1.0, 1.3, 0.0), *c = floats(m * n);
-    step s = {.op = wt ? OP_MATMUL_WT : OP_MATMUL, .n_in = 2};
-    if (a && b && c && (s.in[0] = upload(a, 2, sa)) && (s.in[1] = upload(b, 2, shapes[1])) &&
+/* a two-input case `name`: inputs a (nda dims, sa) and b (ndb, sb) of op,
+ * an output of out_n elements, flop operations a run: prints GFLOPS, then
+ * dumps the inputs and the checked run's output (parts "a", "b", "out") */
+static void bench_two(const char *name, op_kind op, int nda, const int64_t *sa, int ndb,
+                      const int64_t *sb, double flop, int64_t out_n) {
+    int64_t na = 1, nb = 1;
+    for (int i = 0; i < nda; i++) na *= sa[i];
+    for (int i = 0; i < ndb; i++) nb *= sb[i];
+    float *a = fill(na, 1.0, 0.0, 0.0), *b = fill(nb, 1.0, 1.3, 0.0), *c = floats(out_n);
+    step s = {.op = op, .n_in = 2};
+    if (a && b && c && (s.in[0] = upload(a, nda, sa)) && (s.in[1] = upload(b, ndb, sb)) &&
         prepare(&s) == 0) {
         double t = time_step(&s, runs_for(s.once, quick ? 1.0 : 4.0));
-        double flop = 2.0 * (double)m * (double)k * (double)n;
         if (t > 0) printf("ours %s %.3f\n", name, flop / t * 1e-9);
-        fill_into(a, m * k, 1.0, 0.5, 0.0), fill_into(b, k * n, 1.0, 2.0, 0.0);
-        if (replay_on(&s, (float *[]){a, b}, c, sizeof *c * (size_t)(m * n)) == 0)
-            dump(name, "a", a, m * k), dump(name, "b", b, k * n), dump(name, "out", c, m * n);
+        fill_into(a, na, 1.0, 0.5, 0.0), fill_into(b, nb, 1.0, 2.0, 0.0);
+        if (replay_on(&s, (float *[]){a, b}, c, sizeof *c * (size_t)out_n) == 0)
+            dump(name, "a", a, na), dump(name, "b", b, nb), dump(name, "out", c, out_n);
     }
     finish(&s);
     free(a), free(b), free(c);
     fflush(stdout);
 }
 
+/* (m,k) @ (k,n), or with wt (m,k) @ (n,k).T; `name` is the case */
+static void bench_matmul(const char *name, int64_t m, int64_t k, int64_t n, bool wt) {
+    int64_t sa[2] = {m, k}, sb[2] = {k, n}, sw[2] = {n, k};
+    bench_two(name, wt ? OP_MATMUL_WT : OP_MATMUL, 2, sa, 2, wt ? sw : sb,
+              2.0 * (double)m * (double)k * (double)n, m * n);
+}
+
 /* matmul_heads: y (b, h, t, d) with its heads merged, @ w.T, w (h*d, h*d) */
 static void bench_heads(const char *name, int64_t b, int64_t h, int64_t t, int64_t d) {
-    int64_t c = h * d, m = b * t, sy[4] = {b, h, t, d}, sw[2] = {c, c};
-    float *y = fill(m * c, 1.0, 0.0, 0.0), *w = fill(c * c, 1.0, 1.3, 0.0), *o = floats(m * c);
-    step s = {.op = OP_HEADS, .n_in = 2};
-    if (y && w && o && (s.in[0] = upload(y, 4, sy)) && (s.in[1] = upload(w, 2, sw)) &&
-        prepare(&s) == 0) {
-        double sec = time_step(&s, runs_for(s.once, quick ? 1.0 : 4.0));
-        if (sec > 0) printf("ours %s %.3f\n", name, 2.0 * (double)m * (double)c * (double)c / sec * 1e-9);
-        fill_into(y, m * c, 1.0, 0.5, 0.0), fill_into(w, c * c, 1.0, 2.0, 0.0);
-        if (replay_on(&s, (float *[]){y, w}, o, sizeof *o * (size_t)(m * c)) == 0)
-            dump(name, "a", y, m * c), dump(name, "b", w, c * c), dump(name, "out", o, m * c);
-    }
-    finish(&s);
-    free(y), free(w), free(o);
-    fflush(stdout);
+    int64_t c = h * d, sy[4] = {b, h, t, d}, sw[2] = {c, c};
+    bench_two(name, OP_HEADS, 4, sy, 2, sw, 2.0 * (double)(b * t) * (double)c * (double)c,
+              b * t * c);
 }
 
 /* triad and sum: ours and the STREAM loop alternate, run by run */

@@ -94,6 +94,12 @@ static uint32_t drop_bit(uint32_t m, int a) {
     return low | (high << (a + 1));
 }
 
+/* mask m with bit a doubled: the bits above a one higher */
+static uint32_t split_bit(uint32_t m, int a) {
+    uint32_t low = m & ((1u << (a + 1)) - 1), high = m >> (a + 1);
+    return low | (high << (a + 2)) | (bit(m, a) ? 1u << (a + 1) : 0u);
+}
+
 /* view v with axes a and a + 1 as one */
 static void merge_view(tc_view *v, int a) {
     int64_t n = v->shape[a + 1];
@@ -112,6 +118,20 @@ static void merge_view(tc_view *v, int a) {
     v->ndim--;
 }
 
+/* the item's nodes read through the trackers copies maps old to new, and
+ * its reduces' axes renumbered by remap (a merge or a split at axis a) */
+static void retrack(item_walk *w, const tc_ptrmap *copies, uint32_t (*remap)(uint32_t, int), int a) {
+    for (int i = 0; i < w->users.n; i++) {
+        tc_ast *n = w->users.items[i];
+        void *st = NULL;
+        if (tc_ptrmap_get(copies, n->st, &st)) n->st = st;
+    }
+    for (int i = 0; i < w->reds.n; i++) {
+        tc_ast *r = w->reds.items[i];
+        r->axes = remap(r->axes, a);
+    }
+}
+
 /* the item with axes a and a + 1 as one: its trackers replaced by merged
  * copies (owned by the schedule), its reduces' axes, its loop space */
 TC_MUST_USE static tc_status merge_axis(tc_sched_ctx *c, tc_sched_item *it, item_walk *w, tc_ptrmap *copies,
@@ -127,15 +147,7 @@ TC_MUST_USE static tc_status merge_axis(tc_sched_ctx *c, tc_sched_item *it, item
         if (!tc_ptrmap_put(copies, w->sts.items[i], st)) return TC_ERR_MEMORY;
         w->sts.items[i] = st;
     }
-    for (int i = 0; i < w->users.n; i++) {
-        tc_ast *n = w->users.items[i];
-        void *st = NULL;
-        if (tc_ptrmap_get(copies, n->st, &st)) n->st = st;
-    }
-    for (int i = 0; i < w->reds.n; i++) {
-        tc_ast *r = w->reds.items[i];
-        r->axes = drop_bit(r->axes, a);
-    }
+    retrack(w, copies, drop_bit, a);
     it->full_shape[a] *= it->full_shape[a + 1];
     memmove(&it->full_shape[a + 1], &it->full_shape[a + 2], sizeof(int64_t) * (size_t)(it->ndim - a - 2));
     it->reduce_axes = drop_bit(it->reduce_axes, a);
@@ -145,11 +157,6 @@ TC_MUST_USE static tc_status merge_axis(tc_sched_ctx *c, tc_sched_item *it, item
 
 /* ---- splits ---- */
 
-/* mask m with bit a doubled: the bits above a one higher */
-static uint32_t split_bit(uint32_t m, int a) {
-    uint32_t low = m & ((1u << (a + 1)) - 1), high = m >> (a + 1);
-    return low | (high << (a + 2)) | (bit(m, a) ? 1u << (a + 1) : 0u);
-}
 
 /* shape (of ndim axes) with axis a as (n / q, q), or as (1, 1) where it is
  * 1 (a store's reduced axis) */
@@ -158,6 +165,24 @@ static void split_shape(int ndim, const int64_t *from, int a, int64_t q, int64_t
     shape[a] = from[a] == 1 ? 1 : from[a] / q;
     shape[a + 1] = from[a] == 1 ? 1 : q;
     memcpy(&shape[a + 2], &from[a + 1], sizeof(int64_t) * (size_t)(ndim - a - 1));
+}
+
+enum { MAX_DIVISORS = 64 }; /* divisors up to sqrt(n) a split tries (n = 50304: 16) */
+
+/* the divisors of n strictly between 1 and n, smallest first (at most
+ * 2 * MAX_DIVISORS); O(sqrt(n)) */
+static int divisors(int64_t n, int64_t *out) {
+    int64_t lo[MAX_DIVISORS], hi[MAX_DIVISORS];
+    int n_lo = 0, n_hi = 0;
+    for (int64_t d = 2; d * d <= n && n_lo < MAX_DIVISORS; d++) {
+        if (n % d) continue;
+        lo[n_lo++] = d;
+        if (d * d != n) hi[n_hi++] = n / d;
+    }
+    int k = 0;
+    for (int i = 0; i < n_lo; i++) out[k++] = lo[i];
+    for (int i = n_hi - 1; i >= 0; i--) out[k++] = hi[i];
+    return k;
 }
 
 /* would splitting axis a into (n / q, q) let tracker `at` drop a view while
@@ -195,15 +220,7 @@ TC_MUST_USE static tc_status apply_split(tc_sched_ctx *c, tc_sched_item *it, ite
         w->sts.items[i] = trial[i];
     }
     if (st != TC_OK) return st;
-    for (int i = 0; i < w->users.n; i++) {
-        tc_ast *n = w->users.items[i];
-        void *nst = NULL;
-        if (tc_ptrmap_get(copies, n->st, &nst)) n->st = nst;
-    }
-    for (int i = 0; i < w->reds.n; i++) {
-        tc_ast *r = w->reds.items[i];
-        r->axes = split_bit(r->axes, a);
-    }
+    retrack(w, copies, split_bit, a);
     int64_t shape[TC_MAX_DIMS];
     split_shape(it->ndim, it->full_shape, a, q, shape);
     memcpy(it->full_shape, shape, sizeof(int64_t) * (size_t)(it->ndim + 1));
@@ -219,8 +236,8 @@ TC_MUST_USE static tc_status apply_split(tc_sched_ctx *c, tc_sched_item *it, ite
  * strided load again (one view), which register tiles and vector loads
  * need. Tries the multi-view trackers' axes, innermost first, and the
  * divisors q of each, smallest first. *split: it split one. Cost: per
- * multi-view tracker, axes x divisors trial reshapes of the item's
- * trackers. */
+ * multi-view tracker, axes x (sqrt(n) + divisors x the item's trackers'
+ * trial reshapes). */
 TC_MUST_USE static tc_status split_once(tc_sched_ctx *c, tc_sched_item *it, item_walk *w,
                                         tc_ptrmap *copies, bool *split) {
     *split = false;
@@ -231,16 +248,19 @@ TC_MUST_USE static tc_status split_once(tc_sched_ctx *c, tc_sched_item *it, item
     for (int at = 0; at < w->sts.n && !*split && st == TC_OK; at++) {
         const tc_st *t = w->sts.items[at];
         if (t->n_views < 2 || tc_st_ndim(t) != it->ndim) continue;
-        for (int a = it->ndim - 1; a >= 0 && !*split && st == TC_OK; a--)
-            for (int64_t q = 2; q < it->full_shape[a] && !*split && st == TC_OK; q++) {
-                if (it->full_shape[a] % q) continue;
+        for (int a = it->ndim - 1; a >= 0 && !*split && st == TC_OK; a--) {
+            int64_t qs[2 * MAX_DIVISORS];
+            int n_q = divisors(it->full_shape[a], qs);
+            for (int i = 0; i < n_q && !*split && st == TC_OK; i++) {
+                int64_t q = qs[i];
                 memset(trial, 0, sizeof *trial * (size_t)w->sts.n);
                 if (split_helps(it, w, a, q, at, trial)) {
                     *split = true;
                     st = apply_split(c, it, w, copies, a, q, trial);
                 } else
-                    for (int i = 0; i < w->sts.n; i++) tc_st_free(trial[i]);
+                    for (int k = 0; k < w->sts.n; k++) tc_st_free(trial[k]);
             }
+        }
     }
     tc_free(trial);
     return st;
