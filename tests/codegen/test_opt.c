@@ -222,6 +222,21 @@ static void test_tile_vectors(void **state) {
     tc_check_schedule(g, 1, 1e-5, 1e-3, "dout.T @ uint8 x, vector tile columns");
     tc_release(x), tc_release(f), tc_release(xf), tc_release(xu), tc_release(d);
     tc_release(xc), tc_release(dt), tc_release(g);
+    /* int8 lanes, negative ones too: widened through 16 bits (cstyle.c's
+     * narrow casts), the sign kept */
+    tc_tensor *r = tc_rand(2, sx, TC_FLOAT32, NULL), *s255 = tc_full(2, sx, 255, TC_FLOAT32, NULL);
+    tc_tensor *o128 = tc_full(2, sx, 128, TC_FLOAT32, NULL), *rs = tc_mul(r, s255), *rc = tc_sub(rs, o128);
+    tc_tensor *xi = tc_cast(rc, TC_INT8), *d2 = tc_randn(2, sd, TC_FLOAT32, NULL);
+    tc_tensor *ins2[2] = {xi, d2};
+    assert_int_equal(tc_realize(ins2, 2), TC_OK);
+    tc_tensor *xic = tc_cast(xi, TC_FLOAT32), *d2t = tc_transpose(d2, 0, 1), *g2 = tc_matmul(d2t, xic);
+    char *src = kernel_source(g2);
+    bool through16 = strstr(src, "tc_short") != NULL;
+    free(src);
+    assert_true(through16);
+    tc_check_schedule(g2, 1, 1e-5, 1e-3, "dout.T @ int8 x, vector tile columns");
+    tc_release(r), tc_release(s255), tc_release(o128), tc_release(rs), tc_release(rc);
+    tc_release(xi), tc_release(d2), tc_release(xic), tc_release(d2t), tc_release(g2);
 }
 
 /* embedding rows read along a tile's columns (GPT-2's wpe gradient with
