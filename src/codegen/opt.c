@@ -64,7 +64,8 @@
  * amount is halved until they do (sum(log(exp(sin(x*y)) + exp(cos(x*y))))
  * in 16 partial sums: 80 polynomials, 0.56 s of gcc; in 2: 0.14 s), and
  * at most BODY_OPS weighted ops of every kind (a body of many loads, which a
- * scalar tile repeats per copy). The kept copies repeat the stores' work at
+ * scalar tile repeats per copy), and on a vector target at most
+ * SCALAR_COPIES scalar copies (a tile whose columns are no whole vectors). The kept copies repeat the stores' work at
  * most EPI_BUDGET unrolled and write at most STORE_BUDGET element stores
  * (a vector stored whole counts once): past either the plan says epi_loop,
  * and lower_store.c runs the stores once per output in a loop nest over the
@@ -253,6 +254,10 @@ enum {
                            sums each was 519 lines and 0.29-0.76 s of gcc, at 512 (8) its
                            slowest kernel took 0.21 s; no step slower (MNIST, GPT-2 124M,
                            Zen 4) */
+    SCALAR_COPIES = 128, /* scalar copies of a plan on a vector target (columns that are no
+                            whole number of vectors): test_small_shapes' 13x17 @ 17x130 took
+                            26 columns for two vectors' registers, 13 rows of them: 338 scalar
+                            copies, 1,070 lines, 0.38 s of gcc */
     BODY_COPIES = 64,   /* copies of the reduce body (a vector counts once) a search may try:
                            the heuristic's tiles are at most 28 (AVX-512's 14x2 vectors) */
     STORE_BUDGET = 128, /* element stores (a vector store counts once) its kept copies may
@@ -798,12 +803,14 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p);
  * work at most EPI_BUDGET: past that the stores run once per output in
  * loops over the tile (epi_loop). A blocked reduce's stores add the earlier
  * blocks' sums: a load and an add per output. */
-static void bound_plan(const tc_sched_item *it, const kinfo *k, tc_kopt *p) {
+static void bound_plan(const tc_sched_item *it, const kinfo *k, const tc_target *tg, tc_kopt *p) {
     kcost c, set;
     memset(&c, 0, sizeof c);
     cost_walk(&c, &set, it->ast, false);
     bool shrunk = false;
-    while (p->n > 0 && (body_copies(p) * c.body > BODY_BUDGET || body_size(k, p, &c) > BODY_OPS) &&
+    while (p->n > 0 &&
+           (body_copies(p) * c.body > BODY_BUDGET || body_size(k, p, &c) > BODY_OPS ||
+            (tg->has_vec && p->lanes <= 1 && plan_copies(p) > SCALAR_COPIES)) &&
            shrink_plan(it, p))
         shrunk = true;
     if (shrunk) p->kblock = 0;
@@ -897,7 +904,7 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
     collect(&k, it->ast, false);
     if (k.overflow) return;
     choose_plan(it, tg, &k, p);
-    bound_plan(it, &k, p);
+    bound_plan(it, &k, tg, p);
 }
 
 /* ---- search (TC_BEAM): the plans one step away from a plan ---- */
