@@ -382,9 +382,7 @@ static void test_tile_stores(void **state) {
  * (the GPT-2 example's LayerNorm gradient, fused with the residual sums and
  * the embedding's gather, was 64 scalar copies of 15 loads: 1,112 lines
  * and 3 s of gcc). The gather's row is read along the reduce at one index,
- * so the copies are vectors: 416 lines of vector code compiled in 0.17-0.20
- * s of gcc CPU time where the 365 lines of scalar copies took 0.22-0.27 s
- * (Zen 4, AVX-512), hence a bound of 450 lines, not the scalar 400 */
+ * so the copies are vectors (224 lines at BODY_OPS 512) */
 static void test_heavy_load_body(void **state) {
     (void)state;
     keep k = {0};
@@ -410,7 +408,7 @@ static void test_heavy_load_body(void **state) {
     }
     for (int wide = 0; wide < 2; wide++) {
         assert_int_equal(kernels[wide], 1);
-        assert_true(lines[wide] <= 450);
+        assert_true(lines[wide] <= 400);
     }
     tc_check_schedule(y, 1, 1e-4, 1e-4, "sum((u - mean(u)) * g)");
     release_all(&k);
