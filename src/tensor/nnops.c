@@ -221,14 +221,16 @@ enum { CL_MIN_COUT = 16 };
 static tc_tensor *pad_input(tc_scope *s, tc_tensor *x, const conv_args *a) {
     int r = 2 + a->nd;
     int64_t pads[2 * TC_MAX_DIMS] = {0}, crop[2 * TC_MAX_DIMS];
-    bool has_crop = false;
+    bool has_crop = false, has_pad = false;
     for (int j = 0; j < a->nd; j++) {
         int64_t before = a->pad[2 * j], after = a->pad[2 * j + 1];
+        has_pad = has_pad || before > 0 || after > 0;
         pads[2 * (2 + j)] = before > 0 ? before : 0;
         pads[2 * (2 + j) + 1] = after > 0 ? after : 0;
         has_crop = has_crop || before < 0 || after < 0;
     }
     tc_tensor *xp = TC_S(s, tc_pad(x, pads));
+    if (has_pad) xp = TC_S(s, tc_contiguous(xp));
     if (!has_crop || s->failed) return xp;
     for (int i = 0; i < r; i++) crop[2 * i] = 0, crop[2 * i + 1] = xp->node->shape[i];
     for (int j = 0; j < a->nd; j++) {
@@ -284,18 +286,19 @@ static tc_tensor *conv(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tensor *bias,
     return TC_S(s, tc_add(y, br));
 }
 
-/* A conv with stride 1, no dilation, one group and padding 0 <= p < k, the
- * same on both sides, records one context of its own (TC_AG_CONV2D, any
- * nd) instead of its ops': the gradients are convolutions again
+/* A conv with no dilation, one group and padding 0 <= p < k, the same on
+ * both sides, records one context of its own (TC_AG_CONV2D, any nd, any
+ * stride) instead of its ops': the gradients are convolutions again
  * (tc_conv2d_grad), each one reduce kernel, where differentiating the
  * pool's views would give a product over every window element and then a
  * sum over the overlapping windows (a buffer prod(k) times the input's
- * size, and masked multi-view loads). */
+ * size, and masked multi-view loads: ResNet-18's stride-2 convs' gradients
+ * ran at 5 GFLOP/s and their window sums at 0.1 GB/s). */
 static bool has_conv_rule(const tc_tensor *w, const conv_args *a) {
     const int64_t *ws = w->node->shape;
     bool ok = a->groups == 1;
     for (int j = 0; j < a->nd; j++)
-        ok = ok && a->stride[j] == 1 && a->dilation[j] == 1 && a->pad[2 * j] == a->pad[2 * j + 1] &&
+        ok = ok && a->dilation[j] == 1 && a->pad[2 * j] == a->pad[2 * j + 1] &&
              a->pad[2 * j] >= 0 && a->pad[2 * j] < ws[2 + j];
     return ok;
 }
@@ -311,7 +314,8 @@ static tc_tensor *conv_recorded(tc_tensor *x, tc_tensor *w, tc_tensor *bias, con
         tc_set_grad_enabled(true);
         tc_tensor *ins[3] = {x, w, bias};
         tc_ag_args args = {0};
-        for (int j = 0; j < a->nd; j++) args.pads[j] = a->pad[2 * j];
+        for (int j = 0; j < a->nd; j++)
+            args.pads[j] = a->pad[2 * j], args.pads[TC_MAX_DIMS + j] = a->stride[j];
         out = tc_ag_record(out, TC_AG_CONV2D, bias ? 3 : 2, ins, &args);
     }
     return out;
@@ -337,42 +341,78 @@ static tc_node *unwrap(tc_tensor *t) {
     return n;
 }
 
+/* x (N, C, *in) with s-1 zeros between neighbours along each spatial axis:
+ * (N, C, *(in-1)*s+1), views only (reshape to (.., in, 1, ..), pad the 1s
+ * to s, reshape back, cut the trailing zeros) */
+static tc_tensor *zero_insert(tc_scope *s, tc_tensor *x, int nd, const int64_t *st) {
+    const int64_t *xs = x->node->shape;
+    int64_t split[TC_MAX_DIMS], pads[2 * TC_MAX_DIMS] = {0}, joined[TC_MAX_DIMS];
+    int64_t cut[CONV_MAX_ND];
+    bool is_strided = false;
+    for (int j = 0; j < nd; j++) {
+        split[2 * j] = xs[2 + j], split[2 * j + 1] = 1;
+        pads[2 * (3 + 2 * j) + 1] = st[j] - 1;
+        joined[j] = xs[2 + j] * st[j];
+        cut[j] = (xs[2 + j] - 1) * st[j] + 1;
+        is_strided = is_strided || st[j] > 1;
+    }
+    if (!is_strided) return x;
+    tc_tensor *y = reshape_tail(s, x, 2, 2 * nd, split);
+    y = TC_S(s, tc_pad(y, pads));
+    y = reshape_tail(s, y, 2, nd, joined);
+    return fit_tail(s, y, nd, cut);
+}
+
+/* The gradients of y = conv(x, w), stride s, padding p, kernel k, per
+ * spatial axis; e = (in + 2p - k) % s is what the forward's last window
+ * left unread at the end.
+ *   dx = the stride-1 conv of dy with s-1 zeros between its elements,
+ *        padded k-1-p before and k-1-p+e after, with w flipped and its in
+ *        and out channels swapped (a transposed conv).
+ *   dw = a conv over the batch: x seen as (Cin, N, *in) padded p before and
+ *        p-e after, dy as (Cout, N, *out) its weight with dilation s;
+ *        (Cin, Cout, *k) swapped back.
+ *   dbias = dy summed over the batch and space. */
 void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     tc_node *xn = c->inputs[0], *wn = c->inputs[1];
     int nd = wn->ndim - 2, sp[CONV_MAX_ND], nsp[CONV_MAX_ND + 1] = {0}, swap01[TC_MAX_DIMS];
     conv_args dxa = {.nd = nd, .groups = 1}, dwa = {.nd = nd, .groups = 1};
-    int64_t pads[2 * TC_MAX_DIMS] = {0};
-    bool has_q = false;
+    int64_t pads[2 * TC_MAX_DIMS] = {0}, st[CONV_MAX_ND];
+    bool is_padded = false;
     for (int i = 0; i < nd + 2; i++) swap01[i] = i < 2 ? 1 - i : i;
     for (int j = 0; j < nd; j++) {
-        int64_t p = c->args.pads[j], q = wn->shape[2 + j] - 1 - p;
+        int64_t p = c->args.pads[j], k = wn->shape[2 + j], q = k - 1 - p;
+        st[j] = c->args.pads[TC_MAX_DIMS + j];
+        int64_t e = (xn->shape[2 + j] + 2 * p - k) % st[j];
         sp[j] = nsp[1 + j] = 2 + j;
-        pads[2 * (2 + j)] = pads[2 * (2 + j) + 1] = q;
-        has_q = has_q || q != 0;
-        dxa.stride[j] = dxa.dilation[j] = dwa.stride[j] = dwa.dilation[j] = 1;
-        dwa.pad[2 * j] = dwa.pad[2 * j + 1] = p;
+        pads[2 * (2 + j)] = q, pads[2 * (2 + j) + 1] = q + e;
+        is_padded = is_padded || q != 0 || e != 0 || st[j] > 1;
+        dxa.stride[j] = dxa.dilation[j] = dwa.stride[j] = 1;
+        dwa.dilation[j] = st[j];
+        dwa.pad[2 * j] = p, dwa.pad[2 * j + 1] = p - e;
     }
     tc_scope s = {0};
     tc_tensor *gt = TC_S(&s, tc_tensor_wrap(tc_node_retain(g)));
     tc_node_release(g);
-    if (c->parents[0]) { /* dx = conv(dy, w flipped and transposed, padding k-1-p) */
+    if (c->parents[0]) { /* dx: the transposed conv */
         tc_tensor *wt = TC_S(&s, tc_tensor_wrap(tc_node_retain(wn)));
         wt = TC_S(&s, tc_permute(TC_S(&s, tc_flip(wt, nd, sp)), swap01));
-        /* dy padded in a buffer of its own: a conv reading a padded view does
-         * masked loads that do not vectorize (the pad is one cheap kernel).
-         * dy is realized before it is padded: the padded copy of an
-         * expression (beautiful_mnist: BatchNorm's and max-pool's backward)
-         * gates every load and stays scalar, 76 ms, where dy's own kernel
-         * and the copy take 6 + 10 ms */
+        /* dy padded (and zero-inserted) in a buffer of its own: a conv
+         * reading a padded view does masked loads that do not vectorize
+         * (the pad is one cheap kernel). dy is realized before it is
+         * padded: the padded copy of an expression (beautiful_mnist:
+         * BatchNorm's and max-pool's backward) gates every load and stays
+         * scalar, 76 ms, where dy's own kernel and the copy take 6 + 10 ms */
         tc_tensor *gp = gt;
-        if (has_q) { /* dw below reads the realized dy too: its channels-last copy a transpose */
+        if (is_padded) { /* dw below reads the realized dy too: its channels-last copy a transpose */
             gt = TC_S(&s, tc_contiguous(gt));
-            gp = TC_S(&s, tc_contiguous(TC_S(&s, tc_pad(gt, pads))));
+            gp = s.failed ? NULL : zero_insert(&s, gt, nd, st);
+            gp = TC_S(&s, tc_contiguous(TC_S(&s, tc_pad(gp, pads))));
         }
         tc_tensor *dx = s.failed ? NULL : conv(&s, gp, wt, NULL, &dxa);
         grads[0] = s.failed ? NULL : unwrap(tc_retain(dx));
     }
-    if (c->parents[1]) { /* dw[o,i] = sum over n, space of dy[n,o,.] x[n,i,.+k]: a conv over n */
+    if (c->parents[1]) { /* dw: a conv over n, dy the weight with dilation s */
         tc_tensor *xt = TC_S(&s, tc_permute(TC_S(&s, tc_tensor_wrap(tc_node_retain(xn))), swap01));
         tc_tensor *gn = TC_S(&s, tc_permute(gt, swap01));
         tc_tensor *dw = s.failed ? NULL : conv(&s, xt, gn, NULL, &dwa);
@@ -482,28 +522,6 @@ TC_MUST_USE static tc_status check_transpose(tc_tensor *x, tc_tensor *w, tc_tens
                             api, tc_fmt_shape(b3, sizeof b3, bias->node->ndim, bias->node->shape),
                             (long long)cout, b2, (long long)a->groups);
     return TC_OK;
-}
-
-/* x (N, C, *in) with s-1 zeros between neighbours along each spatial axis:
- * (N, C, *(in-1)*s+1), views only (reshape to (.., in, 1, ..), pad the 1s
- * to s, reshape back, cut the trailing zeros) */
-static tc_tensor *zero_insert(tc_scope *s, tc_tensor *x, int nd, const int64_t *st) {
-    const int64_t *xs = x->node->shape;
-    int64_t split[TC_MAX_DIMS], pads[2 * TC_MAX_DIMS] = {0}, joined[TC_MAX_DIMS];
-    int64_t cut[CONV_MAX_ND];
-    bool is_strided = false;
-    for (int j = 0; j < nd; j++) {
-        split[2 * j] = xs[2 + j], split[2 * j + 1] = 1;
-        pads[2 * (3 + 2 * j) + 1] = st[j] - 1;
-        joined[j] = xs[2 + j] * st[j];
-        cut[j] = (xs[2 + j] - 1) * st[j] + 1;
-        is_strided = is_strided || st[j] > 1;
-    }
-    if (!is_strided) return x;
-    tc_tensor *y = reshape_tail(s, x, 2, 2 * nd, split);
-    y = TC_S(s, tc_pad(y, pads));
-    y = reshape_tail(s, y, 2, nd, joined);
-    return fit_tail(s, y, nd, cut);
 }
 
 /* w (Cin, Cout/G, *k) as the weight of the equivalent conv: per group in

@@ -158,9 +158,10 @@ typedef enum {
     TC_AG_CONTIG_BW,  /* contiguous_backward: the same values; g made contiguous */
     TC_AG_CUMSUM,     /* running sums along args.order[0]: scan.c's tc_cumsum_grad */
     TC_AG_CUMPROD,    /* running products along args.order[0]: scan.c's tc_cumprod_grad */
-    TC_AG_CONV2D,     /* conv (any nd: w's rank - 2), stride 1, no dilation, one group
-                         (inputs x, w[, bias]; args.pads[0..nd-1] = padding per spatial
-                         axis, both sides): nnops.c's tc_conv2d_grad */
+    TC_AG_CONV2D,     /* conv (any nd: w's rank - 2), no dilation, one group (inputs x,
+                         w[, bias]; args.pads[0..nd-1] = padding per spatial axis, both
+                         sides, args.pads[TC_MAX_DIMS + j] its stride): nnops.c's
+                         tc_conv2d_grad */
     TC_AG_GATHER,     /* x read at integer places along args.axes' axis (inputs x, index;
                          index gets none): a SCATTER of the gradient */
     TC_AG_COUNT

@@ -151,6 +151,23 @@ static void test_conv1d(void **state) {
     conv_case d = {.nd = 1, .n = 1, .cin = 2, .cout = 3, .groups = 1, .in = {10}, .k = {2},
                    .stride = {3}, .dil = {1}, .pad = {-1, 2}};
     check("conv_nd 1-d pad (-1,2) stride 3", &d);
+    /* the own rule with a stride: its dx a transposed conv of dy, its dw a
+     * conv over the batch with dy dilated by the stride; e = (in + 2p - k) %
+     * stride is what the last window leaves unread (1 and 0 here) */
+    conv_case e = {.nd = 1, .has_bias = true, .n = 2, .cin = 3, .cout = 2, .groups = 1,
+                   .in = {8}, .k = {3}, .stride = {2}, .dil = {1}, .pad = {1, 1}};
+    check("conv_nd 1-d stride 2 pad 1 in 8 (own rule)", &e);
+    conv_case f = {.nd = 1, .n = 2, .cin = 3, .cout = 2, .groups = 1, .in = {9}, .k = {3},
+                   .stride = {2}, .dil = {1}, .pad = {1, 1}};
+    check("conv_nd 1-d stride 2 pad 1 in 9 (own rule)", &f);
+    /* a kernel shorter than the stride skips inputs (their dx is 0); 1x1
+     * stride 2 unpadded: e = 1 crops dw's input end */
+    conv_case h = {.nd = 1, .n = 1, .cin = 2, .cout = 3, .groups = 1, .in = {10}, .k = {2},
+                   .stride = {3}, .dil = {1}, .pad = {1, 1}};
+    check("conv_nd 1-d stride 3 k 2 pad 1 (own rule)", &h);
+    conv_case i = {.nd = 1, .has_bias = true, .n = 2, .cin = 3, .cout = 4, .groups = 1,
+                   .in = {8}, .k = {1}, .stride = {2}, .dil = {1}, .pad = {0, 0}};
+    check("conv_nd 1-d 1x1 stride 2 (own rule)", &i);
 }
 
 static void test_conv3d(void **state) {
@@ -169,6 +186,10 @@ static void test_conv3d(void **state) {
                    .in = {3, 3, 4}, .k = {2, 2, 2}, .stride = {1, 1, 2}, .dil = {1, 1, 1},
                    .pad = {0, 0, 0, 0, 0, 1}};
     check("conv_nd 3-d groups 2 stride (1,1,2)", &c);
+    conv_case d = {.nd = 3, .has_bias = true, .n = 2, .cin = 2, .cout = 3, .groups = 1,
+                   .in = {5, 4, 6}, .k = {3, 2, 2}, .stride = {2, 1, 3}, .dil = {1, 1, 1},
+                   .pad = {1, 1, 0, 0, 1, 1}};
+    check("conv_nd 3-d stride (2,1,3) pad (1,0,1) (own rule)", &d);
 }
 
 static void test_conv_transpose(void **state) {

@@ -196,8 +196,9 @@ static void test_optimizer_update(void **state) {
 }
 
 /* relu(conv2d(x, w) + b): the conv's reduce with the bias add and the relu
- * as its elementwise consumers, one kernel; also with padding and stride 2
- * (the input read through a padded window view) */
+ * as its elementwise consumers, one kernel; with padding and stride 2, two
+ * (x padded in a buffer of its own, then the conv reads it through a
+ * strided window view: a padded view's gated loads run 7-20x slower) */
 static void test_conv_bias_relu(void **state) {
     (void)state;
     const int64_t xs[4] = {2, 3, 9, 10}, ws[4] = {4, 3, 3, 3}, bs[1] = {4};
@@ -208,7 +209,7 @@ static void test_conv_bias_relu(void **state) {
     tc_tensor *c = tc_conv2d(x, w, b, 1, 0), *y = tc_relu(c);
     tc_check_schedule(y, 1, 1e-5, 1e-5, "relu(conv2d(x, w) + b)");
     tc_tensor *c2 = tc_conv2d(x, w, b, 2, 1), *y2 = tc_relu(c2);
-    tc_check_schedule(y2, 1, 1e-5, 1e-5, "relu(conv2d(x, w, stride 2, pad 1) + b)");
+    tc_check_schedule(y2, 2, 1e-5, 1e-5, "relu(conv2d(x, w, stride 2, pad 1) + b)");
     drop((tc_tensor *[]){x, w, b, c, y, c2, y2, NULL});
     tc_shutdown();
 }
