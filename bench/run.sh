@@ -18,7 +18,8 @@
 # x @ W.T, merged attention heads @ W.T, a*b+c, sum, softmax, layernorm,
 # std; first the machine the CPU device read, TC_DEBUG=1's line),
 # bench_train_step + train_step_torch.py (MNIST convnet and MLP steps, same
-# initial weights and batch on both sides),
+# initial weights and batch on both sides), resnet_train.py (a CIFAR
+# ResNet-18 step and its peak memory next to PyTorch's),
 # bench_train_step --compile 1 with a fresh and then a warm TC_CACHEDIR
 # (compile, scheduling and lowering time of a convnet step, from
 # tc_counters), bench_jit (replay overhead); table.py prints the table.
@@ -154,6 +155,14 @@ for model in conv mlp; do
             "${steps[@]}" >> "$tmp/train_torch.txt" || status=1
     fi
 done
+
+if have torch; then
+    step "ResNet-18 (CIFAR, batch 16) step: libtinyc, then PyTorch from the same weights and batch"
+    rsteps=6
+    [ ${#quick[@]} -gt 0 ] && rsteps=3
+    TINYC_LIB=${TINYC_LIB:-$build/libtinyc.so} "$PY" bench/resnet_train.py --threads "$threads" \
+        --steps "$rsteps" --lines "$tmp/resnet.txt" >&2 || status=1
+fi
 
 step "compile: a convnet step with a fresh, then a warm TC_CACHEDIR"
 TC_CACHEDIR=$tmp/cache "$bin/bench_train_step" --model conv --compile 1 > "$tmp/compile_cold.txt" || status=1

@@ -41,6 +41,7 @@ class Model:
         self.is_tinyc = T.__module__.startswith("tinyc")
         # trainable tensors and BatchNorm's statistics (requires_grad False: the
         # optimizer realizes them with each step, in both libraries)
+        self.modules = modules  # nn.state.get_state_dict(m.modules): the weights by name
         self.params = nn.state.get_parameters(modules)
         self.opt = nn.optim.Adam(self.params, lr=1e-3)
         self._loss_fn, self._batch = loss_fn, batch
@@ -133,10 +134,15 @@ def resnet18(T, nn, batch=16, classes=10):
         h = h.avg_pool2d(kernel_size=(4, 4)).reshape(h.shape[0], 512)  # (B, 512)
         return fc(h).sparse_categorical_crossentropy(y)
 
+    return Model(T, nn, [stem, blocks, fc], loss, list(resnet18_batch(batch, classes)))
+
+
+def resnet18_batch(batch=16, classes=10):
+    """resnet18's fixed batch: x (B, 3, 32, 32) float32, y (B,) int32 class ids"""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((batch, 3, 32, 32), dtype=np.float32)
     y = rng.integers(0, classes, batch).astype(np.int32)
-    return Model(T, nn, [stem, blocks, fc], loss, [x, y])
+    return x, y
 
 
 # ---- GPT-2 124M ---------------------------------------------------------------

@@ -108,6 +108,17 @@ for model, label in (("conv", "MNIST convnet step"), ("mlp", "MLP 784-128-10 Ada
     add("%s (batch %s%s)" % (label, batch, kernels), float(o[2]) if o else None,
         float(t[2]) if t else None, "ms", False, 1.0, check, "PyTorch CPU")
 
+for line in lines("resnet.txt"):  # resnet_train.py --lines: "resnet THREADS key=value ..."
+    f = dict(t.split("=", 1) for t in line.split()[2:] if "=" in t)
+    check = "loss relerr step 1 %s, 2-5 %s(%s)" % (f["d1"], f["d2"], f["check"])
+    label = "ResNet-18 CIFAR step (batch %s, %s kernels, JIT)" % (f["batch"], f["kernels"])
+    add(label, float(f["jit_ms"]), float(f["torch_ms"]), "ms", False, 1.0, check, "PyTorch CPU")
+    add("ResNet-18 step, eager (no JIT)", float(f["eager_ms"]), float(f["torch_ms"]), "ms", False,
+        1.0, check, "PyTorch CPU")
+    add("ResNet-18 step peak memory, eager (JIT: %.0f MB)" % float(f["jit_peak_mb"]),
+        float(f["peak_mb"]), float(f["torch_peak_mb"]), "MB", False, 1.0, "-", "PyTorch CPU")
+
+
 def keyed(name, model):
     """the key=value fields of model's line in a bench_train_step --compile file"""
     for line in lines(name):

@@ -217,7 +217,11 @@ TC_MUST_USE static tc_status check_conv(const char *api, tc_tensor *x, tc_tensor
 enum { CL_MIN_COUT = 16 };
 
 /* x (N, G*cin, *in) padded by a (zeros; negative values crop what the pad
- * gave), views only */
+ * gave). Padded, it is copied to a buffer of its own: a conv reading a
+ * padded view gates every load of its windows, which keeps the register
+ * tile scalar, 7-20x slower on the CPU than the conv of the copy (a
+ * ResNet-18 3x3 conv, 16x64x32x32: 384 -> 17 ms at 1 thread; a 2x3x9x9 one
+ * still 0.10 -> 0.08 ms). Cropped only, it stays a view. */
 static tc_tensor *pad_input(tc_scope *s, tc_tensor *x, const conv_args *a) {
     int r = 2 + a->nd;
     int64_t pads[2 * TC_MAX_DIMS] = {0}, crop[2 * TC_MAX_DIMS];
