@@ -367,12 +367,67 @@ static tc_tensor *zero_insert(tc_scope *s, tc_tensor *x, int nd, const int64_t *
     return fit_tail(s, y, nd, cut);
 }
 
+/* dx of a strided conv by phases: along an axis of stride s, the inputs
+ * j = s*i + r of one phase r read dy at i + m - floor(q/s) through the taps
+ * t = s*m + (q mod s) - r of v (w flipped, channels swapped, q = k-1-p), so
+ * all s phases are one stride-1 conv of dy (padded) whose output channels
+ * are (Cin, phase) and whose weight holds each phase's taps, k' = floor((k
+ * - 2 - (q mod s) + s) / s) + 1 of them (zeros where a phase has fewer);
+ * the phases then interleave back into the input's positions (views). The
+ * zero-inserted dy the transposed conv reads instead costs s^nd times the
+ * multiply-adds (stride 2, 3x3: 4x; phases 16/9). vt is v, gt the realized
+ * dy, in the input's spatial sizes, st the strides, q per axis. */
+static tc_tensor *dx_by_phases(tc_scope *s, tc_tensor *gt, tc_tensor *vt, int nd,
+                               const int64_t *in, const int64_t *st, const int64_t *q) {
+    int64_t vpad[2 * TC_MAX_DIMS] = {0}, vcut[2 * TC_MAX_DIMS], vsplit[TC_MAX_DIMS];
+    int64_t wshape[TC_MAX_DIMS], oshape[TC_MAX_DIMS], joined[TC_MAX_DIMS], cut[CONV_MAX_ND];
+    int vorder[TC_MAX_DIMS], oorder[TC_MAX_DIMS], phase_axes[CONV_MAX_ND];
+    const int64_t *vs = vt->node->shape, *gs = gt->node->shape;
+    int64_t cin = vs[0], cout = vs[1], phases = 1;
+    conv_args pa = {.nd = nd, .groups = 1};
+    vsplit[0] = cin, vsplit[1] = cout;
+    vcut[0] = 0, vcut[1] = cin, vcut[2] = 0, vcut[3] = cout;
+    vorder[0] = 0, oshape[0] = gs[0], oshape[1] = cin, oorder[0] = 0, oorder[1] = 1;
+    for (int j = 0; j < nd; j++) {
+        int64_t sj = st[j], k = vs[2 + j], qm = q[j] % sj, kp = (k - 2 - qm + sj) / sj + 1;
+        int64_t base = qm - (sj - 1), hq = (in[j] + sj - 1) / sj;
+        /* taps base .. base + s*k' - 1 of v, zeros outside 0..k-1 */
+        vpad[2 * (2 + j)] = -base, vpad[2 * (2 + j) + 1] = base + sj * kp > k ? base + sj * kp - k : 0;
+        vcut[2 * (2 + j)] = 0, vcut[2 * (2 + j) + 1] = sj * kp;
+        vsplit[2 + 2 * j] = kp, vsplit[3 + 2 * j] = sj;
+        vorder[1 + j] = 3 + 2 * j;               /* the phases next to cin, */
+        vorder[1 + nd] = 1;                      /* then cout, */
+        vorder[2 + nd + j] = 2 + 2 * j;          /* then the taps */
+        phase_axes[j] = 1 + j;
+        wshape[2 + j] = kp;
+        phases *= sj;
+        /* dy read at i + m - floor(q/s): padded floor(q/s) before, to hq + k' - 1 */
+        pa.stride[j] = pa.dilation[j] = 1;
+        pa.pad[2 * j] = q[j] / sj, pa.pad[2 * j + 1] = hq + kp - 1 - gs[2 + j] - q[j] / sj;
+        oshape[2 + j] = sj, oshape[2 + nd + j] = hq;
+        oorder[2 + 2 * j] = 2 + nd + j, oorder[3 + 2 * j] = 2 + j;
+        joined[j] = hq * sj, cut[j] = in[j];
+    }
+    wshape[0] = cin * phases, wshape[1] = cout;
+    tc_tensor *w = TC_S(s, tc_pad(vt, vpad));
+    w = TC_S(s, tc_shrink(w, vcut));
+    w = TC_S(s, tc_reshape(w, 2 + 2 * nd, vsplit));  /* (cin, cout, k'1, s1, ...) */
+    w = TC_S(s, tc_permute(w, vorder));              /* (cin, s1.., cout, k'1..) */
+    w = TC_S(s, tc_flip(w, nd, phase_axes));         /* phase r at s-1-r of the split */
+    w = TC_S(s, tc_reshape(w, 2 + nd, wshape));
+    tc_tensor *y = s->failed ? NULL : conv(s, gt, w, NULL, &pa); /* (N, cin*phases, *hq) */
+    y = TC_S(s, tc_reshape(y, 2 + 2 * nd, oshape));  /* (N, cin, s1.., hq1..) */
+    y = TC_S(s, tc_permute(y, oorder));              /* (N, cin, hq1, s1, ...) */
+    y = reshape_tail(s, y, 2, nd, joined);
+    return fit_tail(s, y, nd, cut);
+}
+
 /* The gradients of y = conv(x, w), stride s, padding p, kernel k, per
  * spatial axis; e = (in + 2p - k) % s is what the forward's last window
  * left unread at the end.
- *   dx = the stride-1 conv of dy with s-1 zeros between its elements,
- *        padded k-1-p before and k-1-p+e after, with w flipped and its in
- *        and out channels swapped (a transposed conv).
+ *   dx = the transposed conv: stride 1, the conv of dy padded k-1-p with w
+ *        flipped and its in and out channels swapped; strided, by phases
+ *        (dx_by_phases).
  *   dw = a conv over the batch: x seen as (Cin, N, *in) padded p before and
  *        p-e after, dy as (Cout, N, *out) its weight with dilation s;
  *        (Cin, Cout, *k) swapped back.
@@ -381,16 +436,17 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     tc_node *xn = c->inputs[0], *wn = c->inputs[1];
     int nd = wn->ndim - 2, sp[CONV_MAX_ND], nsp[CONV_MAX_ND + 1] = {0}, swap01[TC_MAX_DIMS];
     conv_args dxa = {.nd = nd, .groups = 1}, dwa = {.nd = nd, .groups = 1};
-    int64_t pads[2 * TC_MAX_DIMS] = {0}, st[CONV_MAX_ND];
-    bool is_padded = false;
+    int64_t pads[2 * TC_MAX_DIMS] = {0}, st[CONV_MAX_ND], qs[CONV_MAX_ND];
+    bool is_padded = false, is_strided = false;
     for (int i = 0; i < nd + 2; i++) swap01[i] = i < 2 ? 1 - i : i;
     for (int j = 0; j < nd; j++) {
         int64_t p = c->args.pads[j], k = wn->shape[2 + j], q = k - 1 - p;
         st[j] = c->args.pads[TC_MAX_DIMS + j];
         int64_t e = (xn->shape[2 + j] + 2 * p - k) % st[j];
         sp[j] = nsp[1 + j] = 2 + j;
-        pads[2 * (2 + j)] = q, pads[2 * (2 + j) + 1] = q + e;
-        is_padded = is_padded || q != 0 || e != 0 || st[j] > 1;
+        pads[2 * (2 + j)] = pads[2 * (2 + j) + 1] = qs[j] = q;
+        is_padded = is_padded || q != 0;
+        is_strided = is_strided || st[j] > 1;
         dxa.stride[j] = dxa.dilation[j] = dwa.stride[j] = 1;
         dwa.dilation[j] = st[j];
         dwa.pad[2 * j] = p, dwa.pad[2 * j + 1] = p - e;
@@ -401,19 +457,21 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     if (c->parents[0]) { /* dx: the transposed conv */
         tc_tensor *wt = TC_S(&s, tc_tensor_wrap(tc_node_retain(wn)));
         wt = TC_S(&s, tc_permute(TC_S(&s, tc_flip(wt, nd, sp)), swap01));
-        /* dy padded (and zero-inserted) in a buffer of its own: a conv
-         * reading a padded view does masked loads that do not vectorize
-         * (the pad is one cheap kernel). dy is realized before it is
-         * padded: the padded copy of an expression (beautiful_mnist:
-         * BatchNorm's and max-pool's backward) gates every load and stays
-         * scalar, 76 ms, where dy's own kernel and the copy take 6 + 10 ms */
-        tc_tensor *gp = gt;
-        if (is_padded) { /* dw below reads the realized dy too: its channels-last copy a transpose */
-            gt = TC_S(&s, tc_contiguous(gt));
-            gp = s.failed ? NULL : zero_insert(&s, gt, nd, st);
-            gp = TC_S(&s, tc_contiguous(TC_S(&s, tc_pad(gp, pads))));
+        /* dy padded in a buffer of its own: a conv reading a padded view
+         * does masked loads that do not vectorize (the pad is one cheap
+         * kernel). dy is realized before it is padded: the padded copy of
+         * an expression (beautiful_mnist: BatchNorm's and max-pool's
+         * backward) gates every load and stays scalar, 76 ms, where dy's
+         * own kernel and the copy take 6 + 10 ms. dw below reads the
+         * realized dy too: its channels-last copy a transpose. */
+        tc_tensor *gp = gt, *dx = NULL;
+        if (is_padded || is_strided) gt = gp = TC_S(&s, tc_contiguous(gt));
+        if (is_strided && !s.failed) {
+            dx = dx_by_phases(&s, gt, wt, nd, xn->shape + 2, st, qs);
+        } else {
+            if (is_padded) gp = TC_S(&s, tc_contiguous(TC_S(&s, tc_pad(gt, pads))));
+            dx = s.failed ? NULL : conv(&s, gp, wt, NULL, &dxa);
         }
-        tc_tensor *dx = s.failed ? NULL : conv(&s, gp, wt, NULL, &dxa);
         grads[0] = s.failed ? NULL : unwrap(tc_retain(dx));
     }
     if (c->parents[1]) { /* dw: a conv over n, dy the weight with dilation s */
