@@ -233,7 +233,9 @@ static tc_tensor *pad_input(tc_scope *s, tc_tensor *x, const conv_args *a) {
         pads[2 * (2 + j) + 1] = after > 0 ? after : 0;
         has_crop = has_crop || before < 0 || after < 0;
     }
-    tc_tensor *xp = TC_S(s, tc_pad(x, pads));
+    tc_tensor *src = has_pad ? TC_S(s, tc_contiguous(x)) : x;
+    if (s->failed) return NULL;
+    tc_tensor *xp = TC_S(s, tc_pad(src, pads));
     if (has_pad) xp = TC_S(s, tc_contiguous(xp));
     if (!has_crop || s->failed) return xp;
     for (int i = 0; i < r; i++) crop[2 * i] = 0, crop[2 * i + 1] = xp->node->shape[i];
@@ -278,7 +280,8 @@ static tc_tensor *conv(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tensor *bias,
     y = TC_S(s, tc_expand(y, wide_r, wide));
     y = TC_S(s, tc_permute(y, order)); /* (N, G, rcout, *o, cin, *k) */
     if (rcout >= CL_MIN_COUT && rcout % 8 == 0) { /* w channels-last, in a buffer of its own */
-        tc_tensor *wl = TC_S(s, tc_contiguous(TC_S(s, tc_permute(w, to_last))));
+        tc_tensor *wl = TC_S(s, tc_permute(w, to_last));
+        wl = TC_S(s, tc_contiguous(wl));
         w = TC_S(s, tc_permute(wl, from_last));
     }
     tc_tensor *wr = TC_S(s, tc_reshape(w, wide_r, wshape));
@@ -456,7 +459,8 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     tc_node_release(g);
     if (c->parents[0]) { /* dx: the transposed conv */
         tc_tensor *wt = TC_S(&s, tc_tensor_wrap(tc_node_retain(wn)));
-        wt = TC_S(&s, tc_permute(TC_S(&s, tc_flip(wt, nd, sp)), swap01));
+        wt = TC_S(&s, tc_flip(wt, nd, sp)); /* one call a statement: TC_S skips after a failure */
+        wt = TC_S(&s, tc_permute(wt, swap01));
         /* dy padded in a buffer of its own: a conv reading a padded view
          * does masked loads that do not vectorize (the pad is one cheap
          * kernel). dy is realized before it is padded: the padded copy of
@@ -466,16 +470,22 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
          * realized dy too: its channels-last copy a transpose. */
         tc_tensor *gp = gt, *dx = NULL;
         if (is_padded || is_strided) gt = gp = TC_S(&s, tc_contiguous(gt));
-        if (is_strided && !s.failed) {
-            dx = dx_by_phases(&s, gt, wt, nd, xn->shape + 2, st, qs);
+        tc_scope ds = {0}; /* the phases' views and the conv's fill a scope of their own */
+        if (s.failed) {
+        } else if (is_strided) {
+            dx = dx_by_phases(&ds, gt, wt, nd, xn->shape + 2, st, qs);
         } else {
-            if (is_padded) gp = TC_S(&s, tc_contiguous(TC_S(&s, tc_pad(gt, pads))));
-            dx = s.failed ? NULL : conv(&s, gp, wt, NULL, &dxa);
+            if (is_padded) gp = TC_S(&ds, tc_pad(gt, pads));
+            if (is_padded) gp = TC_S(&ds, tc_contiguous(gp));
+            dx = ds.failed ? NULL : conv(&ds, gp, wt, NULL, &dxa);
         }
-        grads[0] = s.failed ? NULL : unwrap(tc_retain(dx));
+        dx = tc_scope_end(&ds, dx);
+        if (!dx) s.failed = true;
+        grads[0] = dx ? unwrap(dx) : NULL;
     }
     if (c->parents[1]) { /* dw: a conv over n, dy the weight with dilation s */
-        tc_tensor *xt = TC_S(&s, tc_permute(TC_S(&s, tc_tensor_wrap(tc_node_retain(xn))), swap01));
+        tc_tensor *xt = TC_S(&s, tc_tensor_wrap(tc_node_retain(xn)));
+        xt = TC_S(&s, tc_permute(xt, swap01));
         tc_tensor *gn = TC_S(&s, tc_permute(gt, swap01));
         tc_tensor *dw = s.failed ? NULL : conv(&s, xt, gn, NULL, &dwa);
         grads[1] = s.failed ? NULL : unwrap(tc_retain(TC_S(&s, tc_permute(dw, swap01))));

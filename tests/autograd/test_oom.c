@@ -153,6 +153,46 @@ static void test_backward(void **state) {
     tc_release(y), tc_release(w), tc_release(x);
 }
 
+/* tc_backward through strided convs (their own rule: dx by phases, dw a
+ * dilated conv over the batch), in 1-d and 2-d: a failure leaves the
+ * gradients and every node */
+static void test_conv_backward(void **state) {
+    (void)state;
+    tc_tensor *x = tc_test_randn(3, SHAPE(2, 2, 9), 21, -1, 1);
+    tc_tensor *w = tc_test_randn(3, SHAPE(3, 2, 3), 22, -1, 1);
+    tc_tensor *x2 = tc_test_randn(4, SHAPE(1, 2, 6, 5), 23, -1, 1);
+    tc_tensor *w2 = tc_test_randn(4, SHAPE(2, 2, 3, 3), 24, -1, 1);
+    tc_tensor *all[4] = {x, w, x2, w2};
+    for (int i = 0; i < 4; i++) assert_int_equal(tc_set_requires_grad(all[i], true), TC_OK);
+    int64_t st[1] = {2}, pad[2] = {1, 1}, dil[1] = {1};
+    tc_tensor *c = tc_conv_nd(x, w, NULL, 1, st, pad, dil, 1), *c2 = tc_conv2d(x2, w2, NULL, 2, 1);
+    tc_tensor *s1 = tc_sum(c, 0, NULL, false), *s2 = tc_sum(c2, 0, NULL, false);
+    tc_tensor *loss = tc_add(s1, s2);
+    assert_non_null(loss);
+    int64_t base = tc_graph_live_nodes();
+    bool done = false;
+    for (int n = 1; n < 5000 && !done; n++) {
+        tc_mem_fail_after(n);
+        tc_status s = tc_backward(loss);
+        tc_mem_fail_after(0);
+        done = s == TC_OK;
+        if (done) break;
+        if (s != TC_ERR_MEMORY) fprintf(stderr, "allocation %d: %s\n", n, tc_last_error());
+        assert_int_equal(s, TC_ERR_MEMORY);
+        for (int i = 0; i < 4; i++) assert_null(tc_grad(all[i]));
+        assert_int_equal(tc_graph_live_nodes(), base);
+    }
+    assert_true(done);
+    for (int i = 0; i < 4; i++) {
+        tc_tensor *g = tc_grad(all[i]);
+        assert_non_null(g);
+        assert_int_equal(tc_realize(&g, 1), TC_OK);
+        tc_release(g);
+    }
+    tc_release(loss), tc_release(s1), tc_release(s2), tc_release(c), tc_release(c2);
+    for (int i = 0; i < 4; i++) tc_release(all[i]);
+}
+
 /* tc_assign on a realized target (a lazy one would sweep the realize of
  * the target too, which reaches a scheduler bug: order_items in
  * schedule/ast.c reads its counts after their allocation failed) */
@@ -201,6 +241,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_composites),
         TEST(test_convs),
+        TEST(test_conv_backward),
         TEST(test_backward),
         TEST(test_assign),
         TEST(test_index_copy),
