@@ -16,9 +16,11 @@
  * A reduced-space value carries its *map*: which row of the loop space each
  * of its elements belongs to (identity, or a permutation). Every path to a
  * node must agree on its map. A root reached through a permutation is stored
- * through the inverse permutation, indexed by the kernel's own rows, so the
- * optimizer update of a transposed gradient is an extra output of the
- * kernel that computes the gradient.
+ * through the inverse permutation, indexed by the kernel's own rows, so a
+ * transposed gradient (or scan) and an SGD step on it are outputs of the
+ * kernel that computes it; more than one such root (an update with state:
+ * momentum, Adam's m and v) realizes the reduce on its own instead (their
+ * scattered stores cost more than a kernel of their own, follow()).
  * Every realized node reached becomes an output of r's kernel. Anything else
  * (another loop space, a permute/shrink/pad of a reduced value, a copy, two
  * roots that read each other) forces r to be realized on its own.
@@ -313,6 +315,16 @@ static void follow(tc_node *r, const space *s, reach *o) {
             extend_through(o, s, t, o->root_maps.items[i]);
     }
     if (!o->roots.items.n) o->forced = true;
+    /* One root stored through a permutation (a gradient or a scan stored
+     * transposed, an SGD step on it) costs what a transposing copy would;
+     * more (momentum, Adam's m, v and w) each add a scattered scalar load
+     * and store per element after the tile (CPU: a ResNet-18 layer-4 weight
+     * gradient 14 ms alone, 28-37 ms with Adam fused; the update on its own
+     * reading the realized gradient 4 ms), so r is realized on its own and
+     * they read it in a kernel of theirs */
+    int permuted = 0;
+    for (int i = 0; i < o->root_maps.n; i++) permuted += o->root_maps.items[i] != NULL;
+    if (permuted > 1) o->forced = true;
 }
 
 /* ---- merging a reduce's roots into its kernel ---- */

@@ -259,7 +259,8 @@ static void step_kernels(int L, int *fwd, int *step) {
 /* the kernel counts of a transformer block, pinned: each block adds 7
  * kernels to the forward and 36 to a training step (forward, backward and
  * AdamW's updates of its 12 parameters); the embeddings, final layernorm,
- * tied head and loss are 4 and 16. Causal attention is one row kernel
+ * tied head and loss are 4 and 19 (3 AdamW updates of gradients that come
+ * out of their reduce permuted are kernels of their own: group.c). Causal attention is one row kernel
  * forward (scores, softmax and the product with v: 3 kernels before row
  * kernels, when a block was 9 and 39) */
 static void test_gpt2_kernel_counts(void **state) {
@@ -271,7 +272,7 @@ static void test_gpt2_kernel_counts(void **state) {
     fprintf(stderr, "  kernels: forward %d/%d/%d, step %d/%d/%d at 1/2/3 layers\n", f1, f2, f3,
             s1, s2, s3);
     assert_int_equal(f1, 11);
-    assert_int_equal(s1, 52);
+    assert_int_equal(s1, 55);
     assert_int_equal(f2 - f1, 7);
     assert_int_equal(f3 - f2, 7);
     assert_int_equal(s2 - s1, 36);
