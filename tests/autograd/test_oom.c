@@ -120,6 +120,25 @@ static void test_convs(void **state) {
     for (int i = 0; i < 6; i++) tc_release(in[i]);
 }
 
+/* tc_backward(loss) with allocation n failing, n = 1, 2, ... until it
+ * succeeds: each failure is TC_ERR_MEMORY and leaves no gradient on the
+ * leaves and no node behind */
+static void sweep_backward(tc_tensor *loss, tc_tensor *const *leaves, int n_leaves) {
+    assert_non_null(loss);
+    int64_t base = tc_graph_live_nodes();
+    for (int n = 1; n < 5000; n++) {
+        tc_mem_fail_after(n);
+        tc_status s = tc_backward(loss);
+        tc_mem_fail_after(0);
+        if (s == TC_OK) return;
+        if (s != TC_ERR_MEMORY) fprintf(stderr, "allocation %d: %s\n", n, tc_last_error());
+        assert_int_equal(s, TC_ERR_MEMORY);
+        for (int i = 0; i < n_leaves; i++) assert_null(tc_grad(leaves[i]));
+        assert_int_equal(tc_graph_live_nodes(), base);
+    }
+    fail_msg("tc_backward never succeeded");
+}
+
 /* tc_backward through a small network: a failure leaves the gradients */
 static void test_backward(void **state) {
     (void)state;
@@ -129,23 +148,7 @@ static void test_backward(void **state) {
     assert_int_equal(tc_set_requires_grad(w, true), TC_OK);
     assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
     tc_tensor *h = tc_linear(x, w, NULL), *t = tc_tanh(h), *loss = tc_cross_entropy(t, y);
-    assert_non_null(loss);
-    int64_t base = tc_graph_live_nodes();
-    bool done = false;
-    for (int n = 1; n < 5000 && !done; n++) {
-        tc_mem_fail_after(n);
-        tc_status s = tc_backward(loss);
-        tc_mem_fail_after(0);
-        if (s == TC_OK) {
-            done = true;
-            break;
-        }
-        assert_int_equal(s, TC_ERR_MEMORY);
-        assert_null(tc_grad(w));
-        assert_null(tc_grad(x));
-        assert_int_equal(tc_graph_live_nodes(), base);
-    }
-    assert_true(done);
+    sweep_backward(loss, (tc_tensor *[]){w, x}, 2);
     tc_tensor *g = tc_grad(w);
     assert_non_null(g);
     assert_int_equal(tc_realize(&g, 1), TC_OK);
@@ -168,21 +171,7 @@ static void test_conv_backward(void **state) {
     tc_tensor *c = tc_conv_nd(x, w, NULL, 1, st, pad, dil, 1), *c2 = tc_conv2d(x2, w2, NULL, 2, 1);
     tc_tensor *s1 = tc_sum(c, 0, NULL, false), *s2 = tc_sum(c2, 0, NULL, false);
     tc_tensor *loss = tc_add(s1, s2);
-    assert_non_null(loss);
-    int64_t base = tc_graph_live_nodes();
-    bool done = false;
-    for (int n = 1; n < 5000 && !done; n++) {
-        tc_mem_fail_after(n);
-        tc_status s = tc_backward(loss);
-        tc_mem_fail_after(0);
-        done = s == TC_OK;
-        if (done) break;
-        if (s != TC_ERR_MEMORY) fprintf(stderr, "allocation %d: %s\n", n, tc_last_error());
-        assert_int_equal(s, TC_ERR_MEMORY);
-        for (int i = 0; i < 4; i++) assert_null(tc_grad(all[i]));
-        assert_int_equal(tc_graph_live_nodes(), base);
-    }
-    assert_true(done);
+    sweep_backward(loss, all, 4);
     for (int i = 0; i < 4; i++) {
         tc_tensor *g = tc_grad(all[i]);
         assert_non_null(g);
