@@ -390,7 +390,8 @@ static tc_tensor *dx_by_phases(tc_scope *s, tc_tensor *gt, tc_tensor *vt, int nd
     conv_args pa = {.nd = nd, .groups = 1};
     vsplit[0] = cin, vsplit[1] = cout;
     vcut[0] = 0, vcut[1] = cin, vcut[2] = 0, vcut[3] = cout;
-    vorder[0] = 0, oshape[0] = gs[0], oshape[1] = cin, oorder[0] = 0, oorder[1] = 1;
+    vorder[0] = 0, vorder[1 + nd] = 1; /* cin, the phases, cout, the taps */
+    oshape[0] = gs[0], oshape[1] = cin, oorder[0] = 0, oorder[1] = 1;
     for (int j = 0; j < nd; j++) {
         int64_t sj = st[j], k = vs[2 + j], qm = q[j] % sj, kp = (k - 2 - qm + sj) / sj + 1;
         int64_t base = qm - (sj - 1), hq = (in[j] + sj - 1) / sj;
@@ -398,9 +399,7 @@ static tc_tensor *dx_by_phases(tc_scope *s, tc_tensor *gt, tc_tensor *vt, int nd
         vpad[2 * (2 + j)] = -base, vpad[2 * (2 + j) + 1] = base + sj * kp > k ? base + sj * kp - k : 0;
         vcut[2 * (2 + j)] = 0, vcut[2 * (2 + j) + 1] = sj * kp;
         vsplit[2 + 2 * j] = kp, vsplit[3 + 2 * j] = sj;
-        vorder[1 + j] = 3 + 2 * j;               /* the phases next to cin, */
-        vorder[1 + nd] = 1;                      /* then cout, */
-        vorder[2 + nd + j] = 2 + 2 * j;          /* then the taps */
+        vorder[1 + j] = 3 + 2 * j, vorder[2 + nd + j] = 2 + 2 * j;
         phase_axes[j] = 1 + j;
         wshape[2 + j] = kp;
         phases *= sj;
@@ -471,10 +470,9 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
         tc_tensor *gp = gt, *dx = NULL;
         if (is_padded || is_strided) gt = gp = TC_S(&s, tc_contiguous(gt));
         tc_scope ds = {0}; /* the phases' views and the conv's fill a scope of their own */
-        if (s.failed) {
-        } else if (is_strided) {
+        if (!s.failed && is_strided) {
             dx = dx_by_phases(&ds, gt, wt, nd, xn->shape + 2, st, qs);
-        } else {
+        } else if (!s.failed) {
             if (is_padded) gp = TC_S(&ds, tc_pad(gt, pads));
             if (is_padded) gp = TC_S(&ds, tc_contiguous(gp));
             dx = ds.failed ? NULL : conv(&ds, gp, wt, NULL, &dxa);
