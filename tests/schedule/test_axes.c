@@ -113,12 +113,30 @@ static void test_split_heads(void **state) {
     tc_release(yt), tc_release(y), tc_release(w);
 }
 
+/* a permuted buffer read flat beside a flat one: (2, 3, 4, 5) transposed
+ * (1, 2) and reshaped to (120), plus z (120). No single split drops the
+ * permuted load's second view; split into the permute's shape (2, 4, 3,
+ * 5), every load is one view (a strided block's two phase-interleaved dx
+ * summed: 7 -> 1.8 ms for 1M elements). The loop space then merges where
+ * every view agrees: (2, 4, 3, 5) has no such pair. */
+static void test_split_to_view(void **state) {
+    (void)state;
+    tc_tensor *y = rnd(4, SHAPE(2, 3, 4, 5), 8), *z = rnd(1, SHAPE(120), 9);
+    tc_tensor *yt = tc_transpose(y, 1, 2);
+    tc_tensor *f = tc_reshape(yt, 1, SHAPE(120));
+    tc_tensor *e = tc_add(f, z);
+    check_one_view(e);
+    check_space(e, "E_2_4_3_5");
+    tc_release(e), tc_release(f), tc_release(yt), tc_release(z), tc_release(y);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_rows_merge),
         cmocka_unit_test(test_reduce_merge),
         cmocka_unit_test(test_masks),
         cmocka_unit_test(test_split_heads),
+        cmocka_unit_test(test_split_to_view),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
