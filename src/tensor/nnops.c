@@ -438,7 +438,7 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
     tc_node *xn = c->inputs[0], *wn = c->inputs[1];
     int nd = wn->ndim - 2, sp[CONV_MAX_ND], nsp[CONV_MAX_ND + 1] = {0}, swap01[TC_MAX_DIMS];
     conv_args dxa = {.nd = nd, .groups = 1}, dwa = {.nd = nd, .groups = 1};
-    int64_t pads[2 * TC_MAX_DIMS] = {0}, st[CONV_MAX_ND], qs[CONV_MAX_ND];
+    int64_t st[CONV_MAX_ND], qs[CONV_MAX_ND];
     bool is_padded = false, is_strided = false;
     for (int i = 0; i < nd + 2; i++) swap01[i] = i < 2 ? 1 - i : i;
     for (int j = 0; j < nd; j++) {
@@ -446,7 +446,7 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
         st[j] = c->args.pads[TC_MAX_DIMS + j];
         int64_t e = (xn->shape[2 + j] + 2 * p - k) % st[j];
         sp[j] = nsp[1 + j] = 2 + j;
-        pads[2 * (2 + j)] = pads[2 * (2 + j) + 1] = qs[j] = q;
+        dxa.pad[2 * j] = dxa.pad[2 * j + 1] = qs[j] = q;
         is_padded = is_padded || q != 0;
         is_strided = is_strided || st[j] > 1;
         dxa.stride[j] = dxa.dilation[j] = dwa.stride[j] = 1;
@@ -460,23 +460,17 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
         tc_tensor *wt = TC_S(&s, tc_tensor_wrap(tc_node_retain(wn)));
         wt = TC_S(&s, tc_flip(wt, nd, sp)); /* one call a statement: TC_S skips after a failure */
         wt = TC_S(&s, tc_permute(wt, swap01));
-        /* dy padded in a buffer of its own: a conv reading a padded view
-         * does masked loads that do not vectorize (the pad is one cheap
-         * kernel). dy is realized before it is padded: the padded copy of
-         * an expression (beautiful_mnist: BatchNorm's and max-pool's
-         * backward) gates every load and stays scalar, 76 ms, where dy's
-         * own kernel and the copy take 6 + 10 ms. dw below reads the
-         * realized dy too: its channels-last copy a transpose. */
-        tc_tensor *gp = gt, *dx = NULL;
-        if (is_padded || is_strided) gt = gp = TC_S(&s, tc_contiguous(gt));
+        /* dy is realized before conv's pad_input copies it padded: the
+         * padded copy of an expression (beautiful_mnist: BatchNorm's and
+         * max-pool's backward) gates every load and stays scalar, 76 ms,
+         * where dy's own kernel and the copy take 6 + 10 ms. dw below reads
+         * the realized dy too: its channels-last copy a transpose. */
+        tc_tensor *dx = NULL;
+        if (is_padded || is_strided) gt = TC_S(&s, tc_contiguous(gt));
         tc_scope ds = {0}; /* the phases' views and the conv's fill a scope of their own */
-        if (!s.failed && is_strided) {
-            dx = dx_by_phases(&ds, gt, wt, nd, xn->shape + 2, st, qs);
-        } else if (!s.failed) {
-            if (is_padded) gp = TC_S(&ds, tc_pad(gt, pads));
-            if (is_padded) gp = TC_S(&ds, tc_contiguous(gp));
-            dx = ds.failed ? NULL : conv(&ds, gp, wt, NULL, &dxa);
-        }
+        if (!s.failed)
+            dx = is_strided ? dx_by_phases(&ds, gt, wt, nd, xn->shape + 2, st, qs)
+                            : conv(&ds, gt, wt, NULL, &dxa); /* dy padded q by pad_input */
         dx = tc_scope_end(&ds, dx);
         if (!dx) s.failed = true;
         grads[0] = dx ? unwrap(dx) : NULL;
