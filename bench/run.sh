@@ -159,7 +159,7 @@ done
 if have torch; then
     step "ResNet-18 (CIFAR, batch 16) step: libtinyc, then PyTorch from the same weights and batch"
     rsteps=6
-    [ ${#quick[@]} -gt 0 ] && rsteps=3
+    [ ${#quick[@]} -gt 0 ] && rsteps=4
     TINYC_LIB=${TINYC_LIB:-$build/libtinyc.so} "$PY" bench/resnet_train.py --threads "$threads" \
         --steps "$rsteps" --lines "$tmp/resnet.txt" >&2 || status=1
 fi
