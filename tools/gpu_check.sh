@@ -38,7 +38,7 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE="$sa
 cmake --build "$build" -j "$jobs"
 
 export TC_CACHEDIR="$build/kcache-gpu-check"
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:intercept_tls_get_addr=0}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 failed=0
