@@ -24,11 +24,13 @@
  *   sum          sum of 16M floats: GB/s = 4 bytes/element / t
  *   softmax, layernorm, std over the rows of (4096,1024), softmax of
  *                (64,1024): ms
+ *   transpose    (512,4608).T made contiguous (a 512x512x3x3 conv weight
+ *                read channels-last): ms
  *
  * Usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick] [--device DEV]
  *   --only CASE  one case: matmul256, matmul512, matmul1024, matmul2048,
  *                matmul_wt, matmul_heads, stream (triad and sum), softmax, softmax64,
- *                layernorm, std or machine (default: all but machine;
+ *                layernorm, std, transpose or machine (default: all but machine;
  *                bench/run.sh runs them one by one, each next to its peer)
  *   --dump DIR   writes each case's inputs and our outputs as raw float32
  *                (DIR/<case>.<name>.f32) for bench/peers.py to check
@@ -132,7 +134,8 @@ typedef enum {
     OP_SUM,       /* sum of all */
     OP_SOFTMAX,   /* over the last axis */
     OP_LAYERNORM, /* over the last axis */
-    OP_STD        /* over axis 1 */
+    OP_STD,       /* over axis 1 */
+    OP_TRANSPOSE  /* (rows, cols) -> (cols, rows), contiguous */
 } op_kind;
 
 static tc_status op_step(void *user, tc_tensor *const *in, int n_in, tc_tensor **out, int n_out) {
@@ -162,6 +165,10 @@ static tc_status op_step(void *user, tc_tensor *const *in, int n_in, tc_tensor *
     case OP_SOFTMAX: y = tc_softmax(in[0], -1); break;
     case OP_LAYERNORM: y = tc_layernorm(in[0], -1, 1e-5); break;
     case OP_STD: y = tc_std(in[0], 1, &ax, false, 1); break;
+    case OP_TRANSPOSE:
+        t = tc_transpose(in[0], 0, 1);
+        y = t ? tc_contiguous(t) : NULL;
+        break;
     }
     tc_release(t), tc_release(u), tc_release(v);
     out[0] = y;
@@ -382,7 +389,8 @@ int main(int argc, char **argv) {
     if (threads < 1) threads = 1;
     static const char *const names[] = {"matmul256", "matmul512", "matmul1024", "matmul2048",
                                         "matmul_wt", "stream",    "softmax",    "softmax64",
-                                        "layernorm", "std",       "matmul_heads", "machine"};
+                                        "layernorm", "std",       "matmul_heads", "transpose",
+                                        "machine"};
     int n_names = (int)(sizeof names / sizeof names[0]), found = 0;
     for (int c = 0; c < n_names; c++) {
         if (only ? strcmp(only, names[c]) != 0 : !strcmp(names[c], "machine")) continue;
@@ -402,6 +410,7 @@ int main(int argc, char **argv) {
         case 8: bench_rows("layernorm", OP_LAYERNORM, 4096, 1024); break;
         case 9: bench_rows("std", OP_STD, 4096, 1024); break;
         case 10: bench_heads(names[c], 4, 12, 64, 64); break;
+        case 11: bench_rows("transpose", OP_TRANSPOSE, 512, 4608); break;
         default: { /* the device opens at its first tensor (TC_DEBUG=1 says what it read) */
             tc_tensor *z = tc_zeros(1, (int64_t[]){1}, TC_FLOAT32, device);
             if (!z) error("tc_zeros");

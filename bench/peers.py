@@ -11,7 +11,7 @@ check = the max abs difference from libtinyc's result, relative to the
 largest peer value for matmul, then "(ok)" or "(FAIL)") and "info" lines; exit status 1 when a check
 fails. numpy gets THREADS through OPENBLAS_NUM_THREADS (set here, before
 numpy loads), PyTorch through torch.set_num_threads. --serve: read case
-names (matmul256, ..., matmul_wt, matmul_heads, softmax, softmax64, layernorm, std) from stdin, one a
+names (matmul256, ..., matmul_wt, matmul_heads, softmax, softmax64, layernorm, std, transpose) from stdin, one a
 line, and answer each with its lines and a line "end". matmul_wt is x @ W.T
 with W stored (out, in), as torch and GPT-2 keep it. --torch-device DEV
 (cuda): every case, matmul included, runs in PyTorch on DEV, each timed run
@@ -199,6 +199,7 @@ def run_case(case):
         "softmax64": (lambda x: torch.softmax(x, -1), (64, 1024), (64, 1024)),
         "layernorm": (lambda x: ln(x, (1024,), eps=1e-5), (4096, 1024), (4096, 1024)),
         "std": (lambda x: x.std(-1), (4096, 1024), (4096,)),
+        "transpose": (lambda x: x.t().contiguous(), (512, 4608), (4608, 512)),
     }
     if case in cases:
         with torch.no_grad():
@@ -219,7 +220,7 @@ def main():
                 run_case(line.strip())
             print("end", flush=True)
         return
-    for case in list(MATMULS) + ["matmul_heads", "softmax", "softmax64", "layernorm", "std"]:
+    for case in list(MATMULS) + ["matmul_heads", "softmax", "softmax64", "layernorm", "std", "transpose"]:
         run_case(case)
 
 

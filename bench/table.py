@@ -92,7 +92,8 @@ add("a*b+c, 16M f32", val("ours", "triad"), val("peer", "triad"), "GB/s", True, 
 add("sum, 16M f32", val("ours", "sum"), val("peer", "sum"), "GB/s", True, 0.9, chk("sum"),
     "C STREAM loop")
 for case, label in (("softmax", "softmax 4096x1024"), ("softmax64", "softmax 64x1024"),
-                    ("layernorm", "layernorm 4096x1024"), ("std", "std 4096x1024")):
+                    ("layernorm", "layernorm 4096x1024"), ("std", "std 4096x1024"),
+                    ("transpose", "transpose (512,4608) -> (4608,512)")):
     add(label, val("ours", case), val("peer", case), "ms", False, 1.0, chk(case), "PyTorch CPU")
 
 ours_t, torch_t = columns("train_ours.txt"), columns("train_torch.txt")

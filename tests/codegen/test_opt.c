@@ -538,6 +538,57 @@ static void check_plan(tc_tensor *t, const char *text, double rtol, double atol)
  * blocks inside the threads' loop; an epilogue (relu) or a second reduced
  * axis keeps one block. Forced plans: blocks of a split (vector partials
  * folded, then added to the stored sum) and of a dot tile */
+/* an elementwise kernel whose load strides along the output's rows (a
+ * transposing copy) upcasts the axis that load reads contiguously by a
+ * cache line of its elements (the L1d's line; 64 bytes when unknown): rows
+ * clamped (100 = 6 * 16 + 4), a reversed axis (a flip) too; a 128-byte
+ * line wants 32, and gets a divisor (25 of 100) where clamping 32 would
+ * waste too much; none for a copy that reads along the rows, nor where a
+ * line's copies of the stores' work pass the cost rule */
+static void test_plan_transpose(void **state) {
+    (void)state;
+    int64_t sh[2] = {64, 100};
+    int order[2] = {1, 0}, flip_ax = 1;
+    tc_tensor *x = tc_rand(2, sh, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&x, 1), TC_OK);
+    tc_tensor *xt = tc_permute(x, order), *t = tc_contiguous(xt); /* (100, 64), x read at stride 100 */
+    tc_kopt p = plan_of(t, &avx512v, NULL);
+    assert_int_equal(p.n, 1);
+    assert_int_equal(p.axis[0], 0);
+    assert_int_equal(p.amt[0], 16);
+    tc_target wide = avx512v;
+    wide.cache[0].line = 128;
+    assert_int_equal(plan_of(t, &wide, NULL).amt[0], 25); /* 32 clamped would waste 28 rows: a divisor */
+    check_plan(t, "0:16", 1e-6, 0);
+    check_plan(t, "0:8", 1e-6, 0);
+    tc_check_schedule(t, 1, 1e-6, 0, "transposing copy 64x100");
+    tc_tensor *fl = tc_flip(xt, 1, &flip_ax), *tf = tc_contiguous(fl); /* stride -1 along the columns */
+    tc_tensor *xf = tc_flip(x, 1, &flip_ax);
+    tc_tensor *ft = tc_permute(xf, order), *tft = tc_contiguous(ft); /* reversed rows */
+    p = plan_of(tft, &avx512v, NULL);
+    assert_int_equal(p.n, 1);
+    assert_int_equal(p.amt[0], 16);
+    tc_check_schedule(tft, 1, 1e-6, 0, "flipped transposing copy");
+    assert_int_equal(plan_of(tf, &avx512v, NULL).n, 1);
+    tc_tensor *same = tc_contiguous(xf); /* no transposition */
+    assert_int_equal(plan_of(same, &avx512v, NULL).n, 0);
+    tc_tensor *lg = tc_log(xt), *sn = tc_sin(lg), *heavy = tc_exp(sn); /* 16 copies: 3 polynomials */
+    assert_int_equal(plan_of(heavy, &avx512v, NULL).n, 0);
+    /* a deep DAG (each level reads the last one twice: 2^48 paths) is
+     * walked once per node: no plan (its work passes the cost rule), no hang */
+    tc_tensor *y = tc_retain(xt);
+    for (int i = 0; i < 48; i++) {
+        tc_tensor *sq = tc_mul(y, y), *next = tc_add(sq, y);
+        tc_release(sq);
+        tc_release(y);
+        y = next;
+    }
+    assert_int_equal(plan_of(y, &avx512v, NULL).n, 0);
+    tc_release(y);
+    tc_tensor *ts[] = {t, x, xt, fl, tf, xf, ft, tft, same, lg, sn, heavy};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) tc_release(ts[i]);
+}
+
 static void test_plan_kblock(void **state) {
     (void)state;
     tc_tensor *c = matmul(100, 2048, 64);
@@ -859,6 +910,7 @@ int main(void) {
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_gather_vectorized),
         cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
+        cmocka_unit_test(test_plan_transpose),
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
