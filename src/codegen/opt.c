@@ -19,9 +19,10 @@
  *    rows: the kept axis along which that operand is reused (stride 0)
  *    giving the most rows. The tile's shape comes from the register file
  *    (tile_max_rows: 6 rows of 2 vectors with 16 registers, 6 of 4 with
- *    32), its reduce's block from the L1d (plan_kblock). Per reduce step the tile
- *    loads amt_j/L vectors and amt_i scalars and does amt_i*amt_j/L vector
- *    FMAs; with has_vec the columns are vectors in the reduce stage. A row
+ *    32), its reduce's block from the L1d, a conv's from the L2
+ *    (plan_kblock). Per reduce step the tile loads amt_j/L vectors and
+ *    amt_i scalars and does amt_i*amt_j/L vector FMAs; with has_vec the
+ *    columns are vectors in the reduce stage. A row
  *    amount that does not divide the axis is clamped: the extra rows re-read
  *    the last row and their stores are gated off.
  *  - packed tile (x @ w.T with enough rows, has_vec targets): a register
@@ -52,7 +53,7 @@
  * the host reports when it opens (src/runtime/cpu_info.c; TC_CPU_L1D,
  * TC_CPU_L2, TC_CPU_L3 and TC_CPU_ISA override it), so a plan is the same
  * for the same target on any host. Used today: lanes and registers (tile
- * shapes), the L1d (reduce blocks), and the L2 and a core's share of the L3
+ * shapes), the L1d and the L2 (reduce blocks), the L2 and a core's share of the L3
  * (lower.c's loop order: which operand a dot tile re-reads from cache). The
  * cores are recorded; outer blocks (BLIS's mc and nc) the kernel model does
  * not have yet: each thread walks its columns of tiles over all rows.
@@ -707,17 +708,26 @@ int tc_opt_kblock_axis(const tc_sched_item *it) {
  * (panels of L1d/2 and L1d) 26 GFLOPS, of 1024 (2 L1d) 19, none 17; on an
  * AVX-512 Xeon (48 KiB L1d, 6x64 tiles) blocks of 512 took 2048^3 from 178
  * to 234 GFLOPS (a 128 KiB panel; this rule gives 128 there, not measured).
- * Only kernels with one reduced axis: beautiful_mnist's convs (reduces over
- * channels and the window, or batch and image for dw) got slower, 6.0 ->
- * 9.2 ms for conv2's dw, as each block re-reads and re-writes the outputs */
-static int64_t plan_kblock(const tc_sched_item *it, int64_t cols, int64_t l1d) {
+ * With more reduced axes inside the blocked one (a conv: input channels,
+ * then the window) the panel is the block's channels times the window
+ * times the columns, and it is blocked to half the L2 a core may count on
+ * instead: blocks fitting the L1d made beautiful_mnist's convs slower (6.0
+ * -> 9.2 ms for conv2's dw), as each block re-reads and re-writes the
+ * outputs, but a panel past the L2 is re-read from the L3 by every row of
+ * tiles: ResNet-18's 512-channel 3x3 convs on 4x4 images (a 1.2 MB panel
+ * of 64 output channels, re-read by 48 rows of tiles) took 86.7 -> 78.5 ms
+ * for their six kernels at one thread, 55.2 -> 44.3 ms at two (blocks of
+ * 128 channels, Zen 4 with a 1 MiB L2; least of two step runs each) */
+static int64_t plan_kblock(const tc_sched_item *it, int64_t cols, const tc_target *tg) {
     int k = tc_opt_kblock_axis(it);
     if (k < 0) return 0;
-    for (int a = k + 1; a < it->ndim; a++) /* one reduced axis: convs measured slower */
-        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) return 0;
-    int64_t n = it->full_shape[k], per_index = cols * 4;
-    if (n * per_index <= l1d) return 0;
-    for (int64_t b = l1d / per_index; b >= 2; b--)
+    int64_t inner = 1; /* the reduced axes inside k: a conv's window */
+    for (int a = k + 1; a < it->ndim; a++)
+        if ((it->reduce_axes >> a) & 1) inner *= it->full_shape[a];
+    int64_t n = it->full_shape[k], per_index = cols * 4 * inner;
+    int64_t fit = inner == 1 ? l1d_bytes(tg) : l2_share(tg) / 2;
+    if (n * per_index <= fit) return 0;
+    for (int64_t b = fit / per_index; b >= 2; b--)
         if (n % b == 0 && n / b >= 2) return b;
     return 0;
 }
@@ -886,7 +896,7 @@ static void choose_plan(const tc_sched_item *it, const tc_target *tg, const kinf
         int j = tile.axis[tile.n - 1];
         if (!tile.pack && tg->has_vec && tile.amt[tile.n - 1] % l == 0 && tc_opt_vec_ok(it, j, true, NULL))
             tile.lanes = (int)l;
-        if (tile.n == 2 && !tile.pack) tile.kblock = plan_kblock(it, tile.amt[1], l1d_bytes(tg));
+        if (tile.n == 2 && !tile.pack) tile.kblock = plan_kblock(it, tile.amt[1], tg);
         *p = tile;
         return;
     }

@@ -532,12 +532,6 @@ static void check_plan(tc_tensor *t, const char *text, double rtol, double atol)
     tc_schedule_free(s);
 }
 
-/* a matmul whose panel of b (2048 x 64 floats: 512 KiB) passes the L1d
- * runs its reduce in blocks (tc_kopt.kblock) of the most indices whose
- * panel fits it: 6x64 tiles, rows clamped (100 = 16 * 6 + 4), the loop over
- * blocks inside the threads' loop; an epilogue (relu) or a second reduced
- * axis keeps one block. Forced plans: blocks of a split (vector partials
- * folded, then added to the stored sum) and of a dot tile */
 /* an elementwise kernel whose load strides along the output's rows (a
  * transposing copy) upcasts the axis that load reads contiguously by a
  * cache line of its elements (the L1d's line; 64 bytes when unknown): rows
@@ -589,6 +583,48 @@ static void test_plan_transpose(void **state) {
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) tc_release(ts[i]);
 }
 
+/* a conv whose weight panel (input channels x window x the tile's output
+ * channels) passes half the L2 a core may count on is blocked over its
+ * input channels to fit it (plan_kblock): 512 -> 512 channels 3x3, 64
+ * columns, 2,304 bytes per channel: blocks of 128 with a private 1 MiB L2,
+ * of 32 with the 256 KiB assumed where the target gives none, none with 4
+ * MiB; the host's plan gives the reference's numbers */
+static void test_plan_kblock_conv(void **state) {
+    (void)state;
+    int64_t sx[4] = {2, 512, 6, 6}, sw[4] = {512, 512, 3, 3};
+    tc_tensor *x = tc_rand(4, sx, TC_FLOAT32, NULL), *w = tc_rand(4, sw, TC_FLOAT32, NULL);
+    tc_tensor *xw[2] = {x, w};
+    assert_int_equal(tc_realize(xw, 2), TC_OK);
+    tc_tensor *y = tc_conv2d(x, w, NULL, 1, 0);
+    assert_non_null(y);
+    tc_node *b = tc_node_base(tc_tensor_node(y));
+    tc_schedule *s = tc_schedule_create(&b, 1);
+    assert_non_null(s);
+    assert_int_equal(s->n_items, 2);
+    const tc_sched_item *it = &s->items[1];
+    tc_target tg = avx512v;
+    tg.cache[1] = (tc_cache_level){.bytes = 1 << 20, .shared = 1};
+    tc_kopt p;
+    tc_opt_choose(it, &tg, &p);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.kblock, 128);
+    tc_opt_choose(it, &avx512v, &p);
+    assert_int_equal(p.kblock, 32);
+    tg.cache[1].bytes = 4 << 20;
+    tc_opt_choose(it, &tg, &p);
+    assert_int_equal(p.kblock, 0);
+    tc_schedule_free(s);
+    tc_check_schedule(y, 2, 1e-4, 1e-4, "conv 512->512 3x3, blocked channels");
+    tc_release(x), tc_release(w), tc_release(y);
+}
+
+/* a matmul whose panel of b (2048 x 64 floats: 512 KiB) passes the L1d
+ * runs its reduce in blocks (tc_kopt.kblock) of the most indices whose
+ * panel fits it: 6x64 tiles, rows clamped (100 = 16 * 6 + 4), the loop over
+ * blocks inside the threads' loop; an epilogue (relu) keeps one block (a
+ * conv's blocks: test_plan_kblock_conv). Forced plans: blocks of a split (vector partials
+ * folded, then added to the stored sum) and of a dot tile */
 static void test_plan_kblock(void **state) {
     (void)state;
     tc_tensor *c = matmul(100, 2048, 64);
@@ -910,7 +946,7 @@ int main(void) {
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_gather_vectorized),
         cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
-        cmocka_unit_test(test_plan_transpose),
+        cmocka_unit_test(test_plan_transpose), cmocka_unit_test(test_plan_kblock_conv),
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
