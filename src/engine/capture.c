@@ -6,6 +6,11 @@
  * Ownership: a capture holds a reference to every buffer it recorded, so
  * intermediates and outputs stay allocated between replays. Programs belong
  * to the runtime's cache and live until tc_shutdown; free captures first.
+ * While it records, a buffer that it writes before it reads and that
+ * nothing else holds any more loses its memory (graph.h's drop: the step
+ * no longer needs the contents, a replay writes them again), so the
+ * capture's step peaks where an eager step does; tc_capture_plan then gives
+ * every intermediate, dropped or not, its block.
  */
 #include "engine.h"
 
@@ -39,7 +44,17 @@ tc_capture *tc_capture_begin(void) {
     return c;
 }
 
+/* c's buffers no longer counted as a recording's (nothing is dropped after) */
+static void forget_counts(tc_capture *c) {
+    for (int i = 0; i < c->n; i++)
+        for (int k = 0; k < c->recs[i].n_bufs; k++) {
+            c->recs[i].bufs[k]->captured = 0;
+            c->recs[i].bufs[k]->droppable = false;
+        }
+}
+
 void tc_capture_end(void) {
+    if (active) forget_counts(active);
     active = NULL;
 }
 
@@ -49,7 +64,14 @@ int tc_capture_kernels(const tc_capture *c) {
     return k;
 }
 
-static record *add(tc_capture *c, int n_bufs, tc_buffer *const *bufs) {
+/* whether b is among the inputs (bufs[n_outs..n_bufs)) */
+static bool reads(tc_buffer *const *bufs, int n_bufs, int n_outs, const tc_buffer *b) {
+    for (int i = n_outs; i < n_bufs; i++)
+        if (bufs[i] == b) return true;
+    return false;
+}
+
+static record *add(tc_capture *c, int n_bufs, int n_outs, tc_buffer *const *bufs) {
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 32;
         record *r = tc_realloc(c->recs, sizeof *r * (size_t)cap);
@@ -62,7 +84,12 @@ static record *add(tc_capture *c, int n_bufs, tc_buffer *const *bufs) {
     r->bufs = tc_malloc(sizeof(tc_buffer *) * (size_t)(n_bufs ? n_bufs : 1));
     if (!r->bufs) return NULL;
     r->n_bufs = n_bufs;
-    for (int i = 0; i < n_bufs; i++) r->bufs[i] = tc_buffer_retain(bufs[i]);
+    r->n_outs = n_outs;
+    for (int i = 0; i < n_bufs; i++) {
+        tc_buffer *b = r->bufs[i] = tc_buffer_retain(bufs[i]);
+        if (b->captured++ == 0) /* its first record here: written before it is read? */
+            b->droppable = i < n_outs && !reads(bufs, n_bufs, n_outs, b);
+    }
     c->n++;
     return r;
 }
@@ -71,9 +98,8 @@ TC_MUST_USE tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc
                                    int n_bufs, int n_outs, const tc_launch_dims *dims,
                                    int64_t est_ops, int64_t est_mem, const char *name) {
     if (!active) return TC_OK;
-    record *r = add(active, n_bufs, bufs);
+    record *r = add(active, n_bufs, n_outs, bufs);
     if (!r) return TC_ERR_MEMORY;
-    r->n_outs = n_outs;
     r->dev = dev;
     r->prog = prog;
     r->dims = *dims;
@@ -86,10 +112,9 @@ TC_MUST_USE tc_status tc_capture_record_launch(tc_dev *dev, tc_program *prog, tc
 TC_MUST_USE tc_status tc_capture_record_copy(tc_buffer *dst, tc_buffer *src, size_t nbytes) {
     if (!active) return TC_OK;
     tc_buffer *bufs[2] = {dst, src};
-    record *r = add(active, 2, bufs);
+    record *r = add(active, 2, 1, bufs);
     if (!r) return TC_ERR_MEMORY;
     r->is_copy = true;
-    r->n_outs = 1;
     r->nbytes = nbytes;
     return TC_OK;
 }
@@ -100,10 +125,17 @@ TC_MUST_USE tc_status tc_capture_replay(tc_capture *c, tc_buffer *const *from, t
         record *r = &c->recs[i];
         tc_buffer **args = r->n_bufs <= 64 ? stack_args : tc_malloc(sizeof(tc_buffer *) * (size_t)r->n_bufs);
         if (!args) return TC_ERR_MEMORY;
+        bool bare = false;
         for (int k = 0; k < r->n_bufs; k++) {
             args[k] = r->bufs[k];
             for (int j = 0; j < n; j++)
                 if (r->bufs[k] == from[j]) args[k] = to[j];
+            bare |= !args[k]->ptr;
+        }
+        if (bare) { /* dropped, and tc_capture_plan found no memory for it */
+            if (args != stack_args) tc_free(args);
+            return tc_error_set(TC_ERR_MEMORY, "jit replay: a buffer of the captured step has no "
+                                               "memory (out of memory when the capture was planned)");
         }
         tc_status st = r->is_copy ? tc_engine_copy(args[0], args[1], r->nbytes)
                                   : tc_engine_launch(r->dev, r->prog, args, r->n_bufs, r->n_outs,
@@ -117,6 +149,7 @@ TC_MUST_USE tc_status tc_capture_replay(tc_capture *c, tc_buffer *const *from, t
 void tc_capture_free(tc_capture *c) {
     if (!c) return;
     if (active == c) active = NULL;
+    forget_counts(c); /* its releases below drop nothing */
     for (int i = 0; i < c->n; i++) {
         for (int k = 0; k < c->recs[i].n_bufs; k++) tc_buffer_release(c->recs[i].bufs[k]);
         tc_free(c->recs[i].bufs);
@@ -240,8 +273,10 @@ TC_MUST_USE tc_status tc_capture_plan(tc_capture *c, int64_t *before, int64_t *a
         }
         for (int i = 0; i < n; i++) /* the records' references to the old buffers */
             for (int64_t k = 0; u[i].slot >= 0 && k < u[i].uses; k++) tc_buffer_release(u[i].buf);
-    } else {
+    } else { /* the buffers dropped while recording get memory of their own again */
         *before = *after = 0;
+        for (int i = 0; i < n; i++)
+            if (tc_buffer_restore(u[i].buf) != TC_OK) break; /* replay says so */
     }
     for (int i = 0; i < n_blocks; i++) tc_buffer_release(bufs[i]);
     tc_free(bufs), tc_free(blocks), tc_free(lives), tc_free(u);

@@ -22,7 +22,9 @@ tc_buffer *tc_buffer_retain(tc_buffer *b) {
 }
 
 void tc_buffer_release(tc_buffer *b) {
-    if (b && --b->refcount == 0) b->release(b);
+    if (!b) return;
+    if (--b->refcount == 0) b->release(b);
+    else if (b->droppable && b->refcount == b->captured && b->ptr) b->drop(b);
 }
 
 int64_t tc_node_numel(const tc_node *n) {

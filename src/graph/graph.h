@@ -161,9 +161,16 @@ struct tc_buffer {
     size_t nbytes;                    /* size of the allocation */
     void *ptr;                        /* device pointer (host pointer on CPU) */
     void (*release)(tc_buffer *self); /* frees ptr and self; set by the allocator */
+    void (*drop)(tc_buffer *self);    /* frees ptr (NULL after), keeps self; set by the allocator */
+    int64_t captured;                 /* references the recording JIT capture holds */
+    bool droppable;                   /* that capture writes it before it reads it: when
+                                         nothing else holds it, its memory goes (drop) until
+                                         the capture's plan gives it a block (capture.c) */
 };
 tc_buffer *tc_buffer_retain(tc_buffer *b);
-void tc_buffer_release(tc_buffer *b); /* NULL is fine; frees at refcount 0 */
+/* NULL is fine; frees at refcount 0, drops the memory of a droppable
+ * buffer when the capture's references are all that are left */
+void tc_buffer_release(tc_buffer *b);
 
 /* ---- nodes (graph.c) ----------------------------------------------------- */
 typedef struct tc_node tc_node;

@@ -45,14 +45,24 @@ struct tc_program {
 typedef struct {
     tc_ptrvec programs;     /* tc_program *, owned; looked up by (key, fn_name) */
     tc_cpu_checked checked; /* cache files whose seals verified (cpu.h) */
+    tc_cpu_heap heap;       /* buffers of HEAP_MIN bytes or more (cpu_heap.c) */
 } cpu_ctx;
 
 /* ---- memory --------------------------------------------------------------- */
 
-/* nbytes (0 is fine) aligned to CPU_ALIGN; the raw block's address sits in
- * the word just below the returned pointer */
+/* A buffer of HEAP_MIN bytes or more lives in the device's heap
+ * (cpu_heap.c says why), a smaller one comes from malloc. Under ASan every
+ * one comes from malloc, where an overrun is caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HEAP_MIN SIZE_MAX
+#else
+#define HEAP_MIN ((size_t)64 << 10)
+#endif
+
+/* nbytes (0 is fine) aligned to CPU_ALIGN; from malloc, the raw block's
+ * address sits in the word just below the returned pointer */
 static void *cpu_alloc(tc_dev *d, size_t nbytes) {
-    (void)d;
+    if (nbytes >= HEAP_MIN) return tc_cpu_heap_alloc(&((cpu_ctx *)d->ctx)->heap, nbytes);
     size_t extra = CPU_ALIGN + sizeof(void *);
     if (nbytes > SIZE_MAX - extra) {
         tc_error_set(TC_ERR_MEMORY, "CPU: cannot allocate %zu bytes", nbytes);
@@ -70,8 +80,11 @@ static void *cpu_alloc(tc_dev *d, size_t nbytes) {
 }
 
 static void cpu_free(tc_dev *d, void *ptr) {
-    (void)d;
-    if (ptr) tc_free(((void **)ptr)[-1]);
+    if (ptr && !tc_cpu_heap_free(&((cpu_ctx *)d->ctx)->heap, ptr)) tc_free(((void **)ptr)[-1]);
+}
+
+static void cpu_trim(tc_dev *d) {
+    tc_cpu_heap_trim(&((cpu_ctx *)d->ctx)->heap);
 }
 
 TC_MUST_USE static tc_status cpu_copyin(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes) {
@@ -530,6 +543,7 @@ static void cpu_close(tc_dev *d) {
     for (int i = 0; i < ctx->programs.n; i++) program_free(ctx->programs.items[i]);
     tc_ptrvec_free(&ctx->programs);
     tc_cpu_checked_free(&ctx->checked);
+    tc_cpu_heap_release(&ctx->heap);
     tc_free(ctx);
     tc_free(d);
 }
@@ -554,6 +568,8 @@ tc_dev *tc_cpu_device_create(int id) {
     if (tc_flag_get(TC_FLAG_DEBUG) >= 1) fprintf(stderr, "device CPU: %s\n", info);
     d->alloc = cpu_alloc;
     d->free = cpu_free;
+    d->pool_min = HEAP_MIN;
+    d->trim = cpu_trim;
     d->copyin = cpu_copyin;
     d->copyout = cpu_copyout;
     d->compile = cpu_compile;

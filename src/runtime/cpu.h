@@ -29,6 +29,30 @@
 
 #include "runtime.h"
 
+/* cpu_heap.c: the device's big buffers, blocks of large mappings (best
+ * fit; freed neighbours merge) */
+typedef struct tc_cpu_hblock tc_cpu_hblock;
+typedef struct {
+    char *base;            /* the mapping */
+    size_t size;           /* its bytes */
+    tc_cpu_hblock *blocks; /* in address order, covering it (owned) */
+    int n, cap;            /* blocks used, allocated */
+} tc_cpu_region;
+typedef struct {
+    tc_cpu_region *regions; /* oldest first (owned) */
+    int n, cap;             /* regions used, allocated */
+    size_t used;            /* bytes in blocks given out */
+} tc_cpu_heap;
+/* nbytes (0 is fine), 64-byte aligned, not zeroed; NULL with TC_ERR_MEMORY */
+TC_MUST_USE void *tc_cpu_heap_alloc(tc_cpu_heap *h, size_t nbytes);
+/* frees a block of h; false (nothing done) if ptr is not one h gave out */
+bool tc_cpu_heap_free(tc_cpu_heap *h, void *ptr);
+/* gives the OS the pages of free blocks and the regions that are all free */
+void tc_cpu_heap_trim(tc_cpu_heap *h);
+/* forgets h: unmaps its regions, but for those holding blocks still given
+ * out (buffers that outlive their device keep their memory) */
+void tc_cpu_heap_release(tc_cpu_heap *h);
+
 /* a kernel to build: its cache key, source and entry point (borrowed) */
 typedef struct {
     const char *key;     /* tc_cpu_cc_key(src): 32 hex characters */

@@ -209,7 +209,9 @@ void tc_runtime_shutdown(void) {
  * 12.5% larger than asked. The cache holds at most TC_BUFCACHE_MB megabytes
  * (default 1024; 0 turns it off), dropping its oldest blocks first; it is
  * emptied by tc_runtime_trim, tc_runtime_shutdown, and before an allocation
- * that failed is tried again. The cache owns the blocks it holds. */
+ * that failed is tried again. The cache owns the blocks it holds. A device
+ * that pools blocks of some size itself (pool_min: the CPU's heap, for the
+ * many sizes of a step's big buffers) gets those straight back. */
 
 typedef struct {
     int device;  /* where the block lives */
@@ -283,6 +285,13 @@ static int64_t cache_trim(int device) {
 
 void tc_runtime_trim(void) {
     cache_trim(-1);
+    for (int i = 0; i < MAX_DEVICES; i++)
+        if (devices[i] && devices[i]->trim) devices[i]->trim(devices[i]);
+}
+
+/* whether d pools blocks of nbytes itself (not cached, not rounded) */
+static bool pooled(const tc_dev *d, size_t nbytes) {
+    return d->pool_min && nbytes >= d->pool_min;
 }
 
 /* a cached block of size class `size` on device, taken out of the cache; NULL if none */
@@ -322,33 +331,56 @@ static bool cache_put(int device, void *ptr, size_t size) {
     return true;
 }
 
-/* the release hook of every runtime buffer. A buffer that outlives its
- * device (tc_runtime_shutdown while tensors live, which the API forbids)
- * cannot give its memory back: only the struct is freed. */
-static void buffer_release(tc_buffer *b) {
+/* nbytes of memory on device d (id `device`): a cached block of their size
+ * class, or the device's; NULL with an error set */
+static void *device_memory(tc_dev *d, int device, size_t nbytes) {
+    size_t size = pooled(d, nbytes) ? nbytes : size_class(nbytes);
+    void *p = pooled(d, nbytes) ? NULL : cache_take(device, size);
+    if (p) return p;
+    tc_error_state es;
+    tc_error_save(&es);
+    p = d->alloc(d, size);
+    if (!p && cache_trim(device) > 0) { /* out of memory: give the cache back, retry */
+        p = d->alloc(d, size);
+        if (p) tc_error_restore(&es);
+    }
+    return p;
+}
+
+/* b's memory back to the cache or its device; b->ptr NULL after. A buffer
+ * that outlives its device (tc_runtime_shutdown while tensors live, which
+ * the API forbids) cannot give its memory back. */
+static void give_back(tc_buffer *b) {
     tc_dev *d = b->device >= 0 && b->device < MAX_DEVICES ? devices[b->device] : NULL;
-    if (d && !cache_put(b->device, b->ptr, size_class(b->nbytes))) d->free(d, b->ptr);
+    if (d && (pooled(d, b->nbytes) || !cache_put(b->device, b->ptr, size_class(b->nbytes))))
+        d->free(d, b->ptr);
     mem_used -= (int64_t)b->nbytes;
+    b->ptr = NULL;
+}
+
+/* the release hook of every runtime buffer (a dropped one has no memory) */
+static void buffer_release(tc_buffer *b) {
+    if (b->ptr) give_back(b);
     tc_free(b);
+}
+
+/* the drop hook: the memory goes, the buffer stays (graph.c says when) */
+static void buffer_drop(tc_buffer *b) {
+    give_back(b);
+    b->droppable = false;
+}
+
+static void count_used(size_t nbytes) {
+    mem_used += (int64_t)nbytes;
+    if (mem_used > mem_peak) mem_peak = mem_used;
 }
 
 tc_buffer *tc_buffer_new(int device, size_t nbytes) {
     tc_dev *d = tc_device_get(device);
     if (!d) return NULL;
-    tc_buffer *b = tc_malloc(sizeof *b);
+    tc_buffer *b = tc_calloc(1, sizeof *b);
     if (!b) return NULL;
-    size_t size = size_class(nbytes);
-    b->ptr = cache_take(device, size);
-    if (!b->ptr) {
-        tc_error_state es;
-        tc_error_save(&es);
-        b->ptr = d->alloc(d, size);
-        if (!b->ptr && cache_trim(device) > 0) { /* out of memory: give the cache back, retry */
-            b->ptr = d->alloc(d, size);
-            if (b->ptr) tc_error_restore(&es);
-        }
-    }
-    if (!b->ptr) {
+    if (!(b->ptr = device_memory(d, device, nbytes))) {
         tc_free(b);
         return NULL;
     }
@@ -356,9 +388,17 @@ tc_buffer *tc_buffer_new(int device, size_t nbytes) {
     b->device = device;
     b->nbytes = nbytes;
     b->release = buffer_release;
-    mem_used += (int64_t)nbytes;
-    if (mem_used > mem_peak) mem_peak = mem_used;
+    b->drop = buffer_drop;
+    count_used(nbytes);
     return b;
+}
+
+TC_MUST_USE tc_status tc_buffer_restore(tc_buffer *b) {
+    if (b->ptr) return TC_OK;
+    tc_dev *d = tc_device_get(b->device);
+    if (!d || !(b->ptr = device_memory(d, b->device, b->nbytes))) return tc_error_or(TC_ERR_MEMORY);
+    count_used(b->nbytes);
+    return TC_OK;
 }
 
 /* checks that [offset, offset+nbytes) lies inside b and that the host

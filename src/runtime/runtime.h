@@ -41,6 +41,10 @@ struct tc_dev {
     /* device memory; alloc sets an error and returns NULL on failure */
     void *(*alloc)(tc_dev *d, size_t nbytes);
     void (*free)(tc_dev *d, void *ptr);
+    size_t pool_min;          /* 0, or: blocks of this many bytes or more the device
+                                 pools itself (the buffer cache neither keeps them
+                                 nor rounds them up to a size class) */
+    void (*trim)(tc_dev *d);  /* optional: gives what its pool holds free to the OS */
     /* host src -> device memory dst at byte offset; returns when src may be
      * reused (every device here copies synchronously) */
     tc_status (*copyin)(tc_dev *d, void *dst, size_t offset, const void *src, size_t nbytes);
@@ -67,6 +71,9 @@ tc_dev *tc_device_get(int id); /* an opened device; NULL + TC_ERR_DEVICE for a b
 
 /* a buffer of nbytes on device id (refcount 1); NULL with an error set */
 tc_buffer *tc_buffer_new(int device, size_t nbytes);
+/* memory again (not its old contents) for a buffer whose memory was
+ * dropped (graph.h); TC_OK at once for one that has memory */
+TC_MUST_USE tc_status tc_buffer_restore(tc_buffer *b);
 TC_MUST_USE tc_status tc_buffer_copyin(tc_buffer *b, size_t offset, const void *src, size_t nbytes);
 TC_MUST_USE tc_status tc_buffer_copyout(tc_buffer *b, size_t offset, void *dst, size_t nbytes);
 /* device-to-device copy of nbytes (same or different devices) */
@@ -79,7 +86,7 @@ void tc_runtime_shutdown(void); /* closes every device; buffers must be released
  * (device.c: size classes, at most TC_BUFCACHE_MB, default 1024) */
 void tc_runtime_mem(int64_t *used, int64_t *peak, int64_t *cached);
 void tc_runtime_mem_reset_peak(void);
-void tc_runtime_trim(void); /* gives every cached block back to its device */
+void tc_runtime_trim(void); /* gives every cached block back to its device, a pool's free pages to the OS */
 
 /* ---- CPU device (cpu.c, cpu_cc.c, cpu_batch.c, cpu_info.c) -------------------- */
 /* compiles C source with the system compiler (TC_CC or cc) into a shared

@@ -1,9 +1,11 @@
 /* mem.c - the library allocator (with a test hook that fails the Nth
- * allocation), arenas for per-kernel compile-time data, and growable arrays. */
+ * allocation), mappings for the CPU device's heap, arenas for
+ * per-kernel compile-time data, and growable arrays. */
 #include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static _Atomic int64_t fail_countdown; /* > 0: allocations left before one fails */
 
@@ -41,6 +43,16 @@ void *tc_realloc(void *p, size_t n) {
 
 void tc_free(void *p) {
     free(p);
+}
+
+void *tc_map(size_t n) {
+    if (should_fail()) return oom(n);
+    void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p != MAP_FAILED ? p : oom(n);
+}
+
+void tc_unmap(void *p, size_t n) {
+    if (p) munmap(p, n ? n : 1);
 }
 
 char *tc_strdup(const char *s) {

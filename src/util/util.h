@@ -68,6 +68,11 @@ TC_MUST_USE void *tc_calloc(size_t count, size_t size);
 TC_MUST_USE void *tc_realloc(void *p, size_t n);
 void tc_free(void *p);
 TC_MUST_USE char *tc_strdup(const char *s);
+/* n bytes, zeroed and page-aligned, mapped from the OS on their own (a page
+ * is backed when first written; a size the OS cannot back fails at once);
+ * failing as tc_malloc does. tc_unmap gives them back. */
+TC_MUST_USE void *tc_map(size_t n);
+void tc_unmap(void *p, size_t n);
 /* test hook: the nth allocation from now fails (1 = the next); 0 turns it off */
 void tc_mem_fail_after(int64_t n);
 

@@ -98,17 +98,24 @@ static tc_status chain_step(void *user, tc_tensor *const *in, int n_in, tc_tenso
     return out[0] ? TC_OK : tc_last_status();
 }
 
-/* after capture the intermediates share two buffers (each kernel reads one
+/* while the capture records, an intermediate's memory goes once nothing
+ * but the capture holds it, so the capturing call peaks as the eager one;
+ * after capture the intermediates share two buffers (each kernel reads one
  * and writes the other), and replays with new inputs stay right */
 static void test_replay_shares_memory(void **state) {
     (void)state;
     const int64_t shape[1] = {CHAIN_N};
     tc_jit *j = tc_jit_new(chain_step, NULL);
-    int64_t used[5];
+    int64_t used[5], rise[2];
     for (int it = 0; it < 5; it++) {
         tc_tensor *a = tc_test_randn(1, shape, 300 + it, -2, 2), *b = tc_test_randn(1, shape, 400 + it, -1, 1);
         tc_tensor *in[2] = {a, b}, *out[2], *want[2];
+        tc_counters c0, c1;
+        tc_reset_counters();
+        tc_get_counters(&c0);
         assert_int_equal(tc_jit_run(j, in, 2, out, 2), TC_OK);
+        tc_get_counters(&c1);
+        if (it < 2) rise[it] = c1.mem_peak - c0.mem_used;
         assert_int_equal(chain_step(NULL, in, 2, want, 2), TC_OK);
         for (int k = 0; k < 2; k++) {
             float *g = tc_test_read(out[k]), *w = tc_test_read(want[k]);
@@ -122,6 +129,12 @@ static void test_replay_shares_memory(void **state) {
         used[it] = c.mem_used;
     }
     assert_int_equal(tc_jit_kernel_count(j), CHAIN + 1);
+    /* above the inputs: the eager call peaks at w and two chain buffers;
+     * the capturing call's step at the same, and then, when the plan's two
+     * shared blocks join w and the two outputs, at four buffers and out[0]
+     * (had the capture kept its CHAIN-1 intermediates alive: at 11) */
+    assert_int_equal(rise[0], (1 + 2) * CHAIN_N * 4);
+    assert_int_equal(rise[1], (2 + 1 + 1) * CHAIN_N * 4 + 4);
     /* call 1 held nothing after it; the capture holds two shared buffers
      * (CHAIN-1 intermediates without sharing), w, its two inputs and its
      * two outputs (CHAIN_N floats and 1) */

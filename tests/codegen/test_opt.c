@@ -105,21 +105,26 @@ static void test_plan_clamped_rows(void **state) {
     tc_release(c);
 }
 
-static void test_plan_conv(void **state) {
-    (void)state;
-    int64_t sx[4] = {2, 8, 12, 12}, sw[4] = {16, 8, 3, 3};
-    tc_tensor *x = tc_rand(4, sx, TC_FLOAT32, NULL), *w = tc_rand(4, sw, TC_FLOAT32, NULL);
-    tc_tensor *xw[2] = {x, w};
-    assert_int_equal(tc_realize(xw, 2), TC_OK);
-    tc_tensor *y = tc_conv2d(x, w, NULL, 1, 0);
-    assert_non_null(y);
-    /* w is read channels-last (nnops.c: a copy, then the conv): the tile
-     * runs along the 16 output channels, one vector, with the 10 output
-     * columns as rows */
-    tc_node *b = tc_node_base(tc_tensor_node(y));
+/* y = conv2d(x, w) (stride 1, unpadded) of realized random x and w, and
+ * its schedule: w's channels-last copy (nnops.c), then the conv */
+static tc_schedule *conv_schedule(const int64_t sx[4], const int64_t sw[4], tc_tensor *xwy[3]) {
+    xwy[0] = tc_rand(4, sx, TC_FLOAT32, NULL), xwy[1] = tc_rand(4, sw, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(xwy, 2), TC_OK);
+    xwy[2] = tc_conv2d(xwy[0], xwy[1], NULL, 1, 0);
+    assert_non_null(xwy[2]);
+    tc_node *b = tc_node_base(tc_tensor_node(xwy[2]));
     tc_schedule *s = tc_schedule_create(&b, 1);
     assert_non_null(s);
     assert_int_equal(s->n_items, 2);
+    return s;
+}
+
+static void test_plan_conv(void **state) {
+    (void)state;
+    /* w is read channels-last: the tile runs along the 16 output channels,
+     * one vector, with the 10 output columns as rows */
+    tc_tensor *xwy[3];
+    tc_schedule *s = conv_schedule((int64_t[]){2, 8, 12, 12}, (int64_t[]){16, 8, 3, 3}, xwy);
     const tc_sched_item *it = &s->items[1];
     tc_kopt p;
     tc_opt_choose(it, &avx512, &p);
@@ -129,10 +134,8 @@ static void test_plan_conv(void **state) {
     assert_int_equal(it->full_shape[p.axis[0]], 10);
     assert_int_equal(p.amt[0], 10);
     tc_schedule_free(s);
-    tc_check_schedule(y, 2, 1e-4, 1e-5, "conv 8->16 3x3");
-    tc_release(x);
-    tc_release(w);
-    tc_release(y);
+    tc_check_schedule(xwy[2], 2, 1e-4, 1e-5, "conv 8->16 3x3");
+    tc_release(xwy[0]), tc_release(xwy[1]), tc_release(xwy[2]);
 }
 
 static void test_plan_split_sum(void **state) {
@@ -591,16 +594,8 @@ static void test_plan_transpose(void **state) {
  * MiB; the host's plan gives the reference's numbers */
 static void test_plan_kblock_conv(void **state) {
     (void)state;
-    int64_t sx[4] = {2, 512, 6, 6}, sw[4] = {512, 512, 3, 3};
-    tc_tensor *x = tc_rand(4, sx, TC_FLOAT32, NULL), *w = tc_rand(4, sw, TC_FLOAT32, NULL);
-    tc_tensor *xw[2] = {x, w};
-    assert_int_equal(tc_realize(xw, 2), TC_OK);
-    tc_tensor *y = tc_conv2d(x, w, NULL, 1, 0);
-    assert_non_null(y);
-    tc_node *b = tc_node_base(tc_tensor_node(y));
-    tc_schedule *s = tc_schedule_create(&b, 1);
-    assert_non_null(s);
-    assert_int_equal(s->n_items, 2);
+    tc_tensor *xwy[3];
+    tc_schedule *s = conv_schedule((int64_t[]){2, 512, 6, 6}, (int64_t[]){512, 512, 3, 3}, xwy);
     const tc_sched_item *it = &s->items[1];
     tc_target tg = avx512v;
     tg.cache[1] = (tc_cache_level){.bytes = 1 << 20, .shared = 1};
@@ -615,8 +610,8 @@ static void test_plan_kblock_conv(void **state) {
     tc_opt_choose(it, &tg, &p);
     assert_int_equal(p.kblock, 0);
     tc_schedule_free(s);
-    tc_check_schedule(y, 2, 1e-4, 1e-4, "conv 512->512 3x3, blocked channels");
-    tc_release(x), tc_release(w), tc_release(y);
+    tc_check_schedule(xwy[2], 2, 1e-4, 1e-4, "conv 512->512 3x3, blocked channels");
+    tc_release(xwy[0]), tc_release(xwy[1]), tc_release(xwy[2]);
 }
 
 /* a matmul whose panel of b (2048 x 64 floats: 512 KiB) passes the L1d
