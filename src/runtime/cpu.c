@@ -80,7 +80,10 @@ static void *cpu_alloc(tc_dev *d, size_t nbytes) {
 }
 
 static void cpu_free(tc_dev *d, void *ptr) {
-    if (ptr && !tc_cpu_heap_free(&((cpu_ctx *)d->ctx)->heap, ptr)) tc_free(((void **)ptr)[-1]);
+    if (!ptr) return;
+    int64_t keep = tc_runtime_cache_limit();
+    if (!tc_cpu_heap_free(&((cpu_ctx *)d->ctx)->heap, ptr, keep > 0 ? (size_t)keep : 0))
+        tc_free(((void **)ptr)[-1]);
 }
 
 static void cpu_trim(tc_dev *d) {

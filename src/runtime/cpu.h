@@ -42,11 +42,14 @@ typedef struct {
     tc_cpu_region *regions; /* oldest first (owned) */
     int n, cap;             /* regions used, allocated */
     size_t used;            /* bytes in blocks given out */
+    size_t mapped;          /* bytes in regions */
 } tc_cpu_heap;
 /* nbytes (0 is fine), 64-byte aligned, not zeroed; NULL with TC_ERR_MEMORY */
 TC_MUST_USE void *tc_cpu_heap_alloc(tc_cpu_heap *h, size_t nbytes);
-/* frees a block of h; false (nothing done) if ptr is not one h gave out */
-bool tc_cpu_heap_free(tc_cpu_heap *h, void *ptr);
+/* frees a block of h; false (nothing done) if ptr is not one h gave out.
+ * A region left with nothing in use is unmapped when h's free bytes (the
+ * regions' bytes not given out) pass `keep`. */
+bool tc_cpu_heap_free(tc_cpu_heap *h, void *ptr, size_t keep);
 /* gives the OS the pages of free blocks and the regions that are all free */
 void tc_cpu_heap_trim(tc_cpu_heap *h);
 /* forgets h: unmaps its regions, but for those holding blocks still given

@@ -83,6 +83,7 @@ static tc_cpu_region *add_region(tc_cpu_heap *h, size_t n) {
         return NULL;
     }
     h->regions[h->n] = r;
+    h->mapped += size;
     return &h->regions[h->n++];
 }
 
@@ -118,7 +119,17 @@ void *tc_cpu_heap_alloc(tc_cpu_heap *h, size_t nbytes) {
     return best_r->base + b->off;
 }
 
-bool tc_cpu_heap_free(tc_cpu_heap *h, void *ptr) {
+/* unmaps region i of h */
+static void drop_region(tc_cpu_heap *h, int i) {
+    tc_cpu_region *r = &h->regions[i];
+    tc_unmap(r->base, r->size);
+    tc_free(r->blocks);
+    h->mapped -= r->size;
+    memmove(r, r + 1, sizeof *r * (size_t)(h->n - i - 1));
+    h->n--;
+}
+
+bool tc_cpu_heap_free(tc_cpu_heap *h, void *ptr, size_t keep) {
     char *p = ptr;
     for (int i = 0; i < h->n; i++) {
         tc_cpu_region *r = &h->regions[i];
@@ -142,6 +153,7 @@ bool tc_cpu_heap_free(tc_cpu_heap *h, void *ptr) {
             r->blocks[lo - 1].size += b->size;
             remove_block(r, lo);
         }
+        if (r->n == 1 && h->mapped - h->used > keep) drop_region(h, i);
         return true;
     }
     return false;
@@ -149,12 +161,10 @@ bool tc_cpu_heap_free(tc_cpu_heap *h, void *ptr) {
 
 void tc_cpu_heap_trim(tc_cpu_heap *h) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    int kept = 0;
-    for (int i = 0; i < h->n; i++) {
+    for (int i = h->n - 1; i >= 0; i--) {
         tc_cpu_region *r = &h->regions[i];
         if (r->n == 1 && !r->blocks[0].used) { /* all free: give it back */
-            tc_unmap(r->base, r->size);
-            tc_free(r->blocks);
+            drop_region(h, i);
             continue;
         }
         for (int k = 0; k < r->n; k++) { /* the whole pages of free blocks */
@@ -162,9 +172,7 @@ void tc_cpu_heap_trim(tc_cpu_heap *h) {
             size_t from = round_up(b->off, page), to = (b->off + b->size) / page * page;
             if (!b->used && to > from) madvise(r->base + from, to - from, MADV_DONTNEED);
         }
-        h->regions[kept++] = *r;
     }
-    h->n = kept;
 }
 
 void tc_cpu_heap_release(tc_cpu_heap *h) {

@@ -243,7 +243,7 @@ static size_t size_class(size_t n) {
     return n > SIZE_MAX - step ? n : (n + step - 1) / step * step;
 }
 
-static int64_t cache_limit(void) {
+int64_t tc_runtime_cache_limit(void) {
     const char *e = getenv("TC_BUFCACHE_MB");
     long long mb = e && *e ? strtoll(e, NULL, 10) : 1024;
     return mb <= 0 ? 0 : mb > ((int64_t)1 << 40) ? INT64_MAX : (int64_t)mb << 20;
@@ -310,7 +310,7 @@ static void *cache_take(int device, size_t size) {
 
 /* keeps a released block; false when it is not kept (the caller frees it) */
 static bool cache_put(int device, void *ptr, size_t size) {
-    int64_t limit = cache_limit();
+    int64_t limit = tc_runtime_cache_limit();
     if (size == 0 || (int64_t)size > limit) return false;
     while (cache_n > 0 && cache_bytes + (int64_t)size > limit) cache_drop(0);
     if (cache_n == cache_cap) {

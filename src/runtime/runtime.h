@@ -86,6 +86,9 @@ void tc_runtime_shutdown(void); /* closes every device; buffers must be released
  * (device.c: size classes, at most TC_BUFCACHE_MB, default 1024) */
 void tc_runtime_mem(int64_t *used, int64_t *peak, int64_t *cached);
 void tc_runtime_mem_reset_peak(void);
+/* the most bytes of released memory kept for reuse (TC_BUFCACHE_MB, default
+ * 1024 MiB; 0: none), by the buffer cache and by a device's pool each */
+int64_t tc_runtime_cache_limit(void);
 void tc_runtime_trim(void); /* gives every cached block back to its device, a pool's free pages to the OS */
 
 /* ---- CPU device (cpu.c, cpu_cc.c, cpu_batch.c, cpu_info.c) -------------------- */

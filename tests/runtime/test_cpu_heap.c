@@ -1,7 +1,7 @@
 /* test_cpu_heap.c - the CPU device's heap of big buffers (runtime/
  * cpu_heap.c): best fit, splitting and merging, blocks the heap did not give
  * out, a request bigger than a region, trimming (free pages given back,
- * empty regions unmapped), out of memory; and the device using it: a big
+ * empty regions unmapped), the bound on the free memory kept, out of memory; and the device using it: a big
  * buffer's memory serves the next big buffer of any size, not through the
  * size-class cache. */
 #include "tc_test.h"
@@ -13,6 +13,7 @@
 
 #define KB ((size_t)1 << 10)
 #define MB ((size_t)1 << 20)
+#define ALL SIZE_MAX /* keep every free region */
 
 /* a free block is reused by the best fitting request, freed neighbours
  * merge into one block that a bigger request then fits */
@@ -30,20 +31,20 @@ static void test_fit_and_merge(void **state) {
     assert_int_equal(h.n, 1);
     assert_int_equal(h.used, 100032 + 200000 + 100032);
     memset(a, 1, 100000), memset(b, 2, 200000), memset(c, 3, 100000);
-    assert_true(tc_cpu_heap_free(&h, b));
+    assert_true(tc_cpu_heap_free(&h, b, ALL));
     char *d = tc_cpu_heap_alloc(&h, 150000); /* b's hole fits it better than the region's end */
     assert_ptr_equal(d, b);
     char *e = tc_cpu_heap_alloc(&h, 50000); /* d left 49984 bytes of the hole: too few */
     assert_ptr_equal(e, c + 100032);
-    assert_true(tc_cpu_heap_free(&h, a));
-    assert_true(tc_cpu_heap_free(&h, d)); /* merges with a before it and the rest after it */
+    assert_true(tc_cpu_heap_free(&h, a, ALL));
+    assert_true(tc_cpu_heap_free(&h, d, ALL)); /* merges with a before it and the rest after it */
     char *f = tc_cpu_heap_alloc(&h, 300000);
     assert_ptr_equal(f, a);
     assert_int_equal(c[0], 3); /* c untouched through it all */
     assert_int_equal(c[99999], 3);
-    assert_true(tc_cpu_heap_free(&h, f));
-    assert_true(tc_cpu_heap_free(&h, c));
-    assert_true(tc_cpu_heap_free(&h, e));
+    assert_true(tc_cpu_heap_free(&h, f, ALL));
+    assert_true(tc_cpu_heap_free(&h, c, ALL));
+    assert_true(tc_cpu_heap_free(&h, e, ALL));
     assert_int_equal(h.used, 0);
     assert_int_equal(h.regions[0].n, 1); /* all merged back into one free block */
     tc_cpu_heap_release(&h);
@@ -55,16 +56,16 @@ static void test_foreign_blocks(void **state) {
     (void)state;
     tc_cpu_heap h = {0};
     int local;
-    assert_false(tc_cpu_heap_free(&h, &local)); /* no region yet */
+    assert_false(tc_cpu_heap_free(&h, &local, ALL)); /* no region yet */
     char *a = tc_cpu_heap_alloc(&h, 1000);
     assert_non_null(a);
     void *m = malloc(64);
-    assert_false(tc_cpu_heap_free(&h, m));
+    assert_false(tc_cpu_heap_free(&h, m, ALL));
     free(m);
-    assert_false(tc_cpu_heap_free(&h, a + 64)); /* inside a block */
-    assert_false(tc_cpu_heap_free(&h, a + 4096)); /* inside the free rest */
-    assert_true(tc_cpu_heap_free(&h, a));
-    assert_false(tc_cpu_heap_free(&h, a)); /* twice */
+    assert_false(tc_cpu_heap_free(&h, a + 64, ALL)); /* inside a block */
+    assert_false(tc_cpu_heap_free(&h, a + 4096, ALL)); /* inside the free rest */
+    assert_true(tc_cpu_heap_free(&h, a, ALL));
+    assert_false(tc_cpu_heap_free(&h, a, ALL)); /* twice */
     assert_int_equal(h.used, 0);
     tc_cpu_heap_release(&h);
 }
@@ -84,17 +85,40 @@ static void test_big_and_trim(void **state) {
     assert_true(h.regions[1].size >= 100 * MB);
     big[0] = 1, big[100 * MB - 1] = 2; /* both ends usable */
     memset(mid, 7, 4 * MB);
-    assert_true(tc_cpu_heap_free(&h, big));
-    assert_true(tc_cpu_heap_free(&h, mid));
+    assert_true(tc_cpu_heap_free(&h, big, ALL));
+    assert_true(tc_cpu_heap_free(&h, mid, ALL));
     tc_cpu_heap_trim(&h);
     assert_int_equal(h.n, 1); /* big's region is gone; small's stays */
     char *again = tc_cpu_heap_alloc(&h, 4 * MB);
     assert_ptr_equal(again, mid);
     assert_int_equal(again[2 * MB], 0); /* a page trimming gave back */
-    assert_true(tc_cpu_heap_free(&h, again));
-    assert_true(tc_cpu_heap_free(&h, small));
+    assert_true(tc_cpu_heap_free(&h, again, ALL));
+    assert_true(tc_cpu_heap_free(&h, small, ALL));
     tc_cpu_heap_trim(&h);
     assert_int_equal(h.n, 0);
+    tc_cpu_heap_release(&h);
+}
+
+/* a region left with nothing in use is unmapped when the heap's free bytes
+ * pass the bound its free is given */
+static void test_keep_bound(void **state) {
+    (void)state;
+    tc_cpu_heap h = {0};
+    char *a = tc_cpu_heap_alloc(&h, 1 * MB), *big = tc_cpu_heap_alloc(&h, 100 * MB);
+    assert_non_null(a);
+    assert_non_null(big);
+    assert_int_equal(h.n, 2);
+    assert_int_equal(h.mapped, 64 * MB + 100 * MB);
+    assert_true(tc_cpu_heap_free(&h, big, 200 * MB)); /* 163 MiB free: kept */
+    assert_int_equal(h.n, 2);
+    char *again = tc_cpu_heap_alloc(&h, 100 * MB);
+    assert_ptr_equal(again, big);
+    assert_true(tc_cpu_heap_free(&h, again, 100 * MB)); /* 163 MiB free, 100 kept: unmapped */
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.mapped, 64 * MB);
+    assert_true(tc_cpu_heap_free(&h, a, 0));
+    assert_int_equal(h.n, 0);
+    assert_int_equal(h.mapped, 0);
     tc_cpu_heap_release(&h);
 }
 
@@ -115,7 +139,7 @@ static void test_out_of_memory(void **state) {
     assert_int_equal(h.n, 0);
     char *a = tc_cpu_heap_alloc(&h, 1 * MB); /* and it still works */
     assert_non_null(a);
-    assert_true(tc_cpu_heap_free(&h, a));
+    assert_true(tc_cpu_heap_free(&h, a, ALL));
     tc_cpu_heap_release(&h);
 }
 
@@ -151,7 +175,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit_and_merge),  cmocka_unit_test(test_foreign_blocks),
         cmocka_unit_test(test_big_and_trim),   cmocka_unit_test(test_out_of_memory),
-        cmocka_unit_test(test_device_buffers),
+        cmocka_unit_test(test_keep_bound),     cmocka_unit_test(test_device_buffers),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tc_shutdown();
