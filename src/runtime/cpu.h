@@ -104,6 +104,9 @@ TC_MUST_USE tc_status tc_cpu_cc_find(const char *dir, const char *key, const cha
 /* whether src may share a translation unit with other kernels: its kernel
  * fn_name found, and nothing in it that would then mean something else */
 bool tc_cpu_batch_can_join(const char *src, const char *fn_name);
+/* the bytes of src's kernel proper (its definition to the end, the prelude
+ * not counted) when src may join a batch, else 0 */
+size_t tc_cpu_batch_kernel_bytes(const char *src, const char *fn_name);
 /* one translation unit of the kernels ks[members[0..n)] (each one that may
  * join): every distinct prelude item once, each kernel's entry point
  * renamed to tc_cpu_batch_symbol's; tc_malloc'ed, NULL with an error */

@@ -273,6 +273,11 @@ bool tc_cpu_batch_can_join(const char *src, const char *fn_name) {
     return *fn_name && cut_source(src, fn_name, &c);
 }
 
+size_t tc_cpu_batch_kernel_bytes(const char *src, const char *fn_name) {
+    cut c;
+    return *fn_name && cut_source(src, fn_name, &c) ? strlen(src) - c.body : 0;
+}
+
 char *tc_cpu_batch_symbol(const char *fn_name, const char *key) {
     size_t n = strlen(fn_name) + 2 + strlen(key) + 1;
     char *s = tc_malloc(n);

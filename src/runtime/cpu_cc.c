@@ -19,7 +19,8 @@
  * reading the prelude (about 45 ms a run on a 2-core Zen 2; the same
  * kernels as functions of one translation unit cost about 1 ms more each),
  * so the new kernels of a schedule are built as one translation unit per
- * compiler running at once. cut_source splits a source into prelude items
+ * compiler running at once, and as fewer units when the kernels are too
+ * small to pay for another compiler's start (SPLIT_BYTES). cut_source splits a source into prelude items
  * (top-level declarations and #if groups, cut at line ends) and the kernel;
  * the batch holds each distinct item once, then each kernel between
  * "#define <fn_name> <fn_name>__<key>" and "#undef <fn_name>". A source is
@@ -48,6 +49,11 @@ extern char **environ; /* passed to the compiler */
 #define LOG_MAX      1500 /* compiler log bytes quoted in an error message */
 #define MAX_CC_WORDS 8    /* words in TC_CC ("ccache cc" is two) */
 #define MAX_JOBS     64   /* compilers running at once, at most */
+/* kernel source (bytes, prelude not counted) a batch must hold per compiler
+ * it runs on: twice what gcc compiles in the time it takes to start (gcc
+ * 12 at -O2 on the diff corpus: 89 ms a run plus 12 ms a KB of source, the
+ * same ratio whatever the CPU's speed, so about 7 KB) */
+#define SPLIT_BYTES 16384
 
 /* compiler flags, part of the cache key; the file arguments follow them
  * (CMakeLists.txt reads them for bench/stream.c) */
@@ -531,14 +537,19 @@ static void add_task(builder *b, const int *kernels, int n) {
 }
 
 /* the kernels that may join split into bins of about equal source bytes
- * (longest first into the lightest bin), one bin per compiler at once; the
- * rest alone. Tasks sorted heaviest first. */
+ * (longest first into the lightest bin), one bin per compiler at once but
+ * only as many as carry SPLIT_BYTES of kernel source each (a second
+ * compiler costs its start in CPU time and saves half the compile in wall
+ * time: it pays once the batch takes twice its start to compile); the rest
+ * alone. Tasks sorted heaviest first. */
 TC_MUST_USE static tc_status plan(builder *b, int n) {
     int *join = tc_malloc(2 * (size_t)n * sizeof *join), n_join = 0;
     if (!join) return TC_ERR_MEMORY;
     int *bin = join + n;
+    size_t kernel_bytes = 0;
     for (int i = 0; i < n; i++) {
-        if (tc_cpu_batch_can_join(b->ks[i].src, b->ks[i].fn_name)) join[n_join++] = i;
+        size_t bytes = tc_cpu_batch_kernel_bytes(b->ks[i].src, b->ks[i].fn_name);
+        if (bytes) join[n_join++] = i, kernel_bytes += bytes;
         else add_task(b, &i, 1);
     }
     for (int i = 1; i < n_join; i++) /* by source length, longest first (insertion) */
@@ -546,7 +557,9 @@ TC_MUST_USE static tc_status plan(builder *b, int n) {
             int t = join[k];
             join[k] = join[k - 1], join[k - 1] = t;
         }
+    size_t worth = kernel_bytes / SPLIT_BYTES; /* bins that pay for their start */
     int n_bins = n_join < b->max_jobs ? n_join : b->max_jobs;
+    if (n_bins > 1 && (size_t)n_bins > worth) n_bins = worth > 1 ? (int)worth : 1;
     size_t load[MAX_JOBS] = {0};
     for (int i = 0; i < n_join; i++) {
         int best = 0;

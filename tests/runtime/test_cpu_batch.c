@@ -102,13 +102,22 @@ static const char *prelude = "#include <stdint.h>\n"
                              "    return x + x;\n"
                              "}\n";
 
+/* kernel i, its body padded with a comment of pad bytes (a batch splits
+ * across compilers by the bytes of its kernels: cpu_cc.c's SPLIT_BYTES) */
+static void kernel_src_padded(char *buf, size_t size, int i, int pad) {
+    int n = snprintf(buf, size,
+                     "%s/* kernel %d */\n"
+                     "void k(float *restrict out, const float *restrict a) {\n"
+                     "    for (int32_t j = 0; j < 16; j++) out[j] = twice(a[j]) + %d.0f;\n",
+                     prelude, i, i);
+    assert_true(n > 0 && (size_t)n + (size_t)pad + 8 < size);
+    memcpy(buf + n, "/*", 2);
+    memset(buf + n + 2, ' ', (size_t)pad);
+    memcpy(buf + n + 2 + pad, "*/\n}\n", 6);
+}
+
 static void kernel_src(char *buf, size_t size, int i) {
-    snprintf(buf, size,
-             "%s/* kernel %d */\n"
-             "void k(float *restrict out, const float *restrict a) {\n"
-             "    for (int32_t j = 0; j < 16; j++) out[j] = twice(a[j]) + %d.0f;\n"
-             "}\n",
-             prelude, i, i);
+    kernel_src_padded(buf, size, i, 0);
 }
 
 /* launches a kernel of kernel_src(i) (or of the same numbers) and checks out */
@@ -129,6 +138,9 @@ static void test_can_join(void **state) {
     kernel_src(src, sizeof src, 0);
     assert_true(tc_cpu_batch_can_join(src, "k"));
     assert_false(tc_cpu_batch_can_join(src, "nope")); /* no kernel: compiled alone */
+    const char *body = strstr(src, "void k(");
+    assert_int_equal(tc_cpu_batch_kernel_bytes(src, "k"), strlen(body)); /* the prelude not counted */
+    assert_int_equal(tc_cpu_batch_kernel_bytes(src, "nope"), 0);
     static const struct {
         const char *src; /* a prelude item, then the kernel */
         bool ok;         /* may join */
@@ -264,7 +276,7 @@ static void test_rendered_kernels_batch(void **state) {
     tc_get_counters(&c1);
     assert_true(c1.kernel_count - c0.kernel_count >= 3);
     assert_int_equal(tc_cpu_build_count() - built, c1.kernel_count - c0.kernel_count); /* all new */
-    assert_int_equal(tc_cpu_compile_count() - runs, 2); /* TC_CC_JOBS=2, nothing alone */
+    assert_int_equal(tc_cpu_compile_count() - runs, 1); /* small: one run, though TC_CC_JOBS=2 */
     for (int i = 0; i < 6; i++) {
         float *got = tc_test_read(outs[i]);
         assert_true(tc_allclose_f32(got, want[i], tc_numel(outs[i]), 1e-5, 1e-5, "batched"));
@@ -279,14 +291,19 @@ static void test_rendered_kernels_batch(void **state) {
 
 enum { N_KERNELS = 6 };
 
-static char srcs[N_KERNELS][1024];
+static char srcs[N_KERNELS][8192];
 static const char *src_p[N_KERNELS], *names[N_KERNELS];
 
-static void make_kernels(int base) {
+/* N_KERNELS kernels numbered from base, each padded with pad bytes */
+static void make_padded_kernels(int base, int pad) {
     for (int i = 0; i < N_KERNELS; i++) {
-        kernel_src(srcs[i], sizeof srcs[i], base + i);
+        kernel_src_padded(srcs[i], sizeof srcs[i], base + i, pad);
         src_p[i] = srcs[i], names[i] = "k";
     }
+}
+
+static void make_kernels(int base) {
+    make_padded_kernels(base, 0);
 }
 
 /* whether <dir>/<key of src><ext> exists */
@@ -297,13 +314,13 @@ static bool has_entry(const char *src, const char *ext) {
     return access(path, F_OK) == 0;
 }
 
-/* N kernels, 2 compilers at once: 2 runs of 3 kernels, one .so each and a
- * .ref per kernel, no .so under a kernel's key; compile and a new process's
- * compile then load them without a compiler */
+/* N kernels of 6 KB, 2 compilers at once: 2 runs of 3 kernels, one .so
+ * each and a .ref per kernel, no .so under a kernel's key; compile and a new
+ * process's compile then load them without a compiler */
 static void test_prebuild_batches(void **state) {
     (void)state;
     tc_dev *d = cpu();
-    make_kernels(10);
+    make_padded_kernels(10, 6000);
     int64_t runs = tc_cpu_compile_count(), built = tc_cpu_build_count();
     int sos = count_files(".so");
     assert_int_equal(d->prebuild(d, src_p, names, N_KERNELS), TC_OK);
