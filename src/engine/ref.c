@@ -542,6 +542,8 @@ TC_MUST_USE static tc_status eval_view(const tc_node *n, void *out, const void *
         } else if (off < 0 || off >= src_numel) {
             return TC_INTERNAL("tc_ref_eval: VIEW node n%llu reads element %lld of %lld",
                                (unsigned long long)n->id, (long long)off, (long long)src_numel);
+        } else if (size == 4) { /* a copy of a known size: inline, not a call */
+            memcpy((char *)out + (size_t)i * 4, (const char *)in + (size_t)off * 4, 4);
         } else {
             memcpy((char *)out + (size_t)i * size, (const char *)in + (size_t)off * size, size);
         }

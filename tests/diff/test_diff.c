@@ -39,8 +39,9 @@
  * realizes, failures). TC_DIFF_VERBOSE=1 prints one line per case, 2 also
  * its expression; TC_DIFF_SEED=<seed> runs only that case, TC_DIFF_FAMILY=<name>
  * only that family (the names the summaries print); TC_DIFF_SCALE=<k>
- * runs k times as many cases (soak runs), TC_DIFF_CASES=<n> at most the
- * first n of each family. A last test checks that every
+ * runs k times as many cases (soak runs), TC_DIFF_SKIP=<k> leaves out the
+ * cases a run at scale k covers (a wide run beside the default one),
+ * TC_DIFF_CASES=<n> at most the first n of each family. A last test checks that every
  * generator op ran at least once.
  */
 #include "diff_gen.h"
@@ -75,10 +76,12 @@ static void run_family(family fam) {
     int64_t kernels = 0;
     int scale = getenv("TC_DIFF_SCALE") ? atoi(getenv("TC_DIFF_SCALE")) : 1;
     int most = getenv("TC_DIFF_CASES") ? atoi(getenv("TC_DIFF_CASES")) : 0;
+    int skip_scales = getenv("TC_DIFF_SKIP") ? atoi(getenv("TC_DIFF_SKIP")) : 0;
     int n_cases = fam_cases[fam] * (scale > 1 ? scale : 1);
     if (most > 0 && most < n_cases) n_cases = most;
+    int first = skip_scales > 0 ? fam_cases[fam] * skip_scales : 0;
     int64_t noopt = tc_get_flag("TC_NOOPT"), nofuse = tc_get_flag("TC_NOFUSE");
-    for (int i = 0; i < n_cases; i++) {
+    for (int i = first; i < n_cases; i++) {
         uint64_t seed = (uint64_t)fam * 100003u + (uint64_t)i * 7919u + 17u;
         if (only && strtoull(only, NULL, 0) != seed) continue;
         gen *g = gen_new(fam, seed);
