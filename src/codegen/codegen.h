@@ -149,6 +149,9 @@ int tc_opt_reread_level(const tc_sched_item *it, const tc_target *tg, int a);
 /* a register tile of rows i and columns j runs its rows' loop outside the
  * columns': per step it re-reads less, from a nearer cache */
 bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int j);
+/* the kept axis before whose loop a packed tile of rows axis i and column
+ * axis j fills its panel of load pl (opt.c; the column loop outside it) */
+int tc_opt_pack_from(const tc_sched_item *it, const tc_ast *pl, int i, int j);
 /* the reduced axis a plan may block (kblock): the outermost reduced axis
  * of more than one index, when the kernel's only output is stored straight
  * from its only reduce (a float sum, no assign); -1 otherwise */

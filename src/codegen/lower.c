@@ -129,9 +129,12 @@ int tc_lw_open_stage(lower_ctx *c, bool is_reduce) {
         bool is_block = a == c->kaxis; /* a block of kblock indices, from kb * kblock */
         int64_t step = is_split ? c->split * c->vl : 1;
         c->idx[a] = tc_ub_range(&c->ub, a, c->idt, (is_block ? c->kblock : c->it->full_shape[a]) / step);
-        if (is_reduce && a == c->pack_kaxis) c->pack_kloc = c->idx[a];
         opened++;
         c->ub.index_mode = true;
+        if (is_reduce && c->pack_load) /* flat over the reduced axes, within a block */
+            c->pack_kloc = c->pack_kloc ? ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, c->pack_kloc, ic(c, c->it->full_shape[a])),
+                                             c->idx[a])
+                                        : c->idx[a];
         if (is_split) c->up_base[c->n_up - 1] = ix(c, TC_OP_MUL, c->idx[a], ic(c, step));
         tc_uop **at = is_split ? &c->up_base[c->n_up - 1] : &c->idx[a];
         if (is_block) *at = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, c->kb, ic(c, c->kblock)), *at);
@@ -271,11 +274,12 @@ void tc_lw_take_plan(lower_ctx *c, tc_kopt p) {
     c->kaxis = p.kblock > 0 ? tc_opt_kblock_axis(c->it) : -1; /* opt.c checked the rest */
     if (c->kaxis >= 0) c->kblock = p.kblock;
     c->epi_loop = p.epi_loop;
-    c->pack_kaxis = -1;
+    c->pack_from = -1;
     if (p.pack && c->n_up == 2 && c->vj > 1 && (c->pack_load = tc_opt_pack_load(c->it, c->up_axis[1]))) {
+        c->pack_from = tc_opt_pack_from(c->it, c->pack_load, c->up_axis[0], c->up_axis[1]);
+        c->pack_k = 1;
         for (int a = 0; a < c->it->ndim; a++)
-            if ((c->it->reduce_axes >> a) & 1 && c->it->full_shape[a] > 1) c->pack_kaxis = a;
-        c->pack_k = c->kaxis >= 0 ? c->kblock : c->it->full_shape[c->pack_kaxis];
+            if ((c->it->reduce_axes >> a) & 1) c->pack_k *= a == c->kaxis ? c->kblock : c->it->full_shape[a];
         c->pack_buf = tc_ub_define_scratch(&c->ub, TC_FLOAT32, c->pack_k * c->up_amt[1]);
         if (!c->pack_buf) c->ub.failed = true;
     } else {
@@ -550,7 +554,8 @@ static void loop_order(const lower_ctx *c, int *order) {
             return;
         i = first, j = later;
     } else if (c->pack_load) { /* a packed tile's panel is filled outside its rows */
-        if (j < i) return;
+        if (j < c->pack_from) return;
+        i = c->pack_from;
     } else if (j < i || ceil_div(it->full_shape[j], c->up_amt[1]) < 8 || tc_opt_rows_outer(it, c->tg, i, j)) {
         return;
     }
@@ -565,25 +570,45 @@ static tc_uop *block_range(lower_ctx *c) {
     return tc_ub_range(&c->ub, TC_MAX_DIMS, c->idt, c->it->full_shape[c->kaxis] / c->kblock);
 }
 
-/* a packed tile's panel, before the loop over its rows (the column loop and
- * the reduce's block loop are open): panel[kk * cols + jj] = the column
- * operand at reduce index (block start +) kk and column (tile start +) jj,
- * the loop along which the operand is contiguous innermost. Axes whose
- * loops are not open are ones the operand does not move along (opt.c). */
+/* the pack loops over the reduced axes (of more than one index), in axis
+ * order, each index set in c->idx (the blocked axis' from its block's
+ * start); the flat index within the panel, *loops counts the loops */
+static tc_uop *pack_reduce_loops(lower_ctx *c, int *loops) {
+    const tc_sched_item *it = c->it;
+    tc_uop *kk = NULL;
+    for (int a = 0; a < it->ndim; a++) {
+        if (!((it->reduce_axes >> a) & 1) || it->full_shape[a] == 1) continue;
+        int64_t n = a == c->kaxis ? c->kblock : it->full_shape[a];
+        tc_uop *r = tc_ub_range(&c->ub, TC_MAX_DIMS + 5 + (*loops)++, c->idt, n);
+        c->ub.index_mode = true;
+        c->idx[a] = a == c->kaxis ? ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, c->kb, ic(c, c->kblock)), r) : r;
+        kk = kk ? ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, kk, ic(c, n)), r) : r;
+        c->ub.index_mode = false;
+    }
+    return kk;
+}
+
+/* a packed tile's panel, before the loop over axis pack_from (the column
+ * loop and the reduce's block loop are open): panel[kk * cols + jj] = the
+ * column operand at flat reduce index (block start +) kk and column (tile
+ * start +) jj, the loop along which the operand is contiguous innermost.
+ * Axes whose loops are not open are ones the operand does not move along
+ * (opt.c). */
 static void emit_pack(lower_ctx *c) {
     const tc_sched_item *it = c->it;
-    int j = c->up_axis[1], ka = c->pack_kaxis;
+    int j = c->up_axis[1], last = -1, loops = 0;
     int64_t cols = c->up_amt[1];
     tc_uop *saved[TC_MAX_DIMS];
     memcpy(saved, c->idx, sizeof saved);
-    for (int a = 0; a < it->ndim; a++)
+    for (int a = 0; a < it->ndim; a++) {
         if (!c->idx[a]) c->idx[a] = ic(c, 0);
-    bool k_inner = tc_st_stride(c->pack_load->st, ka) == 1;
-    tc_uop *outer = tc_ub_range(&c->ub, TC_MAX_DIMS + 4, c->idt, k_inner ? cols : c->pack_k);
-    tc_uop *inner = tc_ub_range(&c->ub, TC_MAX_DIMS + 5, c->idt, k_inner ? c->pack_k : cols);
-    tc_uop *kk = k_inner ? inner : outer, *jj = k_inner ? outer : inner;
+        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) last = a;
+    }
+    bool k_inner = tc_st_stride(c->pack_load->st, last) == 1;
+    tc_uop *kk = k_inner ? NULL : pack_reduce_loops(c, &loops);
+    tc_uop *jj = tc_ub_range(&c->ub, TC_MAX_DIMS + 4, c->idt, cols);
+    if (k_inner) kk = pack_reduce_loops(c, &loops);
     c->ub.index_mode = true;
-    c->idx[ka] = c->kaxis >= 0 ? ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, c->kb, ic(c, c->kblock)), kk) : kk;
     c->idx[j] = ix(c, TC_OP_ADD, c->up_base[1], jj);
     tc_uop *at = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, kk, ic(c, cols)), jj);
     c->ub.index_mode = false;
@@ -592,8 +617,7 @@ static void emit_pack(lower_ctx *c) {
         tc_ub_store(&c->ub, c->pack_buf, at, tc_ub_load(&c->ub, c->globals[c->pack_load->buf], idx, valid));
     else
         c->ub.failed = true;
-    tc_ub_end_range(&c->ub);
-    tc_ub_end_range(&c->ub);
+    for (int i = 0; i <= loops; i++) tc_ub_end_range(&c->ub);
     memcpy(c->idx, saved, sizeof saved);
 }
 
@@ -615,10 +639,12 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     bool is_empty = false;
     int order[TC_MAX_DIMS];
     loop_order(c, order);
+    bool pack_due = false; /* the panel goes here, once the block loop is open */
     for (int o = 0; o < it->ndim; o++) {
         int a = order[o];
         if (c->kaxis >= 0 && !c->kb && c->ub.depth > 0) c->kb = block_range(c);
-        if (c->pack_load && a == c->up_axis[0]) emit_pack(c); /* before the rows */
+        pack_due |= c->pack_load && a == c->pack_from; /* before the rows */
+        if (pack_due && (c->kaxis < 0 || c->kb)) emit_pack(c), pack_due = false;
         if ((it->reduce_axes >> a) & 1) continue;
         is_empty |= it->full_shape[a] == 0;
         if (c->tg->has_local) continue;
@@ -634,6 +660,7 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
         }
     }
     if (c->kaxis >= 0 && !c->kb) c->kb = block_range(c);
+    if (pack_due) emit_pack(c);
     if (c->n_up) tc_lw_set_copy(c, 0);
     tc_status st = TC_OK;
     if (c->tg->has_local && is_empty) k->global_size[0] = 0; /* nothing to launch */

@@ -61,10 +61,13 @@ typedef struct {
                                   plan's epi_loop, lower_store.c) */
     tc_uop *kb;                /* blocked reduce: the current block (a loop outside the rows) */
     const tc_ast *pack_load;   /* packed tile (plan's pack): the load read from the panel */
-    int pack_kaxis;            /* packed tile: the reduced axis the panel holds pack_k of */
-    int64_t pack_k;            /* packed tile: reduce indices per panel (kblock, else all) */
+    int pack_from;             /* packed tile: the kept axis its panel is filled before
+                                  (tc_opt_pack_from) */
+    int64_t pack_k;            /* packed tile: reduce indices per panel, the reduced axes'
+                                  flat (the blocked axis' kblock of them, else all) */
     tc_uop *pack_buf;          /* packed tile: the panel, pack_k x the tile's columns */
-    tc_uop *pack_kloc;         /* packed tile: the reduce index within the panel (its stage) */
+    tc_uop *pack_kloc;         /* packed tile: the flat reduce index within the panel (its
+                                  stage) */
     int64_t up_off[3];         /* upcast: the current copy's digit of each plan axis */
     int rep;                   /* upcast: the copy being lowered */
     struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */

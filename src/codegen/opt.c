@@ -433,12 +433,14 @@ enum {
 
 /* the load a packed tile along kept axis j copies into its panel: the only
  * load under the reduces that moves along j, moving along the reduce too,
- * float32, in a kernel of one reduce over one reduced axis (of more than one
- * index) whose other loads do not move along j; NULL where there is none */
+ * float32, in a kernel of one reduce (over one or more reduced axes: the
+ * panel holds their indices flat, as a reduce split by axes.c, attention's
+ * merged heads, reads them) whose other loads do not move along j; NULL
+ * where there is none */
 static const tc_ast *pack_load(const tc_sched_item *it, const kinfo *k, int j) {
     int n_red = 0;
     for (int a = 0; a < it->ndim; a++) n_red += (it->reduce_axes >> a) & 1 && it->full_shape[a] > 1;
-    if (n_red != 1 || !is_kept(it, j) || k->n_reds != 1) return NULL;
+    if (n_red < 1 || !is_kept(it, j) || k->n_reds != 1) return NULL;
     const tc_ast *found = NULL;
     for (int i = 0; i < k->n_loads; i++) {
         const tc_ast *l = k->loads[i];
@@ -449,13 +451,45 @@ static const tc_ast *pack_load(const tc_sched_item *it, const kinfo *k, int j) {
     return found;
 }
 
-/* the panel of load pl, filled before the loop over rows axis i (lower.c
- * opens the column axis j before i), can be: every other kept axis pl
- * moves along is opened before i, that is an earlier axis */
+/* the kept axis whose loop a packed tile's panel is filled before: rows
+ * axis i, or the outermost of the kept axes just before it that pl does
+ * not move along either (lower.c opens the column axis j before it), so
+ * one panel serves the rows of them all (the merged heads' matmul: (batch,
+ * T) rows that do not merge, 4 x 64) */
+int tc_opt_pack_from(const tc_sched_item *it, const tc_ast *pl, int i, int j) {
+    int f = i;
+    while (f > 0 && f - 1 != j && is_kept(it, f - 1) && tc_st_stride(pl->st, f - 1) == 0) f--;
+    return f;
+}
+
+/* the panel of load pl, filled before the loop over axis f =
+ * tc_opt_pack_from, can be: every other kept axis pl moves along is opened
+ * before f, that is an earlier axis */
 static bool pack_axes_ok(const tc_sched_item *it, const tc_ast *pl, int i, int j) {
+    int f = tc_opt_pack_from(it, pl, i, j);
     for (int a = 0; a < it->ndim; a++)
-        if (is_kept(it, a) && a != j && a >= i && tc_st_stride(pl->st, a) != 0) return false;
+        if (is_kept(it, a) && a != j && a >= f && tc_st_stride(pl->st, a) != 0) return false;
     return true;
+}
+
+/* the rows one panel of pl serves: the kept axes from f to i */
+static int64_t pack_rows(const tc_sched_item *it, const tc_ast *pl, int i, int j) {
+    int64_t rows = 1;
+    for (int a = tc_opt_pack_from(it, pl, i, j); a <= i; a++) rows *= it->full_shape[a];
+    return rows;
+}
+
+/* the reduce indices inside the blockable axis (tc_opt_kblock_axis, else
+ * the first reduced one): the other reduced axes' product */
+static int64_t reduce_inner(const tc_sched_item *it) {
+    int64_t inner = 1;
+    bool first = true;
+    for (int a = 0; a < it->ndim; a++) {
+        if (!((it->reduce_axes >> a) & 1) || it->full_shape[a] == 1) continue;
+        if (!first) inner *= it->full_shape[a];
+        first = false;
+    }
+    return inner;
 }
 
 const tc_ast *tc_opt_pack_load(const tc_sched_item *it, int j) {
@@ -842,7 +876,8 @@ static void bound_plan(const tc_sched_item *it, const kinfo *k, const tc_target 
  * columns, streamed all 51 MB of its rows' operand per column block) */
 static bool packs(const tc_sched_item *it, const kinfo *k, int64_t l, const tc_target *tg, const tc_kopt *p) {
     const tc_ast *pl = pack_load(it, k, p->axis[1]);
-    return pl && it->full_shape[p->axis[0]] >= PACK_ROWS_PER_LANE * l && pack_axes_ok(it, pl, p->axis[0], p->axis[1]) &&
+    return pl && pack_rows(it, pl, p->axis[0], p->axis[1]) >= PACK_ROWS_PER_LANE * l &&
+           pack_axes_ok(it, pl, p->axis[0], p->axis[1]) &&
            !tc_opt_rows_outer(it, tg, p->axis[0], p->axis[1]);
 }
 
@@ -862,15 +897,16 @@ static bool plan_pack(const tc_sched_item *it, const kinfo *k, int64_t l, const 
     const tc_ast *pl = pack_load(it, k, j);
     if (!pl || p->amt[1] % l || !tc_opt_vec_ok(it, j, true, pl)) return false;
     p->lanes = (int)l;
-    int64_t n_k = 1, limit = l2_share(tg) / 2, per_index = p->amt[1] * 4;
+    int64_t n_k = 1, limit = l2_share(tg) / 2, per_index = p->amt[1] * 4 * reduce_inner(it);
     for (int a = 0; a < it->ndim; a++)
         if ((it->reduce_axes >> a) & 1) n_k *= it->full_shape[a];
     if (limit > PACK_MAX_BYTES) limit = PACK_MAX_BYTES;
     p->kblock = 0;
-    if (n_k * per_index <= limit) return true;
-    if (tc_opt_kblock_axis(it) < 0) return false;
-    for (int64_t b = limit / per_index; b >= 2 && !p->kblock; b--)
-        if (n_k % b == 0) p->kblock = b;
+    if (n_k * p->amt[1] * 4 <= limit) return true;
+    int ka = tc_opt_kblock_axis(it);
+    if (ka < 0) return false;
+    for (int64_t b = limit / per_index; b >= 2 && !p->kblock; b--) /* blocks of the blockable axis */
+        if (it->full_shape[ka] % b == 0 && it->full_shape[ka] / b >= 2) p->kblock = b;
     return p->kblock > 0;
 }
 
@@ -1051,7 +1087,7 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
         int64_t n_k = 1;
         for (int a = 0; a < it->ndim; a++)
             if ((it->reduce_axes >> a) & 1) n_k *= it->full_shape[a];
-        if ((p->kblock ? p->kblock : n_k) * p->amt[1] * 4 > PACK_MAX_BYTES) return false;
+        if ((p->kblock ? p->kblock * reduce_inner(it) : n_k) * p->amt[1] * 4 > PACK_MAX_BYTES) return false;
     }
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
 }

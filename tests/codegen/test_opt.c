@@ -551,6 +551,44 @@ static void check_plan(tc_tensor *t, const char *text, double rtol, double atol)
     tc_schedule_free(s);
 }
 
+/* attention's merged heads through W.T: y (B, H, T, d) permuted to (B, T,
+ * H, d), reshaped to (B, T, H*d), @ w.T. The loop space splits the reduce
+ * (H, d) so y's load is one view, and the (B, T) rows do not merge; the
+ * packed tile's panel holds the reduce flat and is filled outside both
+ * row axes, so B*T rows share it (T alone is under PACK_ROWS_PER_LANE x
+ * lanes); matches the reference, also blocked and under a 32 KiB L2 */
+static void test_plan_packed_heads(void **state) {
+    (void)state;
+    int64_t sy[4] = {2, 4, 96, 32}, sw[2] = {64, 128}, sm[3] = {2, 96, 128};
+    int order[4] = {0, 2, 1, 3};
+    tc_tensor *y = tc_randn(4, sy, TC_FLOAT32, NULL), *w = tc_randn(2, sw, TC_FLOAT32, NULL);
+    tc_tensor *yw[2] = {y, w};
+    assert_int_equal(tc_realize(yw, 2), TC_OK);
+    tc_tensor *yp = tc_permute(y, order), *ym = tc_reshape(yp, 3, sm), *wt = tc_transpose(w, 0, 1);
+    tc_tensor *c = tc_matmul(ym, wt);
+    tc_schedule *s = NULL;
+    tc_kopt p = plan_of(c, &avx512v, &s);
+    const tc_sched_item *it = &s->items[0];
+    int n_red = 0;
+    for (int a = 0; a < it->ndim; a++) n_red += (it->reduce_axes >> a) & 1 && it->full_shape[a] > 1;
+    assert_int_equal(n_red, 2); /* (H, d) */
+    assert_true(p.pack);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.kblock, 0);
+    int rows = p.axis[0], from = tc_opt_pack_from(it, tc_opt_pack_load(it, p.axis[1]), rows, p.axis[1]);
+    assert_true(from < rows); /* filled outside the batch axis too */
+    assert_int_equal(it->full_shape[rows], 96);
+    char text[64];
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    tc_schedule_free(s);
+    check_plan(c, text, 1e-4, 1e-4);
+    check_plan(c, "1:6,2:32/16/p", 1e-4, 1e-4);
+    check_plan(c, "1:6,2:64/16/k2/p", 1e-4, 1e-4); /* two blocks of 2 heads */
+    check_plan(c, "1:6,2:64/16/k1/p", 1e-4, 1e-4);
+    tc_release(c), tc_release(yp), tc_release(ym), tc_release(wt), tc_release(y), tc_release(w);
+}
+
 /* an elementwise kernel whose load strides along the output's rows (a
  * transposing copy) upcasts the axis that load reads contiguously by a
  * cache line of its elements (the L1d's line; 64 bytes when unknown): rows
@@ -965,6 +1003,7 @@ int main(void) {
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
         cmocka_unit_test(test_plan_transpose), cmocka_unit_test(test_plan_kblock_conv),
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
+        cmocka_unit_test(test_plan_packed_heads),
     };
     return cmocka_run_group_tests(tests, NULL, free_reference);
 }
