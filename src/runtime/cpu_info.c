@@ -13,7 +13,9 @@
  * shared_cpu_list: what the kernel read from cpuid), then, for a level sysfs
  * does not give, glibc's sysconf(_SC_LEVEL*_CACHE_*). sysfs goes first
  * because it describes one cache: on a 2-core AMD EPYC guest sysconf said
- * 256 MiB of L3 where sysfs and lscpu say 32 MiB.
+ * 256 MiB of L3 where sysfs and lscpu say 32 MiB. sysconf's L3 is the
+ * package's, so it counts as shared by the package's logical processors
+ * (cpuid leaf 1), the share per core that opt.c plans with.
  * Overrides (for tests, and to plan for another machine): TC_CPU_L1D,
  * TC_CPU_L2, TC_CPU_L3 (bytes, or with a K, M or G suffix: 48K, 2M) and
  * TC_CPU_ISA (sse2, avx, avx2, avx512: the lanes and registers plans assume;
@@ -29,6 +31,9 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
 
 #define SYSFS_CACHE  "/sys/devices/system/cpu/cpu0/cache"
 #define MAX_OVERRIDE ((int64_t)1 << 40) /* the largest cache an override may give */
@@ -96,7 +101,20 @@ int tc_cpu_sysfs_caches(const char *dir, tc_cache_level cache[3]) {
     return found;
 }
 
-/* the levels sysfs did not give, from glibc's sysconf; how many it gave */
+/* the logical processors of the package, as cpuid leaf 1 counts them (0
+ * where it does not say, or off x86): glibc's sysconf reports a package's
+ * whole L3 without how many share it (a 2-core Zen 5 guest: 508 MiB of L3
+ * for 254 logical processors, 2 MiB each) */
+static int package_threads(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    unsigned a, b, c, d;
+    if (__get_cpuid(1, &a, &b, &c, &d) && (d >> 28) & 1) return (int)((b >> 16) & 0xff);
+#endif
+    return 0;
+}
+
+/* the levels sysfs did not give, from glibc's sysconf, the L3 shared by
+ * the package's logical processors; how many it gave */
 static int sysconf_caches(tc_cache_level cache[3]) {
     int found = 0;
 #ifdef _SC_LEVEL1_DCACHE_SIZE
@@ -111,6 +129,7 @@ static int sysconf_caches(tc_cache_level cache[3]) {
         long ways = sysconf(names[l][1]), line = sysconf(names[l][2]);
         cache[l] = (tc_cache_level){
             .bytes = bytes, .ways = ways > 0 ? (int)ways : 0, .line = line > 0 ? (int)line : 0};
+        if (l == 2) cache[l].shared = package_threads();
         found++;
     }
 #else
