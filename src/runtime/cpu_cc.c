@@ -20,7 +20,7 @@
  * kernels as functions of one translation unit cost about 1 ms more each),
  * so the new kernels of a schedule are built as one translation unit per
  * compiler running at once, and as fewer units when the kernels are too
- * small to pay for another compiler's start (SPLIT_BYTES). cut_source splits a source into prelude items
+ * small to pay for another compiler's start (CC_START_BYTES). cut_source splits a source into prelude items
  * (top-level declarations and #if groups, cut at line ends) and the kernel;
  * the batch holds each distinct item once, then each kernel between
  * "#define <fn_name> <fn_name>__<key>" and "#undef <fn_name>". A source is
@@ -49,11 +49,11 @@ extern char **environ; /* passed to the compiler */
 #define LOG_MAX      1500 /* compiler log bytes quoted in an error message */
 #define MAX_CC_WORDS 8    /* words in TC_CC ("ccache cc" is two) */
 #define MAX_JOBS     64   /* compilers running at once, at most */
-/* kernel source (bytes, prelude not counted) a batch must hold per compiler
- * it runs on: twice what gcc compiles in the time it takes to start (gcc
- * 12 at -O2 on the diff corpus: 89 ms a run plus 12 ms a KB of source, the
- * same ratio whatever the CPU's speed, so about 7 KB) */
-#define SPLIT_BYTES 16384
+/* the kernel source (bytes, prelude not counted) gcc compiles in about the
+ * time it takes to start: gcc 12 at -O2 on the diff corpus, 89 ms a run
+ * plus 12 ms a KB of source (Zen 5; a ratio of two compile times, so about
+ * the same on a faster or slower CPU): about 7 KB */
+#define CC_START_BYTES 8192
 
 /* compiler flags, part of the cache key; the file arguments follow them
  * (CMakeLists.txt reads them for bench/stream.c) */
@@ -537,10 +537,13 @@ static void add_task(builder *b, const int *kernels, int n) {
 }
 
 /* the kernels that may join split into bins of about equal source bytes
- * (longest first into the lightest bin), one bin per compiler at once but
- * only as many as carry SPLIT_BYTES of kernel source each (a second
- * compiler costs its start in CPU time and saves half the compile in wall
- * time: it pays once the batch takes twice its start to compile); the rest
+ * (longest first into the lightest bin), one bin per compiler at once, but
+ * an n-th bin only where it saves at least the CPU time its compiler's
+ * start costs: n bins take W/n of wall time for a batch that compiles in W
+ * alone, the n-th saves W/(n(n-1)), so it needs n(n-1) starts' worth of
+ * kernel source (CC_START_BYTES each: 16 KB for two compilers; the
+ * differential suite's one- and two-kernel realizes then run one compiler,
+ * 743 -> 611 runs, 104 -> 85 s of CPU in the same wall time); the rest
  * alone. Tasks sorted heaviest first. */
 TC_MUST_USE static tc_status plan(builder *b, int n) {
     int *join = tc_malloc(2 * (size_t)n * sizeof *join), n_join = 0;
@@ -557,9 +560,8 @@ TC_MUST_USE static tc_status plan(builder *b, int n) {
             int t = join[k];
             join[k] = join[k - 1], join[k - 1] = t;
         }
-    size_t worth = kernel_bytes / SPLIT_BYTES; /* bins that pay for their start */
-    int n_bins = n_join < b->max_jobs ? n_join : b->max_jobs;
-    if (n_bins > 1 && (size_t)n_bins > worth) n_bins = worth > 1 ? (int)worth : 1;
+    int most = n_join < b->max_jobs ? n_join : b->max_jobs, n_bins = n_join > 0;
+    while (n_bins < most && (size_t)(n_bins + 1) * (size_t)n_bins * CC_START_BYTES <= kernel_bytes) n_bins++;
     size_t load[MAX_JOBS] = {0};
     for (int i = 0; i < n_join; i++) {
         int best = 0;

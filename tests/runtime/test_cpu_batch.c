@@ -103,7 +103,7 @@ static const char *prelude = "#include <stdint.h>\n"
                              "}\n";
 
 /* kernel i, its body padded with a comment of pad bytes (a batch splits
- * across compilers by the bytes of its kernels: cpu_cc.c's SPLIT_BYTES) */
+ * across compilers by the bytes of its kernels: cpu_cc.c's CC_START_BYTES) */
 static void kernel_src_padded(char *buf, size_t size, int i, int pad) {
     int n = snprintf(buf, size,
                      "%s/* kernel %d */\n"
@@ -342,6 +342,21 @@ static void test_prebuild_batches(void **state) {
     assert_int_equal(tc_cpu_compile_count(), runs + 2);
 }
 
+/* 2 compilers at once: a second runs only for 16 KB of kernel source
+ * (twice CC_START_BYTES): 6 kernels of 2 KB in one run, of 3 KB in two */
+static void test_prebuild_split_rule(void **state) {
+    (void)state;
+    tc_dev *d = cpu();
+    make_padded_kernels(40, 2000);
+    int64_t runs = tc_cpu_compile_count();
+    assert_int_equal(d->prebuild(d, src_p, names, N_KERNELS), TC_OK);
+    assert_int_equal(tc_cpu_compile_count(), runs + 1);
+    make_padded_kernels(50, 3000);
+    assert_int_equal(d->prebuild(d, src_p, names, N_KERNELS), TC_OK);
+    assert_int_equal(tc_cpu_compile_count(), runs + 3);
+    for (int i = 0; i < N_KERNELS; i++) check_kernel(d, d->compile(d, srcs[i], "k"), 50 + i);
+}
+
 /* one compiler at once: a batch of all, and one kernel in it does not
  * compile: the batch's kernels are built again one a run, the good ones
  * work, and compile reports the bad one's own error */
@@ -511,6 +526,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_rendered_kernels_batch, fresh_cache),
         cmocka_unit_test(test_batch_text),
         cmocka_unit_test_setup_teardown(test_prebuild_batches, NULL, fresh_cache),
+        cmocka_unit_test_setup_teardown(test_prebuild_split_rule, NULL, fresh_cache),
         cmocka_unit_test_setup_teardown(test_batch_failure, NULL, fresh_cache),
         cmocka_unit_test_setup_teardown(test_alone_keeps_state, NULL, fresh_cache),
         cmocka_unit_test_setup_teardown(test_stale_and_bad_refs, NULL, fresh_cache),
