@@ -49,6 +49,21 @@ run_examples() { # run_examples BUILD_DIR
     return "$rc"
 }
 
+# py_tests LIB: the Python tests against LIB in two pytest processes at once
+# (one runs on one core), each every other test (TC_PY_SHARD, conftest.py);
+# the first's output follows the second's
+py_tests() {
+    local out rb=0 ra=0
+    out=$(mktemp)
+    TC_PY_SHARD=0/2 TINYC_LIB="$1" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests >"$out" 2>&1 &
+    local pid=$!
+    TC_PY_SHARD=1/2 TINYC_LIB="$1" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests || rb=$?
+    wait "$pid" || ra=$?
+    cat "$out"
+    rm -f "$out"
+    return $((ra || rb))
+}
+
 # one_build LABEL DIR CMAKE_ARGS...: configure and build; if that worked, ctest
 # and the examples (each runs even when the other failed)
 one_build() {
@@ -66,8 +81,7 @@ if ((${#failed[@]} == 0)); then
     one_build release build -DCMAKE_BUILD_TYPE=Release
     if [ -f build/libtinyc.so ]; then
         # the Python binding against the Release library, PyTorch as the reference
-        step "release: python tests" env TINYC_LIB="$PWD/build/libtinyc.so" \
-            /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests || true
+        step "release: python tests" py_tests "$PWD/build/libtinyc.so" || true
     fi
     # intercept_tls_get_addr=0: gcc 12's sanitizer runtime (up to gcc 13 and
     # LLVM 16) takes a dynamic TLS block that happens to start 16 bytes into
@@ -77,7 +91,7 @@ if ((${#failed[@]} == 0)); then
     export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1
     export LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp" # pocl's process-lifetime state
     # most GPU-target suites (OpenCL on pocl, NVRTC compile checks) and the
-    # extra differential runs (TC_NOOPT, TC_BEAM: label slow) run in the
+    # extra differential runs (TC_NOFUSE, TC_NOOPT, TC_BEAM: label slow) run in the
     # Release build only: under the sanitizers they take half an hour cold;
     # the on-device suites labelled gpu-asan run under them too
     CTEST_EXTRA="-LE gpu|slow" one_build asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=ON
