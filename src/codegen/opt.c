@@ -492,6 +492,14 @@ static int64_t reduce_inner(const tc_sched_item *it) {
     return inner;
 }
 
+/* the reduce's length: the reduced axes' product */
+static int64_t reduce_len(const tc_sched_item *it) {
+    int64_t n = 1;
+    for (int a = 0; a < it->ndim; a++)
+        if ((it->reduce_axes >> a) & 1) n *= it->full_shape[a];
+    return n;
+}
+
 const tc_ast *tc_opt_pack_load(const tc_sched_item *it, int j) {
     kinfo k;
     memset(&k, 0, sizeof k);
@@ -755,9 +763,7 @@ int tc_opt_kblock_axis(const tc_sched_item *it) {
 static int64_t plan_kblock(const tc_sched_item *it, int64_t cols, const tc_target *tg) {
     int k = tc_opt_kblock_axis(it);
     if (k < 0) return 0;
-    int64_t inner = 1; /* the reduced axes inside k: a conv's window */
-    for (int a = k + 1; a < it->ndim; a++)
-        if ((it->reduce_axes >> a) & 1) inner *= it->full_shape[a];
+    int64_t inner = reduce_inner(it); /* the reduced axes inside k: a conv's window */
     int64_t n = it->full_shape[k], per_index = cols * 4 * inner;
     int64_t fit = inner == 1 ? l1d_bytes(tg) : l2_share(tg) / 2;
     if (n * per_index <= fit) return 0;
@@ -897,9 +903,7 @@ static bool plan_pack(const tc_sched_item *it, const kinfo *k, int64_t l, const 
     const tc_ast *pl = pack_load(it, k, j);
     if (!pl || p->amt[1] % l || !tc_opt_vec_ok(it, j, true, pl)) return false;
     p->lanes = (int)l;
-    int64_t n_k = 1, limit = l2_share(tg) / 2, per_index = p->amt[1] * 4 * reduce_inner(it);
-    for (int a = 0; a < it->ndim; a++)
-        if ((it->reduce_axes >> a) & 1) n_k *= it->full_shape[a];
+    int64_t n_k = reduce_len(it), limit = l2_share(tg) / 2, per_index = p->amt[1] * 4 * reduce_inner(it);
     if (limit > PACK_MAX_BYTES) limit = PACK_MAX_BYTES;
     p->kblock = 0;
     if (n_k * p->amt[1] * 4 <= limit) return true;
@@ -1084,10 +1088,7 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
     if (p->pack) { /* a tile of rows and vector columns of the panel's operand */
         const tc_ast *pl = p->n == 2 ? tc_opt_pack_load(it, p->axis[1]) : NULL;
         if (kept != 2 || p->lanes < 2 || !pl || !pack_axes_ok(it, pl, p->axis[0], p->axis[1])) return false;
-        int64_t n_k = 1;
-        for (int a = 0; a < it->ndim; a++)
-            if ((it->reduce_axes >> a) & 1) n_k *= it->full_shape[a];
-        if ((p->kblock ? p->kblock * reduce_inner(it) : n_k) * p->amt[1] * 4 > PACK_MAX_BYTES) return false;
+        if ((p->kblock ? p->kblock * reduce_inner(it) : reduce_len(it)) * p->amt[1] * 4 > PACK_MAX_BYTES) return false;
     }
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
 }

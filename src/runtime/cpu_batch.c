@@ -269,8 +269,7 @@ static bool cut_source(const char *src, const char *fn_name, cut *c) {
 }
 
 bool tc_cpu_batch_can_join(const char *src, const char *fn_name) {
-    cut c;
-    return *fn_name && cut_source(src, fn_name, &c);
+    return tc_cpu_batch_kernel_bytes(src, fn_name) > 0;
 }
 
 size_t tc_cpu_batch_kernel_bytes(const char *src, const char *fn_name) {

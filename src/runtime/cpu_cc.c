@@ -20,8 +20,9 @@
  * kernels as functions of one translation unit cost about 1 ms more each),
  * so the new kernels of a schedule are built as one translation unit per
  * compiler running at once, and as fewer units when the kernels are too
- * small to pay for another compiler's start (CC_START_BYTES). cut_source splits a source into prelude items
- * (top-level declarations and #if groups, cut at line ends) and the kernel;
+ * small to pay for another compiler's start (CC_START_BYTES). cut_source
+ * splits a source into prelude items (top-level declarations and #if
+ * groups, cut at line ends) and the kernel;
  * the batch holds each distinct item once, then each kernel between
  * "#define <fn_name> <fn_name>__<key>" and "#undef <fn_name>". A source is
  * batched only when that cannot change what it means: its prelude declares

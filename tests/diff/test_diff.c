@@ -41,8 +41,8 @@
  * only that family (the names the summaries print); TC_DIFF_SCALE=<k>
  * runs k times as many cases (soak runs), TC_DIFF_SKIP=<k> leaves out the
  * cases a run at scale k covers (a wide run beside the default one),
- * TC_DIFF_CASES=<n> at most the first n of each family. A last test checks that every
- * generator op ran at least once.
+ * TC_DIFF_CASES=<n> at most the first n of each family. A last test checks
+ * that every generator op ran at least once.
  */
 #include "diff_gen.h"
 #include "diff_case.h"
