@@ -1,13 +1,16 @@
 /* test_cpu_heap.c - the CPU device's heap of big buffers (runtime/
  * cpu_heap.c): best fit, splitting and merging, blocks the heap did not give
  * out, a request bigger than a region, trimming (free pages given back,
- * empty regions unmapped), the bound on the free memory kept, out of memory; and the device using it: a big
+ * empty regions unmapped), the bound on the free memory kept, out of
+ * memory, regions open to huge pages; and the device using it: a big
  * buffer's memory serves the next big buffer of any size, not through the
  * size-class cache. */
 #include "tc_test.h"
 
 #include "runtime/cpu.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +102,49 @@ static void test_big_and_trim(void **state) {
     tc_cpu_heap_release(&h);
 }
 
+/* the first word of file path, or "" */
+static void read_word(const char *path, char *w, size_t n) {
+    FILE *f = fopen(path, "r");
+    w[0] = 0;
+    if (f && !fgets(w, (int)n, f)) w[0] = 0;
+    if (f) fclose(f);
+}
+
+/* "THPeligible" of the mapping holding p in /proc/self/smaps: 1, 0, or -1
+ * when smaps does not say */
+static int thp_eligible(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0, v = -1;
+    unsigned long lo, hi, a = (unsigned long)(uintptr_t)p;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = lo <= a && a < hi;
+        else if (in && sscanf(line, "THPeligible: %d", &v) == 1)
+            break;
+    }
+    fclose(f);
+    return v;
+}
+
+/* a region asks for transparent huge pages (a first step's page faults:
+ * one per 2 MiB instead of per 4 KiB), where the kernel offers them to
+ * mappings that ask (its setting "always" or "madvise", not "never") */
+static void test_huge_pages(void **state) {
+    (void)state;
+    char mode[256];
+    read_word("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof mode);
+    tc_cpu_heap h = {0};
+    char *p = tc_cpu_heap_alloc(&h, 8 * MB);
+    assert_non_null(p);
+    int v = thp_eligible(p);
+    printf("THP: %s", mode[0] ? mode : "(no setting)\n");
+    if (v >= 0 && (strstr(mode, "[always]") || strstr(mode, "[madvise]"))) assert_int_equal(v, 1);
+    assert_true(tc_cpu_heap_free(&h, p, ALL));
+    tc_cpu_heap_release(&h);
+}
+
 /* a region left with nothing in use is unmapped when the heap's free bytes
  * pass the bound its free is given */
 static void test_keep_bound(void **state) {
@@ -176,6 +222,7 @@ int main(void) {
         cmocka_unit_test(test_fit_and_merge),  cmocka_unit_test(test_foreign_blocks),
         cmocka_unit_test(test_big_and_trim),   cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_keep_bound),     cmocka_unit_test(test_device_buffers),
+        cmocka_unit_test(test_huge_pages),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tc_shutdown();
