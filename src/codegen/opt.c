@@ -134,7 +134,16 @@ typedef struct {
     bool overflow;           /* more than the arrays hold: no plan */
 } kinfo;
 
-static void collect(kinfo *k, const tc_ast *a, bool under_reduce) {
+/* the loads under a reduce, the stores and the reduces of the AST under a,
+ * into k; each node walked once in each of the two modes (under a reduce
+ * or not; seen holds a node's address, plus one for the first mode), so a
+ * DAG's shared operands are not walked once per path (exponential in a
+ * long fused chain's depth): O(nodes) set operations */
+static void collect_walk(kinfo *k, tc_ptrmap *seen, const tc_ast *a, bool under_reduce) {
+    if (!tc_ptrset_add(seen, (const char *)a + under_reduce) || seen->failed) {
+        k->overflow |= seen->failed;
+        return;
+    }
     if (a->op == TC_OP_LOAD) {
         if (!under_reduce) return;
         for (int i = 0; i < k->n_loads; i++)
@@ -148,13 +157,22 @@ static void collect(kinfo *k, const tc_ast *a, bool under_reduce) {
         else k->stores[k->n_stores++] = a;
     }
     if (tc_op_is_reduce(a->op)) {
-        bool seen = false;
-        for (int i = 0; i < k->n_reds && i < 8; i++) seen |= k->reds[i] == a;
-        if (!seen && k->n_reds < 8) k->reds[k->n_reds] = a;
-        if (!seen && k->n_reds < 9) k->n_reds++;
+        bool seen_red = false;
+        for (int i = 0; i < k->n_reds && i < 8; i++) seen_red |= k->reds[i] == a;
+        if (!seen_red && k->n_reds < 8) k->reds[k->n_reds] = a;
+        if (!seen_red && k->n_reds < 9) k->n_reds++;
     }
     bool red = under_reduce || tc_op_is_reduce(a->op);
-    for (int i = 0; i < a->n_srcs && !k->overflow; i++) collect(k, a->srcs[i], red);
+    for (int i = 0; i < a->n_srcs && !k->overflow; i++) collect_walk(k, seen, a->srcs[i], red);
+}
+
+/* k, emptied, then filled from the kernel's AST (an allocation failure:
+ * k->overflow, so no plan) */
+static void collect(kinfo *k, const tc_ast *ast) {
+    memset(k, 0, sizeof *k);
+    tc_ptrmap seen = {0};
+    collect_walk(k, &seen, ast, false);
+    tc_ptrmap_free(&seen);
 }
 
 static bool is_kept(const tc_sched_item *it, int a) {
@@ -502,8 +520,7 @@ static int64_t reduce_len(const tc_sched_item *it) {
 
 const tc_ast *tc_opt_pack_load(const tc_sched_item *it, int j) {
     kinfo k;
-    memset(&k, 0, sizeof k);
-    collect(&k, it->ast, false);
+    collect(&k, it->ast);
     return k.overflow ? NULL : pack_load(it, &k, j);
 }
 
@@ -1046,7 +1063,7 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
         if (p->epi_loop || p->n != 1) *p = (tc_kopt){0}; /* its copies would not stay straight-line */
         return;
     }
-    collect(&k, it->ast, false);
+    collect(&k, it->ast);
     if (k.overflow) return;
     choose_plan(it, tg, &k, p);
     bound_plan(it, &k, tg, p);
@@ -1116,8 +1133,7 @@ int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out,
     static const int64_t amounts[] = {2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 64};
     int n = 0;
     kinfo k;
-    memset(&k, 0, sizeof k);
-    collect(&k, it->ast, false);
+    collect(&k, it->ast);
     if (k.overflow) return 0;
     kcost c, set; /* a search tries only plans the cost rule allows */
     memset(&c, 0, sizeof c);
