@@ -9,7 +9,11 @@
  * that is checked comes from one more replay, on inputs with new data: a
  * replay that returned a stale result would fail the check.
  *
- *   matmul N     (N,N)@(N,N) float32, N = 256, 512, 1024, 2048: GFLOPS = 2N^3/t
+ *   matmul N     (N,N)@(N,N) float32, N = 256, 512, 1024, 2048, 4096: GFLOPS = 2N^3/t
+ *   skinny_n     (64,768) @ (768,50304): few rows, a wide output (a language
+ *                model's head over 64 tokens, its weight stored (in, out))
+ *   skinny_k     (128,50304) @ (50304,768): few rows, a long reduce (that
+ *                head's input gradient, dlogits @ W): GFLOPS = 2mkn/t
  *   matmul_wt    x @ W.T with an (out, in) weight, the torch/GPT-2 layout:
  *                (256,256) @ (50304,256).T (a language model's head):
  *                GFLOPS = 2*256*256*50304/t
@@ -29,7 +33,7 @@
  *
  * Usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick] [--device DEV]
  *   --only CASE  one case: matmul256, matmul512, matmul1024, matmul2048,
- *                matmul_wt, matmul_heads, stream (triad and sum), softmax, softmax64,
+ *                matmul4096, skinny_n, skinny_k, matmul_wt, matmul_heads, stream (triad and sum), softmax, softmax64,
  *                layernorm, std, transpose or machine (default: all but machine;
  *                bench/run.sh runs them one by one, each next to its peer)
  *   --dump DIR   writes each case's inputs and our outputs as raw float32
@@ -390,7 +394,7 @@ int main(int argc, char **argv) {
     static const char *const names[] = {"matmul256", "matmul512", "matmul1024", "matmul2048",
                                         "matmul_wt", "stream",    "softmax",    "softmax64",
                                         "layernorm", "std",       "matmul_heads", "transpose",
-                                        "machine"};
+                                        "matmul4096", "skinny_n", "skinny_k", "machine"};
     int n_names = (int)(sizeof names / sizeof names[0]), found = 0;
     for (int c = 0; c < n_names; c++) {
         if (only ? strcmp(only, names[c]) != 0 : !strcmp(names[c], "machine")) continue;
@@ -411,6 +415,9 @@ int main(int argc, char **argv) {
         case 9: bench_rows("std", OP_STD, 4096, 1024); break;
         case 10: bench_heads(names[c], 4, 12, 64, 64); break;
         case 11: bench_rows("transpose", OP_TRANSPOSE, 512, 4608); break;
+        case 12: bench_matmul(names[c], 4096, 4096, 4096, false); break;
+        case 13: bench_matmul(names[c], 64, 768, 50304, false); break;
+        case 14: bench_matmul(names[c], 128, 50304, 768, false); break;
         default: { /* the device opens at its first tensor (TC_DEBUG=1 says what it read) */
             tc_tensor *z = tc_zeros(1, (int64_t[]){1}, TC_FLOAT32, device);
             if (!z) error("tc_zeros");

@@ -101,7 +101,8 @@ if sys.argv[3:4] == ["--corename"]:  # run.sh: which kernels OpenBLAS picks by i
 # the matmul cases: (m, k, n, b is stored (n, k) and used transposed), as bench_ops has them
 MATMULS = {"matmul256": (256, 256, 256, False), "matmul512": (512, 512, 512, False),
            "matmul1024": (1024, 1024, 1024, False), "matmul2048": (2048, 2048, 2048, False),
-           "matmul_wt": (256, 256, 50304, True)}
+           "matmul4096": (4096, 4096, 4096, False), "skinny_n": (64, 768, 50304, False),
+           "skinny_k": (128, 50304, 768, False), "matmul_wt": (256, 256, 50304, True)}
 
 
 def matmul(case):

@@ -79,10 +79,14 @@ def chk(case):
     return f[1] if f and len(f) > 1 else "-"
 
 
-for n in (256, 512, 1024, 2048):  # issue #14: within 0.9x of OpenBLAS at every size
+for n in (256, 512, 1024, 2048, 4096):  # issue #14: within 0.9x of OpenBLAS at every size
     c = "matmul%d" % n
     add("matmul %dx%d f32" % (n, n), val("ours", c), val("peer", c), "GFLOPS", True, 0.9, chk(c),
         "numpy (OpenBLAS)")
+add("skinny, (64,768) @ (768,50304) f32", val("ours", "skinny_n"), val("peer", "skinny_n"),
+    "GFLOPS", True, 0.9, chk("skinny_n"), "numpy (OpenBLAS)")
+add("skinny, (128,50304) @ (50304,768) f32", val("ours", "skinny_k"), val("peer", "skinny_k"),
+    "GFLOPS", True, 0.9, chk("skinny_k"), "numpy (OpenBLAS)")
 add("x @ W.T, (256,256) @ (50304,256).T f32", val("ours", "matmul_wt"), val("peer", "matmul_wt"),
     "GFLOPS", True, 0.9, chk("matmul_wt"), "numpy (OpenBLAS)")
 add("heads merged, (4,12,64,64) -> (256,768) @ (768,768).T f32", val("ours", "matmul_heads"),
