@@ -276,10 +276,11 @@ enum {
                            sums each was 519 lines and 0.29-0.76 s of gcc, at 512 (8) its
                            slowest kernel took 0.21 s; no step slower (MNIST, GPT-2 124M,
                            Zen 4) */
-    SCALAR_COPIES = 128, /* scalar copies of a plan on a vector target (columns that are no
-                            whole number of vectors): test_small_shapes' 13x17 @ 17x130 took
-                            26 columns for two vectors' registers, 13 rows of them: 338 scalar
-                            copies, 1,070 lines, 0.38 s of gcc */
+    SCALAR_COPIES = 64, /* scalar copies of a plan on a vector target (columns that are no
+                           whole number of vectors): test_small_shapes' 13x17 @ 17x130 took
+                           26 columns for two vectors' registers, 13 rows of them: 338 scalar
+                           copies, 1,070 lines, 0.38 s of gcc; test_einsum's 16x24 @ 24x8 as
+                           one tile of 128: 423 lines, 0.37-0.55 s (Zen 5) */
     BODY_COPIES = 64,   /* copies of the reduce body (a vector counts once) a search may try:
                            the heuristic's tiles are at most 28 (AVX-512's 14x2 vectors) */
     STORE_BUDGET = 128, /* element stores (a vector store counts once) its kept copies may
