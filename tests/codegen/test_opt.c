@@ -405,13 +405,13 @@ static void test_small_shapes(void **state) {
         tc_release(c);
     }
     /* 130 columns are no whole vectors of 16: a tile of scalar copies, at
-     * most opt.c's SCALAR_COPIES (128) of them (13 x 26 = 338 were 1,070
-     * lines and 0.38 s of gcc) */
+     * most opt.c's SCALAR_COPIES (64) of them (13 x 26 = 338 were 1,070
+     * lines and 0.38 s of gcc, 128 still 0.37-0.55 s) */
     tc_tensor *c = matmul(13, 17, 130);
     tc_kopt p = plan_of(c, &avx512v, NULL);
     int64_t copies = 1;
     for (int i = 0; i < p.n; i++) copies *= p.amt[i];
-    assert_true(p.lanes > 1 || copies <= 128);
+    assert_true(p.lanes > 1 || copies <= 64);
     tc_release(c);
 }
 
