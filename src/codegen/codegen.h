@@ -231,6 +231,11 @@ tc_uop *tc_ub_alu(tc_ub *ub, tc_op op, tc_dtype dt, int n, tc_uop *a, tc_uop *b,
 tc_uop *tc_ub_cast(tc_ub *ub, tc_uop *x, tc_dtype dt, bool bitcast);
 tc_uop *tc_ub_global(tc_ub *ub, int slot, tc_dtype dt);
 tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid);
+/* a load kept where it is built (the current body), not hoisted out of the
+ * loops its index does not use, nor shared with an equal load: for what
+ * the kernel itself wrote in an enclosing loop (a blocked reduce's
+ * partial sums) */
+tc_uop *tc_ub_load_here(tc_ub *ub, tc_uop *buf, tc_uop *idx);
 tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value);
 /* later loads of buffers the kernel writes (outputs, scratch arrays) are new
  * UOps, not earlier ones of the same place (which may read older values) */

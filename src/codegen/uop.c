@@ -538,6 +538,14 @@ tc_uop *tc_ub_load_vec(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid, int l
     return intern(ub, u);
 }
 
+tc_uop *tc_ub_load_here(tc_ub *ub, tc_uop *buf, tc_uop *idx) {
+    tc_uop *s[2] = {buf, idx};
+    tc_uop *u = new_uop(ub, TC_UOP_LOAD, buf ? buf->dtype : TC_FLOAT32, 2, s);
+    if (!u) return NULL;
+    u->hash = uop_hash(u);
+    return place(ub, u, true);
+}
+
 tc_uop *tc_ub_gep(tc_ub *ub, tc_uop *v, int lane) {
     if (!v || v->vcount <= 1) return v;
     tc_uop *u = new_uop(ub, TC_UOP_GEP, v->dtype, 1, &v);
