@@ -61,20 +61,21 @@ def compile_alone(src, out, repeats=3):
 
 
 def compile_all(srcs, out_dir, jobs=2):
-    """{src: CPU seconds of one compile}, `jobs` compilers at a time, each
-    timed by its own rusage (os.wait4)"""
+    """{src: CPU seconds of one compile}, `jobs` compilers at a time (each
+    writing the library of its slot), each timed by its own rusage
+    (os.wait4)"""
     times, running, todo = {}, {}, list(srcs)
     while todo or running:
         while todo and len(running) < jobs:
             src = todo.pop()
-            out = os.path.join(out_dir, "alone%d.so" % len(running))
-            p = subprocess.Popen(compile_cmd(src, out + str(len(times))),
+            slot = min(set(range(jobs)) - {s for _, _, s in running.values()})
+            p = subprocess.Popen(compile_cmd(src, os.path.join(out_dir, "once%d.so" % slot)),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            running[p.pid] = (p, src)
+            running[p.pid] = (p, src, slot)
         pid, status, ru = os.wait4(-1, 0)
         if pid in running:
-            p, src = running.pop(pid)
-            p.returncode = status
+            p, src, _ = running.pop(pid)
+            p.returncode = status  # reaped here: Popen must not wait for it again
             times[src] = ru.ru_utime + ru.ru_stime if status == 0 else None
     return times
 

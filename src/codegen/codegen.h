@@ -152,6 +152,9 @@ bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int 
 /* the kept axis before whose loop a packed tile of rows axis i and column
  * axis j fills its panel of load pl (opt.c; the column loop outside it) */
 int tc_opt_pack_from(const tc_sched_item *it, const tc_ast *pl, int i, int j);
+/* the reduce indices a packed tile's panel holds, flat: the blocked axis'
+ * kblock of them times the other reduced axes, else the whole reduce */
+int64_t tc_opt_panel_k(const tc_sched_item *it, int64_t kblock);
 /* the reduced axis a plan may block (kblock): the outermost reduced axis
  * of more than one index, when the kernel's only output is stored straight
  * from its only reduce (a float sum, no assign); -1 otherwise */

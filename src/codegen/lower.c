@@ -277,9 +277,7 @@ void tc_lw_take_plan(lower_ctx *c, tc_kopt p) {
     c->pack_from = -1;
     if (p.pack && c->n_up == 2 && c->vj > 1 && (c->pack_load = tc_opt_pack_load(c->it, c->up_axis[1]))) {
         c->pack_from = tc_opt_pack_from(c->it, c->pack_load, c->up_axis[0], c->up_axis[1]);
-        c->pack_k = 1;
-        for (int a = 0; a < c->it->ndim; a++)
-            if ((c->it->reduce_axes >> a) & 1) c->pack_k *= a == c->kaxis ? c->kblock : c->it->full_shape[a];
+        c->pack_k = tc_opt_panel_k(c->it, c->kaxis >= 0 ? c->kblock : 0);
         c->pack_buf = tc_ub_define_scratch(&c->ub, TC_FLOAT32, c->pack_k * c->up_amt[1]);
         if (!c->pack_buf) c->ub.failed = true;
     } else {

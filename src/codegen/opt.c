@@ -519,6 +519,10 @@ static int64_t reduce_len(const tc_sched_item *it) {
     return n;
 }
 
+int64_t tc_opt_panel_k(const tc_sched_item *it, int64_t kblock) {
+    return kblock ? kblock * reduce_inner(it) : reduce_len(it);
+}
+
 const tc_ast *tc_opt_pack_load(const tc_sched_item *it, int j) {
     kinfo k;
     collect(&k, it->ast);
@@ -921,10 +925,10 @@ static bool plan_pack(const tc_sched_item *it, const kinfo *k, int64_t l, const 
     const tc_ast *pl = pack_load(it, k, j);
     if (!pl || p->amt[1] % l || !tc_opt_vec_ok(it, j, true, pl)) return false;
     p->lanes = (int)l;
-    int64_t n_k = reduce_len(it), limit = l2_share(tg) / 2, per_index = p->amt[1] * 4 * reduce_inner(it);
+    int64_t limit = l2_share(tg) / 2, per_index = p->amt[1] * 4 * reduce_inner(it);
     if (limit > PACK_MAX_BYTES) limit = PACK_MAX_BYTES;
     p->kblock = 0;
-    if (n_k * p->amt[1] * 4 <= limit) return true;
+    if (tc_opt_panel_k(it, 0) * p->amt[1] * 4 <= limit) return true;
     int ka = tc_opt_kblock_axis(it);
     if (ka < 0) return false;
     for (int64_t b = limit / per_index; b >= 2 && !p->kblock; b--) /* blocks of the blockable axis */
@@ -1106,7 +1110,7 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
     if (p->pack) { /* a tile of rows and vector columns of the panel's operand */
         const tc_ast *pl = p->n == 2 ? tc_opt_pack_load(it, p->axis[1]) : NULL;
         if (kept != 2 || p->lanes < 2 || !pl || !pack_axes_ok(it, pl, p->axis[0], p->axis[1])) return false;
-        if ((p->kblock ? p->kblock * reduce_inner(it) : reduce_len(it)) * p->amt[1] * 4 > PACK_MAX_BYTES) return false;
+        if (tc_opt_panel_k(it, p->kblock) * p->amt[1] * 4 > PACK_MAX_BYTES) return false;
     }
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
 }

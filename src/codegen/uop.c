@@ -541,9 +541,7 @@ tc_uop *tc_ub_load_vec(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid, int l
 tc_uop *tc_ub_load_here(tc_ub *ub, tc_uop *buf, tc_uop *idx) {
     tc_uop *s[2] = {buf, idx};
     tc_uop *u = new_uop(ub, TC_UOP_LOAD, buf ? buf->dtype : TC_FLOAT32, 2, s);
-    if (!u) return NULL;
-    u->hash = uop_hash(u);
-    return place(ub, u, true);
+    return u ? place(ub, u, true) : NULL; /* not interned, as a store */
 }
 
 tc_uop *tc_ub_gep(tc_ub *ub, tc_uop *v, int lane) {

@@ -26,8 +26,8 @@
  * Zen 5 guest: 300 MB touched a page at a time in 830-870 ms, 21-540 ms
  * with huge pages, the range being how many the kernel had free) that was
  * most of the first step's launch time: beautiful_mnist's cold step (292
- * MB peak) launched its kernels in 725 ms against 186 ms warm, 215-443 ms
- * with huge pages. The cost: a region's used end rounds up to 2 MiB of
+ * MB peak, 186 ms warm) launched its kernels in 684-821 ms, 437-598 ms
+ * with huge pages (alternate runs of the two builds). The cost: a region's used end rounds up to 2 MiB of
  * resident memory, once per region. Best fit (the smallest free block that
  * holds the request; of those, the lowest address, oldest region first)
  * keeps the used pages low and together.
