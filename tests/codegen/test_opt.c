@@ -636,6 +636,12 @@ static void test_plan_transpose(void **state) {
     assert_int_equal(plan_of(t, &wide, NULL).amt[0], 25); /* 32 clamped would waste 28 rows: a divisor */
     check_plan(t, "0:16", 1e-6, 0);
     check_plan(t, "0:8", 1e-6, 0);
+    /* a copy keeps gcc -O2's own cost model (the dynamic one built a lane
+     * transpose that compiled twice as long and ran no faster); a map with
+     * arithmetic asks for the dynamic one */
+    char *src = kernel_source(t);
+    assert_null(strstr(src, "vect-cost-model"));
+    free(src);
     tc_check_schedule(t, 1, 1e-6, 0, "transposing copy 64x100");
     tc_tensor *fl = tc_flip(xt, 1, &flip_ax), *tf = tc_contiguous(fl); /* stride -1 along the columns */
     tc_tensor *xf = tc_flip(x, 1, &flip_ax);
@@ -649,6 +655,9 @@ static void test_plan_transpose(void **state) {
     assert_int_equal(plan_of(same, &avx512v, NULL).n, 0);
     tc_tensor *lg = tc_log(xt), *sn = tc_sin(lg), *heavy = tc_exp(sn); /* 16 copies: 3 polynomials */
     assert_int_equal(plan_of(heavy, &avx512v, NULL).n, 0);
+    src = kernel_source(heavy);
+    assert_non_null(strstr(src, "vect-cost-model=dynamic"));
+    free(src);
     /* a deep DAG (each level reads the last one twice: 2^48 paths) is
      * walked once per node: no plan (its work passes the cost rule), no hang */
     tc_tensor *y = tc_retain(xt);
