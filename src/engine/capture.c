@@ -199,37 +199,32 @@ static use_info *collect_uses(const tc_capture *c, int *n_out) {
     return u;
 }
 
-/* the free block on device that fits nbytes best (or, failing that, the
- * largest free one, which grows); -1 when none is free before `first` */
-static int pick_block(const tc_mem_block *b, int n, int device, size_t nbytes, int first) {
-    int best = -1;
-    for (int i = 0; i < n; i++) {
-        if (b[i].device != device || b[i].free_after >= first) continue;
-        if (best < 0) {
-            best = i;
-            continue;
-        }
-        bool fits = b[i].nbytes >= nbytes, best_fits = b[best].nbytes >= nbytes;
-        if (fits != best_fits ? fits
-            : fits            ? b[i].nbytes < b[best].nbytes
-                              : b[i].nbytes > b[best].nbytes)
-            best = i;
-    }
-    return best;
+/* whether lives a and b are in use at one step (a block cannot hold both) */
+static bool overlap(const tc_mem_life *a, const tc_mem_life *b) {
+    return a->first <= b->last && b->first <= a->last;
 }
 
 int tc_mem_plan(tc_mem_life *lives, int n, tc_mem_block *blocks) {
+    for (int i = 0; i < n; i++) lives[i].block = -1;
     int n_blocks = 0;
-    for (int i = 0; i < n; i++) {
-        tc_mem_life *x = &lives[i];
-        int b = pick_block(blocks, n_blocks, x->device, x->nbytes, x->first);
+    for (int round = 1; round <= n; round++) {
+        int x = -1; /* the biggest life left (of equal ones, the first) */
+        for (int i = 0; i < n; i++)
+            if (lives[i].block < 0 && (x < 0 || lives[i].nbytes > lives[x].nbytes)) x = i;
+        const tc_mem_life *lx = &lives[x];
+        for (int j = 0; j < n; j++) /* the blocks holding a life that overlaps it */
+            if (lives[j].block >= 0 && overlap(&lives[j], lx)) blocks[lives[j].block].mark = round;
+        int b = -1; /* of the others on its device, the smallest (all fit: bigger lives came first) */
+        for (int k = 0; k < n_blocks; k++)
+            if (blocks[k].device == lx->device && blocks[k].mark != round &&
+                (b < 0 || blocks[k].nbytes < blocks[b].nbytes))
+                b = k;
         if (b < 0) {
             b = n_blocks++;
-            blocks[b] = (tc_mem_block){x->device, 0, -1};
+            blocks[b] = (tc_mem_block){lx->device, lx->nbytes, -1, 0};
         }
-        if (blocks[b].nbytes < x->nbytes) blocks[b].nbytes = x->nbytes;
-        if (blocks[b].free_after < x->last) blocks[b].free_after = x->last;
-        x->block = b;
+        if (blocks[b].free_after < lx->last) blocks[b].free_after = lx->last;
+        lives[x].block = b;
     }
     return n_blocks;
 }

@@ -340,6 +340,32 @@ static void test_lowering_cache(void **state) {
     assert_int_equal(tc_lcache_size(), 0);
 }
 
+/* tc_mem_plan, the JIT capture's and the export's planner: a life that
+ * spans others (b, 100 bytes over steps 1..3) must not take the block a
+ * big one leaves (a, 1000 at step 0), or the next big one (c, 1000 at step
+ * 2) needs a block of its own: a and c share one, b gets a small one
+ * (first fit in order of first use made 2000 bytes); lives of other
+ * devices never share */
+static void test_mem_plan(void **state) {
+    (void)state;
+    tc_mem_life lives[5] = {
+        {0, 1000, 0, 0, -1}, {0, 100, 1, 3, -1}, {0, 1000, 2, 2, -1}, {1, 10, 0, 0, -1}, {1, 10, 1, 1, -1},
+    };
+    tc_mem_block blocks[5];
+    int n = tc_mem_plan(lives, 5, blocks);
+    assert_int_equal(n, 3);
+    assert_int_equal(lives[0].block, lives[2].block);
+    assert_int_not_equal(lives[1].block, lives[0].block);
+    assert_int_equal(lives[3].block, lives[4].block);
+    size_t dev0 = 0;
+    for (int i = 0; i < n; i++) {
+        if (blocks[i].device == 0) dev0 += blocks[i].nbytes;
+        else assert_int_equal(blocks[i].nbytes, 10);
+    }
+    assert_int_equal(dev0, 1100);
+    for (int i = 0; i < 5; i++) assert_true(blocks[lives[i].block].nbytes >= lives[i].nbytes);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_run_compiles_nothing),
@@ -352,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_save_schedule),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_lowering_cache),
+        cmocka_unit_test(test_mem_plan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
