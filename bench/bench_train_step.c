@@ -103,7 +103,7 @@ static tc_status step(void *user, tc_tensor *const *in, int n_in, tc_tensor **ou
     tc_status s = tc_optimizer_zero_grad(m->opt);
     if (s == TC_OK && !(logits = forward(m, in[0]))) s = tc_last_status();
     if (s == TC_OK && !(loss = tc_cross_entropy(logits, in[1]))) s = tc_last_status();
-    if (s == TC_OK) s = tc_backward(loss);
+    if (s == TC_OK) s = tc_backward_opts(loss, NULL, false); /* frees the graph, as torch does */
     tc_tensor *also[5] = {loss};
     for (int i = 0; i < m->n_buffers; i++) also[1 + i] = m->buffers[i];
     if (s == TC_OK) s = tc_optimizer_step_with(m->opt, also, 1 + m->n_buffers);

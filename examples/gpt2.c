@@ -192,7 +192,7 @@ static tc_status train_step(void *user, tc_tensor *const *in, int n_in, tc_tenso
     tc_status s = tc_optimizer_zero_grad(t->decay);
     if (s == TC_OK) s = tc_optimizer_zero_grad(t->nodecay);
     tc_tensor *loss = s == TC_OK ? gpt2_loss(&t->m, in[0], in[1]) : NULL;
-    if (s == TC_OK) s = loss ? tc_backward(loss) : tc_last_status();
+    if (s == TC_OK) s = loss ? tc_backward_opts(loss, NULL, false) : tc_last_status();
     tc_tensor *norm = s == TC_OK ? tc_clip_grad_norm(t->m.params, t->m.n_params, 1.0, 2.0) : NULL;
     if (s == TC_OK && !norm) s = tc_last_status();
     int cap = 4 * t->m.n_params + 16, n = 2;

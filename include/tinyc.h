@@ -668,6 +668,13 @@ TC_API tc_status tc_backward(tc_tensor *loss);
  * to each leaf's gradient, for a loss of any shape; gradient has loss's
  * shape, a float dtype and its device (NULL: tc_backward, one element) */
 TC_API tc_status tc_backward_ex(tc_tensor *loss, tc_tensor *gradient);
+/* tc_backward_ex (gradient NULL: a one-element loss) that, with retain_graph
+ * false, then frees what the loss's graph recorded (PyTorch's backward
+ * default, tinygrad's too): the values kept for the rules go once the
+ * gradients no longer read them, and a later backward that needs a gradient
+ * through one of those tensors fails (TC_ERR_INVALID). tc_backward and
+ * tc_backward_ex keep the graph (retain_graph true). */
+TC_API tc_status tc_backward_opts(tc_tensor *loss, tc_tensor *gradient, bool retain_graph);
 /* a new reference to t's gradient, or NULL with no error set when it has none.
  * The gradient is lazy and reads the buffers it depends on when it runs:
  * realize it before (or together with) an in-place update of those (tc_assign

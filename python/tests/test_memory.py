@@ -4,6 +4,7 @@ import gc
 import os
 
 import numpy as np
+import pytest
 
 from helpers import requires_autograd
 from tinyc import Tensor
@@ -112,3 +113,43 @@ def test_deepcopy_model():
     np.testing.assert_array_equal(m2.weight.numpy(), w)
     x = Tensor.ones(4, 3)
     np.testing.assert_allclose(m2(x).numpy(), np.ones((4, 3)) @ w.T + m2.bias.numpy(), rtol=1e-6)
+
+
+@requires_autograd
+def test_backward_frees_the_graph_like_torch():
+    """backward() frees what the graph recorded (torch's default): a
+    realized activation the loss's graph kept for its rule goes once the
+    gradient is realized, though the loss lives on; a second backward
+    raises as torch's does; retain_graph=True keeps the graph"""
+    import torch
+
+    from tinyc import GlobalCounters
+    from tinyc._lib import TinycError
+
+    v = np.linspace(-1, 1, 4096, dtype=np.float32)
+
+    def kept(retain):
+        before = GlobalCounters.mem_used
+        x = Tensor(v, requires_grad=True)
+        e = x.exp().realize()
+        loss = e.sum().realize()
+        del e
+        loss.backward(retain_graph=retain)
+        x.grad.realize()
+        after = GlobalCounters.mem_used
+        del x, loss
+        return after - before
+
+    assert kept(True) - kept(False) == 4096 * 4
+    x, xt = Tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+    loss, lt = (x * x).sum(), (xt * xt).sum()
+    loss.backward(retain_graph=True)
+    lt.backward(retain_graph=True)
+    loss.backward()
+    lt.backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError):
+        lt.backward()
+    with pytest.raises(TinycError, match="graph an earlier backward freed"):
+        loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 4 * v, rtol=1e-6)

@@ -210,15 +210,16 @@ def test_integer_ops():
 @pytest.mark.parametrize("shape", [(3, 4), (2, 1, 3), (5,)])
 def test_backward_with_gradient(shape):
     """torch's y.backward(gradient) for a non-scalar y, through a view and a
-    reduce; a second call accumulates; a wrong gradient shape is refused"""
+    reduce; a second call (the first retained the graph) accumulates; a
+    wrong gradient shape is refused"""
     rng = np.random.default_rng(len(shape))
     x = rng.standard_normal(shape).astype(np.float32)
     t, tt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
     y = (t.exp() * t).flip(0).cumsum(0)
     ty = (tt.exp() * tt).flip(0).cumsum(0)
     g = rng.standard_normal(shape).astype(np.float32)
-    y.backward(Tensor(g))
-    ty.backward(torch.tensor(g))
+    y.backward(Tensor(g), retain_graph=True)
+    ty.backward(torch.tensor(g), retain_graph=True)
     assert_close(t.grad, tt.grad.numpy(), rtol=1e-5, atol=1e-5)
     y.backward(g)  # array-likes too; accumulates
     assert_close(t.grad, 2 * tt.grad.numpy(), rtol=1e-5, atol=1e-5)

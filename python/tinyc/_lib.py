@@ -155,7 +155,8 @@ SIGNATURES = {
     "tc_dropout": (T, [T, f64, b]),
     # autograd and training (optional until the library has them)
     "tc_set_requires_grad": (i32, [T, b]), "tc_requires_grad": (b, [T]),
-    "tc_backward": (i32, [T]), "tc_backward_ex": (i32, [T, T]), "tc_grad": (T, [T]), "tc_zero_grad": (i32, [T]),
+    "tc_backward": (i32, [T]), "tc_backward_ex": (i32, [T, T]),
+    "tc_backward_opts": (i32, [T, T, ctypes.c_bool]), "tc_grad": (T, [T]), "tc_zero_grad": (i32, [T]),
     "tc_detach": (T, [T]), "tc_set_grad_enabled": (b, [b]), "tc_is_grad_enabled": (b, []),
     "tc_assign": (i32, [T, T]), "tc_index_copy": (i32, [T, i32, T, T]),
     # optimizers (optional until the library has them)

@@ -462,23 +462,22 @@ class Tensor(Movement, NNOps, TransformerOps):
         fn = _lib.need("tc_zero_grad", "Tensor.grad = None")
         check_status(fn(self._h))
 
-    def backward(self, gradient=None):
+    def backward(self, gradient=None, retain_graph=False):
         """gradients of this scalar, or of sum(self * gradient) for a
-        gradient of self's shape (torch's backward(gradient))"""
+        gradient of self's shape (torch's backward(gradient)). Then frees
+        what the graph recorded, as torch and tinygrad do, unless
+        retain_graph: a second backward through it raises."""
         if gradient is not None:
             if not isinstance(gradient, Tensor):
                 gradient = Tensor(gradient, device=self.device)
             if gradient.shape != self.shape:
                 raise ValueError("tinyc: backward: gradient of shape %s for a tensor of shape %s"
                                  % (gradient.shape, self.shape))
-            fn = _lib.need("tc_backward_ex", "Tensor.backward(gradient)")
-            check_status(fn(self._h, gradient._h))
-        else:
-            if self.shape not in ((), (1,)):
-                raise ValueError("tinyc: backward needs a scalar (one-element) loss or a "
-                                 "gradient, got shape %s" % (self.shape,))
-            fn = _lib.need("tc_backward", "Tensor.backward")
-            check_status(fn(self._h))
+        elif self.shape not in ((), (1,)):
+            raise ValueError("tinyc: backward needs a scalar (one-element) loss or a "
+                             "gradient, got shape %s" % (self.shape,))
+        fn = _lib.need("tc_backward_opts", "Tensor.backward")
+        check_status(fn(self._h, gradient._h if gradient is not None else None, bool(retain_graph)))
         if len(_pending_losses) > 64:  # nobody steps: keep the list short
             take_pending_losses()
         _pending_losses.append(weakref.ref(self))

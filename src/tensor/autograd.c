@@ -77,9 +77,8 @@ static void ctx_free(tc_ag_ctx *c, tc_tensor **list) {
     tc_free(c);
 }
 
-void tc_tensor_destroy(tc_tensor *t) {
-    tc_tensor *list = t;
-    t->ag_next = NULL;
+/* frees the handles on the worklist headed by list and every one that dies with them */
+static void destroy_list(tc_tensor *list) {
     while (list) {
         tc_tensor *x = list;
         list = x->ag_next;
@@ -89,6 +88,11 @@ void tc_tensor_destroy(tc_tensor *t) {
         tc_node_release(x->node);
         tc_free(x);
     }
+}
+
+void tc_tensor_destroy(tc_tensor *t) {
+    t->ag_next = NULL;
+    destroy_list(t);
 }
 
 /* ---- public calls ---- */
@@ -208,10 +212,16 @@ TC_MUST_USE static tc_status accumulate(tc_tensor *t, tc_node *g) {
 
 /* one step of the sweep: t's pending gradient through its rule to its
  * parents, or (a leaf) onto *leaves as a pair (t, new grad node) */
-TC_MUST_USE static tc_status step(tc_tensor *t, tc_ptrvec *leaves) {
+TC_MUST_USE static tc_status step(const char *api, tc_tensor *t, tc_ptrvec *leaves) {
     tc_node *g = t->ag_pending;
     t->ag_pending = NULL;
     if (!g) return TC_OK; /* no path from loss carries a gradient here */
+    if (t->graph_freed) {
+        tc_node_release(g);
+        return tc_error_set(TC_ERR_INVALID, "%s: the loss depends on a tensor whose graph an "
+                            "earlier backward freed (retain_graph false); pass retain_graph true "
+                            "to that backward to differentiate through it again", api);
+    }
     if (!t->ctx) {
         if (g->device != t->node->device) { /* a leaf moved since it was used */
             tc_node *moved = tc_tensor_copy_node(g, t->node->device);
@@ -294,7 +304,29 @@ TC_MUST_USE static tc_status check_loss(const char *api, tc_tensor *loss, tc_ten
     return TC_OK;
 }
 
-static tc_status backward(const char *api, tc_tensor *loss, tc_tensor *gradient) {
+/* frees the contexts of the tensors in order (a backward's, linked through
+ * ag_next): the nodes they held for the rules go, and the handles that die
+ * with them. Detaches all first, as freeing reuses ag_next. O(tensors). */
+static void free_graph(tc_tensor *order) {
+    tc_ptrvec ctxs = {0};
+    tc_error_state es; /* a failed push is no failure of the backward */
+    tc_error_save(&es);
+    for (tc_tensor *t = order; t; t = t->ag_next) {
+        if (!t->ctx) continue;
+        if (tc_ptrvec_push(&ctxs, t->ctx) != TC_OK) break; /* out of memory: the rest stay */
+        t->ctx = NULL;
+        t->graph_freed = true;
+    }
+    tc_error_restore(&es);
+    for (int i = 0; i < ctxs.n; i++) {
+        tc_tensor *list = NULL;
+        ctx_free(ctxs.items[i], &list);
+        destroy_list(list);
+    }
+    tc_ptrvec_free(&ctxs);
+}
+
+static tc_status backward(const char *api, tc_tensor *loss, tc_tensor *gradient, bool retain_graph) {
     tc_tensor *order = NULL;
     tc_ptrvec leaves = {0}; /* pairs (leaf, its new grad node) */
     tc_status s = check_loss(api, loss, gradient);
@@ -304,14 +336,16 @@ static tc_status backward(const char *api, tc_tensor *loss, tc_tensor *gradient)
                                     : tc_ew_const(loss->node, 1.0);
         if (!loss->ag_pending) s = tc_error_or(TC_ERR_MEMORY);
     }
-    for (tc_tensor *t = order; t && s == TC_OK; t = t->ag_next) s = step(t, &leaves);
-    return finish(order, &leaves, s);
+    for (tc_tensor *t = order; t && s == TC_OK; t = t->ag_next) s = step(api, t, &leaves);
+    s = finish(order, &leaves, s);
+    if (s == TC_OK && !retain_graph) free_graph(order);
+    return s;
 }
 
 TC_API tc_status tc_backward(tc_tensor *loss) {
     TC_API_ENTER();
     tc_lock();
-    tc_status s = backward("tc_backward", loss, NULL);
+    tc_status s = backward("tc_backward", loss, NULL, true);
     tc_unlock();
     return s;
 }
@@ -319,7 +353,15 @@ TC_API tc_status tc_backward(tc_tensor *loss) {
 TC_API tc_status tc_backward_ex(tc_tensor *loss, tc_tensor *gradient) {
     TC_API_ENTER();
     tc_lock();
-    tc_status s = backward("tc_backward_ex", loss, gradient);
+    tc_status s = backward("tc_backward_ex", loss, gradient, true);
+    tc_unlock();
+    return s;
+}
+
+TC_API tc_status tc_backward_opts(tc_tensor *loss, tc_tensor *gradient, bool retain_graph) {
+    TC_API_ENTER();
+    tc_lock();
+    tc_status s = backward("tc_backward_opts", loss, gradient, retain_graph);
     tc_unlock();
     return s;
 }

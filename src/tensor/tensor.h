@@ -28,6 +28,8 @@ struct tc_tensor {
     uint64_t ag_mark;    /* tc_backward's visit epoch (topological sort) */
     tc_node *ag_pending; /* tc_backward: gradient summed so far (owned while it runs) */
     tc_tensor *ag_next;  /* intrusive link: release worklist, backward order */
+    bool graph_freed;    /* a backward without retain_graph freed its context: a later
+                            backward that reaches it with a gradient fails */
 };
 
 /* a new handle owning the reference `n` (consumed even on failure); NULL if n is NULL */

@@ -525,6 +525,64 @@ static void test_accumulate(void **state) {
     tc_release(l1), tc_release(l2), tc_release(sq), tc_release(x);
 }
 
+/* device bytes in use after: exp(x) realized, its handle released, the
+ * loss sum(exp(x)) realized and differentiated (tc_backward_opts with retain_graph) and
+ * x's gradient realized, the loss still held; less the bytes before */
+static int64_t bytes_kept(bool retain_graph) {
+    tc_counters c0, c1;
+    tc_get_counters(&c0);
+    float v[1024];
+    for (int i = 0; i < 1024; i++) v[i] = (float)i / 1024;
+    tc_tensor *x = f32(1, SHAPE(1024), v);
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    tc_tensor *e = tc_exp(x);
+    assert_int_equal(tc_realize(&e, 1), TC_OK);
+    tc_tensor *l = tc_sum(e, 0, NULL, false);
+    assert_int_equal(tc_realize(&l, 1), TC_OK);
+    tc_release(e); /* its value lives on in what the loss's graph recorded */
+    assert_int_equal(tc_backward_opts(l, NULL, retain_graph), TC_OK);
+    tc_tensor *g = tc_grad(x);
+    assert_int_equal(tc_realize(&g, 1), TC_OK);
+    tc_release(g);
+    tc_get_counters(&c1);
+    tc_release(l), tc_release(x);
+    return c1.mem_used - c0.mem_used;
+}
+
+/* tc_backward_opts without retain_graph frees what the graph recorded (the
+ * realized exp(x) it kept for exp's rule goes once the gradient is
+ * realized, though the loss lives), as torch's and tinygrad's backward do;
+ * a second backward through it fails and changes no gradient. With
+ * retain_graph it keeps the graph: twice accumulates, as tc_backward */
+static void test_backward_frees_graph(void **state) {
+    (void)state;
+    assert_int_equal(bytes_kept(true) - bytes_kept(false), 1024 * 4);
+    float v[3] = {1, 2, 3}, want[3] = {2, 4, 6};
+    tc_tensor *x = f32(1, SHAPE(3), v);
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    tc_tensor *sq = tc_square(x), *l = tc_sum(sq, 0, NULL, false);
+    assert_int_equal(tc_backward_opts(l, NULL, false), TC_OK);
+    expect_f32(tc_grad(x), want, 3, 1e-6, 1e-6, "2x");
+    assert_int_equal(tc_backward_opts(l, NULL, true), TC_ERR_INVALID);
+    assert_tc_error(TC_ERR_INVALID, "tc_backward_opts: the loss depends on a tensor whose graph an "
+                                    "earlier backward freed");
+    assert_int_equal(tc_backward(l), TC_ERR_INVALID);
+    expect_f32(tc_grad(x), want, 3, 1e-6, 1e-6, "2x, unchanged by the refused backwards");
+    /* a new loss over x itself is fine: x is a leaf */
+    tc_tensor *l2 = tc_sum(x, 0, NULL, false);
+    assert_int_equal(tc_backward_opts(l2, NULL, false), TC_OK);
+    float want2[3] = {3, 5, 7};
+    expect_f32(tc_grad(x), want2, 3, 1e-6, 1e-6, "2x + 1");
+    /* retained: the graph serves twice */
+    assert_int_equal(tc_zero_grad(x), TC_OK);
+    tc_tensor *sq2 = tc_square(x), *l3 = tc_sum(sq2, 0, NULL, false);
+    assert_int_equal(tc_backward_opts(l3, NULL, true), TC_OK);
+    assert_int_equal(tc_backward_opts(l3, NULL, false), TC_OK);
+    float want3[3] = {4, 8, 12};
+    expect_f32(tc_grad(x), want3, 3, 1e-6, 1e-6, "2x twice");
+    tc_release(l), tc_release(sq), tc_release(l2), tc_release(l3), tc_release(sq2), tc_release(x);
+}
+
 /* gradients are lazy: nothing runs in tc_backward; realizing the gradient
  * runs its kernels. Intermediate results keep no gradient (only leaves). */
 static void test_lazy(void **state) {
@@ -710,7 +768,7 @@ int main(void) {
         TEST(test_unary),          TEST(test_binary_broadcast), TEST(test_binary_mixed_dtypes),
         TEST(test_where),          TEST(test_reduce),           TEST(test_ties),
         TEST(test_movement),       TEST(test_noncontiguous),    TEST(test_shared_subexpressions),
-        TEST(test_accumulate),
+        TEST(test_accumulate),     TEST(test_backward_frees_graph),
         TEST(test_lazy),           TEST(test_detach_and_modes), TEST(test_errors),
         TEST(test_deep_and_lifetime), TEST(test_backward_with_gradient),
     };
