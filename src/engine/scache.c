@@ -275,6 +275,7 @@ static void serialize(tc_skey *k, tc_node *const *nodes, int n) {
     put_u(k, (uint64_t)tc_flag_get(TC_FLAG_NOOPT));
     put_u(k, (uint64_t)tc_flag_get(TC_FLAG_BEAM));
     put_u(k, (uint64_t)tc_flag_get(TC_FLAG_NOROWS));
+    put_u(k, (uint64_t)tc_flag_get(TC_FLAG_KERNEL_OPS));
     put_u(k, (uint64_t)n);
     put_u(k, (uint64_t)k->n_computed);
     for (int i = 0; i < n; i++) put_u(k, number_of(k, tc_node_base(nodes[i])));

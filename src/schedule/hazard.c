@@ -139,12 +139,20 @@ static void member_reads(tc_sched_ctx *c, tc_binfo *ga, tc_binfo *gb, unsigned m
     tc_ptrmap_free(&bent_set);
 }
 
+/* the elementwise ops of g's members' cones (schedule.c's bound_kernels) */
+static int64_t group_ops(const tc_binfo *g) {
+    int64_t n = 0;
+    for (const tc_binfo *m = g; m; m = m->next_member) n += m->ops;
+    return n;
+}
+
 /* merges the groups of a and b when the result is a correct kernel: two
  * elementwise groups of one size, or an elementwise group into a reduce's
- * group with a row per element */
+ * group with a row per element, of at most kernel_ops ops together */
 static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
     tc_binfo *ga = tc_group_find(tc_binfo_of(a)), *gb = tc_group_find(tc_binfo_of(b));
     if (ga == gb || !elementwise_group(gb)) return false;
+    if (c->kernel_ops && group_ops(ga) + group_ops(gb) > c->kernel_ops) return false;
     if (group_rows(ga) != tc_node_numel(gb->node) ||
         (ga->has_reduce && group_rows(ga) > REDUCE_ROWS))
         return false;

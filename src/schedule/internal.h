@@ -32,6 +32,8 @@ struct tc_binfo {
     bool validated;      /* that expand is a row broadcast inside a reduce group */
     bool inlinable;      /* root: every read of it is recomputable in its own kernel */
     bool keep_stored;    /* root: always loaded, never recomputed (an assign's copied value) */
+    int ops;             /* elementwise: the ops of its cone as bound_kernels left it (an
+                            upper bound later, when more is realized) */
     bool is_deferred;    /* reduce: its merge was deferred in this pass */
     bool is_blocked;     /* reduce: in the reach of a deferred reduce realized in this pass */
     tc_ptrvec consumers; /* pairs (consumer base, view node or NULL), flattened */
@@ -68,6 +70,7 @@ typedef struct {
     tc_ptrvec by_id;          /* the same bases by id: producers first */
     tc_ptrvec items;          /* tc_sched_item pointers (arena) in creation order */
     bool no_merge;            /* no elementwise multi-output merging (the fallback) */
+    int kernel_ops;           /* the most elementwise ops of one kernel (0: no bound) */
     bool is_cycle;            /* ordering found a cycle */
     bool failed;              /* an allocation failed: the schedule fails (TC_ERR_MEMORY) */
     unsigned epoch;           /* the newest walk's mark */

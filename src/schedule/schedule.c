@@ -7,7 +7,8 @@
  *
  * Cost: collect is O(n + edges); decide_realizes and realize_shared are one
  * pass over the bases with a walk of one kernel's cone per base read through
- * an expand (or per reduce), each node of a walk visited once (epoch marks).
+ * an expand (or per reduce), each node of a walk visited once (epoch marks);
+ * bound_kernels walks each elementwise base's cone up to KERNEL_OPS nodes.
  *
  * Input: the nodes to realize. Output: a tc_schedule owning references to
  * every buffer node its items touch. The graph is only read; per-base
@@ -348,11 +349,73 @@ TC_MUST_USE static tc_status realize_shared(tc_sched_ctx *c) {
     return c->failed ? TC_ERR_MEMORY : TC_OK;
 }
 
+/* A bound on the elementwise ops one kernel inlines (PyTorch Inductor has
+ * one too, max_fusion_size): gcc's time on a kernel grows with its ops, about
+ * 0.3-0.5 ms an op here (a chain of 3,000 in one kernel: 0.9-1.5 s), so a
+ * longer chain is cut into kernels of at most KERNEL_OPS ops, compiled
+ * apart (and in parallel), at the cost of one store and load of the value
+ * at each cut. No model of the test corpus comes near it (gelu's cone is
+ * about 20 ops, Adam's update 25). */
+enum { KERNEL_OPS = 512 };
+
+/* the unrealized elementwise bases in x's cone, x included, stopping at
+ * realized and realize-marked bases, constants and non-elementwise ops,
+ * counted up to limit: O(min(cone, limit)) */
+static int cone_ops(tc_sched_ctx *c, tc_ptrvec *stack, tc_node *x, int limit) {
+    unsigned w = tc_sched_new_walk(c);
+    int n = 0;
+    stack->n = 0;
+    tc_sched_push(c, stack, x);
+    while (stack->n && n < limit) {
+        tc_node *y = tc_node_base(stack->items[--stack->n]);
+        if (is_realized(y) || y->op == TC_OP_CONST || !tc_op_is_elementwise(y->op)) continue;
+        if (y != x && tc_binfo_of(y)->realize) continue;
+        if (!first_visit(y, w)) continue;
+        n++;
+        for (int i = 0; i < y->n_srcs; i++) tc_sched_push(c, stack, y->srcs[i]);
+    }
+    return n;
+}
+
+/* Producers first, every elementwise base whose cone passes the bound
+ * realizes the source with the biggest cone until its own fits (each
+ * source's fits already: it came first), and keeps its count (hazard.c
+ * merges no kernels past the bound). O(n * bound) at worst; a cone that
+ * stops early (at a reduce, a realized value) costs its size. */
+TC_MUST_USE static tc_status bound_kernels(tc_sched_ctx *c) {
+    int64_t flag = tc_flag_get(TC_FLAG_KERNEL_OPS);
+    if (flag < 0) return TC_OK;
+    int bound = c->kernel_ops = flag > 0 && flag < KERNEL_OPS * 64 ? (int)flag : KERNEL_OPS;
+    tc_ptrvec stack = {0};
+    for (int i = 0; i < c->by_id.n && !c->failed; i++) {
+        tc_node *x = c->by_id.items[i];
+        if (!tc_op_is_elementwise(x->op)) continue;
+        int *ops = &tc_binfo_of(x)->ops;
+        while ((*ops = cone_ops(c, &stack, x, bound + 1)) > bound && !c->failed) {
+            tc_node *cut = NULL;
+            int most = 0;
+            for (int k = 0; k < x->n_srcs; k++) {
+                tc_node *sb = tc_node_base(x->srcs[k]);
+                if (is_realized(sb) || sb->op == TC_OP_CONST || !tc_op_is_elementwise(sb->op) ||
+                    tc_binfo_of(sb)->realize)
+                    continue;
+                int n = cone_ops(c, &stack, sb, bound + 1);
+                if (n > most) most = n, cut = sb;
+            }
+            if (!cut) break; /* cannot happen: x's cone passes the bound through a source */
+            tc_binfo_of(cut)->realize = true;
+        }
+    }
+    tc_ptrvec_free(&stack);
+    return c->failed ? TC_ERR_MEMORY : TC_OK;
+}
+
 TC_MUST_USE static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes, int n) {
     tc_status st = collect(c, nodes, n);
     if (st == TC_OK) st = tc_kg_init(c);
     if (st == TC_OK) st = decide_realizes(c, nodes, n);
     if (st == TC_OK) st = realize_shared(c);
+    if (st == TC_OK) st = bound_kernels(c);
     if (st == TC_OK) st = tc_group_reduces(c);
     if (st == TC_OK) st = tc_build_items(c);
     if (st == TC_OK) st = tc_rows_fuse(c, nodes, n);

@@ -13,6 +13,7 @@ static const char *const flag_names[TC_FLAG_COUNT] = {
     [TC_FLAG_NOFUSE] = "TC_NOFUSE",
     [TC_FLAG_BEAM] = "TC_BEAM",
     [TC_FLAG_NOROWS] = "TC_NOROWS",
+    [TC_FLAG_KERNEL_OPS] = "TC_KERNEL_OPS",
 };
 static int64_t flag_values[TC_FLAG_COUNT]; /* current values */
 static bool flag_loaded[TC_FLAG_COUNT];    /* read from the environment or set */

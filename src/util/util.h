@@ -138,6 +138,8 @@ typedef enum {
     TC_FLAG_NOFUSE, /* TC_NOFUSE: one kernel per reduce and per realized elementwise group */
     TC_FLAG_BEAM,   /* TC_BEAM: search width for kernel optimisation */
     TC_FLAG_NOROWS, /* TC_NOROWS: no row kernels (schedule/rows.c): each kernel stays apart */
+    TC_FLAG_KERNEL_OPS, /* TC_KERNEL_OPS: the most elementwise ops a kernel inlines from one
+                           value's cone (schedule.c; 0: the default, -1: no bound) */
     TC_FLAG_COUNT
 } tc_flag;
 int64_t tc_flag_get(tc_flag f);             /* reads the environment on first use */

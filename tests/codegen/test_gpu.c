@@ -241,13 +241,15 @@ static void test_multireduce_on_device(void **state) {
     tc_shutdown();
 }
 
-/* a chain of 3000 elementwise ops (one kernel; its mixed and its max form,
- * tc_test_chain) builds and matches the reference: pocl's clang refused
- * past 256 nested brackets before the renderers bounded expression depth
+/* a chain of 3000 elementwise ops (one kernel, the scheduler's bound on
+ * a kernel's ops turned off; its mixed and its max form, tc_test_chain)
+ * builds and matches the reference: pocl's clang refused past 256 nested
+ * brackets before the renderers bounded expression depth
  * (tests/render/test_depth.c checks the depth in every dialect) */
 static void test_long_chain_on_device(void **state) {
     (void)state;
     ocl();
+    tc_flag_put(TC_FLAG_KERNEL_OPS, -1);
     float h[64];
     for (int i = 0; i < 64; i++) h[i] = (float)((i * 37) % 64) / 16.0f - 2.0f;
     for (int max_only = 0; max_only < 2; max_only++) {
@@ -256,6 +258,7 @@ static void test_long_chain_on_device(void **state) {
         tc_check_schedule(y, 1, 1e-5, 1e-6, max_only ? "3000-op max chain" : "3000-op chain");
         tc_release(x), tc_release(y);
     }
+    tc_flag_put(TC_FLAG_KERNEL_OPS, 0);
     tc_shutdown();
 }
 

@@ -110,40 +110,54 @@ tc_tensor *tc_test_randn(int ndim, const int64_t *shape, uint64_t seed, float lo
 #include "schedule/schedule.h"
 #include "tensor/tensor.h"
 
-void tc_check_schedule(tc_tensor *t, int kernels, double rtol, double atol, const char *what) {
-    assert_non_null(t);
-    tc_node *n = tc_tensor_node(t);
-    int got = tc_schedule_kernel_count(&t, 1);
+void tc_check_schedule_many(tc_tensor *const *ts, int n, int kernels, double rtol, double atol,
+                            const char *what) {
+    for (int i = 0; i < n; i++) assert_non_null(ts[i]);
+    int got = tc_schedule_kernel_count((tc_tensor **)ts, n);
     if (got != kernels) {
         fprintf(stderr, "%s: expected %d kernels, got %d\n", what, kernels, got);
-        tc_node *b = tc_node_base(n);
-        tc_schedule *s = tc_schedule_create(&b, 1);
+        tc_node *b[8];
+        for (int i = 0; i < n && i < 8; i++) b[i] = tc_node_base(tc_tensor_node(ts[i]));
+        tc_schedule *s = tc_schedule_create(b, n < 8 ? n : 8);
         if (s) tc_schedule_dump(stderr, s);
         tc_schedule_free(s);
-        tc_node_dump(stderr, n);
+        for (int i = 0; i < n; i++) tc_node_dump(stderr, tc_tensor_node(ts[i]));
     }
     assert_int_equal(got, kernels);
-    size_t nbytes = (size_t)tc_numel(t) * tc_dtype_size(tc_get_dtype(t));
-    void *want = malloc(nbytes ? nbytes : 1);
+    void **want = calloc(n > 0 ? (size_t)n : 1, sizeof *want);
     assert_non_null(want);
-    if (tc_ref_eval(n, want) != TC_OK) {
-        fprintf(stderr, "%s: reference failed: %s\n", what, tc_last_error());
-        free(want);
-        fail();
+    for (int i = 0; i < n; i++) {
+        tc_tensor *t = ts[i];
+        size_t nbytes = (size_t)tc_numel(t) * tc_dtype_size(tc_get_dtype(t));
+        want[i] = malloc(nbytes ? nbytes : 1);
+        assert_non_null(want[i]);
+        if (tc_ref_eval(tc_tensor_node(t), want[i]) != TC_OK) {
+            fprintf(stderr, "%s: reference failed: %s\n", what, tc_last_error());
+            fail();
+        }
     }
     tc_counters before, after;
     tc_get_counters(&before);
-    void *got_v = tc_test_read(t);
+    assert_int_equal(tc_realize((tc_tensor **)ts, n), TC_OK);
     tc_get_counters(&after);
-    bool ok = tc_allclose(got_v, want, tc_get_dtype(t), tc_numel(t), rtol, atol, what);
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        void *got_v = tc_test_read(ts[i]);
+        ok &= tc_allclose(got_v, want[i], tc_get_dtype(ts[i]), tc_numel(ts[i]), rtol, atol, what);
+        free(got_v);
+        free(want[i]);
+    }
+    free(want);
     bool count_ok = after.kernel_count - before.kernel_count == kernels;
     if (!count_ok)
         fprintf(stderr, "%s: %lld kernels ran, expected %d\n", what,
                 (long long)(after.kernel_count - before.kernel_count), kernels);
-    free(want);
-    free(got_v);
     assert_true(ok);
     assert_true(count_ok);
+}
+
+void tc_check_schedule(tc_tensor *t, int kernels, double rtol, double atol, const char *what) {
+    tc_check_schedule_many(&t, 1, kernels, rtol, atol, what);
 }
 
 void tc_test_need_nvrtc(void) {

@@ -34,6 +34,9 @@ void tc_test_need_nvrtc(void);
  * runs exactly `kernels` kernels (dumping the schedule when not), then
  * realizes it and compares the values with the reference evaluator. */
 void tc_check_schedule(tc_tensor *t, int kernels, double rtol, double atol, const char *what);
+/* the same for the n tensors ts realized together */
+void tc_check_schedule_many(tc_tensor *const *ts, int n, int kernels, double rtol, double atol,
+                            const char *what);
 /* for each row {a, b, want} of cases: a + b of tensors of dtypes a and b has
  * dtype want (fails naming the three) */
 void tc_test_check_promotion(const tc_dtype (*cases)[3], size_t n);

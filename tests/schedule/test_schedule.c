@@ -25,6 +25,49 @@ static void test_elementwise_chain(void **state) {
     tc_shutdown();
 }
 
+/* y <- y*v + 1, n times: 2n ops */
+static tc_tensor *chain(tc_tensor *v, int n) {
+    tc_tensor *one = tc_full(0, NULL, 1.0, TC_FLOAT32, NULL), *y = tc_retain(v);
+    for (int i = 0; i < n; i++) {
+        tc_tensor *yv = tc_mul(y, v), *next = tc_add(yv, one);
+        tc_release(yv), tc_release(y);
+        y = next;
+    }
+    tc_release(one);
+    return y;
+}
+
+/* a kernel inlines at most 512 elementwise ops of one value's cone (the
+ * scheduler's bound, TC_KERNEL_OPS): a chain of 1,100 ops is cut into 3
+ * kernels, of 100 ops at TC_KERNEL_OPS=100 into 11; -1 turns the bound
+ * off (one kernel). Two chains of 300 ops from one input, otherwise one
+ * kernel of two outputs, stay two kernels (600 ops) */
+static void test_kernel_ops_bound(void **state) {
+    (void)state;
+    tc_tensor *x = rnd(2, S44, 11), *w = tc_sigmoid(x);
+    assert_int_equal(tc_realize(&w, 1), TC_OK);
+    tc_tensor *y = chain(w, 550);
+    tc_check_schedule(y, 3, 1e-5, 1e-5, "1,100-op chain");
+    tc_release(y);
+    int64_t counts[2][2] = {{100, 11}, {-1, 1}};
+    for (int k = 0; k < 2; k++) {
+        tc_flag_put(TC_FLAG_KERNEL_OPS, counts[k][0]);
+        y = chain(w, 550);
+        tc_check_schedule(y, (int)counts[k][1], 1e-5, 1e-5, "1,100-op chain, bound set");
+        tc_release(y);
+    }
+    tc_flag_put(TC_FLAG_KERNEL_OPS, 0);
+    tc_tensor *y1 = chain(w, 150), *y2 = tc_neg(w), *y3 = chain(y2, 150);
+    tc_tensor *both[2] = {y1, y3};
+    tc_tensor *small1 = chain(w, 20), *small2 = chain(y2, 20);
+    tc_tensor *pair[2] = {small1, small2};
+    tc_check_schedule_many(pair, 2, 1, 1e-5, 1e-5, "two 40-op chains of one input");
+    tc_check_schedule_many(both, 2, 2, 1e-5, 1e-5, "two 300-op chains of one input");
+    tc_release(y1), tc_release(y2), tc_release(y3), tc_release(small1), tc_release(small2);
+    tc_release(x), tc_release(w);
+    tc_shutdown();
+}
+
 /* (a*b).sum(): the multiply fuses into the reduce */
 static void test_mul_sum(void **state) {
     (void)state;
@@ -259,7 +302,9 @@ static void test_deep_kernel_shares_loads(void **state) {
         y = next;
     }
     tc_node *b = tc_node_base(tc_tensor_node(y));
+    tc_flag_put(TC_FLAG_KERNEL_OPS, -1); /* one kernel of 6,000 ops, not 12 */
     tc_schedule *s = tc_schedule_create(&b, 1);
+    tc_flag_put(TC_FLAG_KERNEL_OPS, 0);
     assert_non_null(s);
     assert_int_equal(s->n_items, 1);
     const tc_sched_item *it = &s->items[0];
@@ -276,6 +321,7 @@ static void test_deep_kernel_shares_loads(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise_chain),
+        cmocka_unit_test(test_kernel_ops_bound),
         cmocka_unit_test(test_deep_kernel_shares_loads),
         cmocka_unit_test(test_mul_sum),
         cmocka_unit_test(test_sum_then_elementwise),
