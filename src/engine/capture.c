@@ -221,9 +221,8 @@ int tc_mem_plan(tc_mem_life *lives, int n, tc_mem_block *blocks) {
                 b = k;
         if (b < 0) {
             b = n_blocks++;
-            blocks[b] = (tc_mem_block){lx->device, lx->nbytes, -1, 0};
+            blocks[b] = (tc_mem_block){lx->device, lx->nbytes, 0};
         }
-        if (blocks[b].free_after < lx->last) blocks[b].free_after = lx->last;
         lives[x].block = b;
     }
     return n_blocks;

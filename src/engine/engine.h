@@ -77,7 +77,6 @@ typedef struct {
 typedef struct {
     int device;     /* where it lives */
     size_t nbytes;  /* its largest member's size */
-    int free_after; /* the last use of its latest member */
     int mark;       /* the planner's scratch */
 } tc_mem_block;
 /* fills lives[i].block; blocks has room for n; returns the blocks used */

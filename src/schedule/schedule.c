@@ -16,6 +16,7 @@
  */
 #include "internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -358,8 +359,8 @@ TC_MUST_USE static tc_status realize_shared(tc_sched_ctx *c) {
  * about 20 ops, Adam's update 25). */
 enum { KERNEL_OPS = 512 };
 
-/* the unrealized elementwise bases in x's cone, x included, stopping at
- * realized and realize-marked bases, constants and non-elementwise ops,
+/* the unrealized elementwise bases in x's cone (x one of them), x
+ * included, stopping where stops_walk does and at non-elementwise ops,
  * counted up to limit: O(min(cone, limit)) */
 static int cone_ops(tc_sched_ctx *c, tc_ptrvec *stack, tc_node *x, int limit) {
     unsigned w = tc_sched_new_walk(c);
@@ -368,9 +369,7 @@ static int cone_ops(tc_sched_ctx *c, tc_ptrvec *stack, tc_node *x, int limit) {
     tc_sched_push(c, stack, x);
     while (stack->n && n < limit) {
         tc_node *y = tc_node_base(stack->items[--stack->n]);
-        if (is_realized(y) || y->op == TC_OP_CONST || !tc_op_is_elementwise(y->op)) continue;
-        if (y != x && tc_binfo_of(y)->realize) continue;
-        if (!first_visit(y, w)) continue;
+        if ((y != x && stops_walk(y)) || !tc_op_is_elementwise(y->op) || !first_visit(y, w)) continue;
         n++;
         for (int i = 0; i < y->n_srcs; i++) tc_sched_push(c, stack, y->srcs[i]);
     }
@@ -385,7 +384,7 @@ static int cone_ops(tc_sched_ctx *c, tc_ptrvec *stack, tc_node *x, int limit) {
 TC_MUST_USE static tc_status bound_kernels(tc_sched_ctx *c) {
     int64_t flag = tc_flag_get(TC_FLAG_KERNEL_OPS);
     if (flag < 0) return TC_OK;
-    int bound = c->kernel_ops = flag > 0 && flag < KERNEL_OPS * 64 ? (int)flag : KERNEL_OPS;
+    int bound = c->kernel_ops = flag == 0 ? KERNEL_OPS : flag < INT_MAX - 1 ? (int)flag : INT_MAX - 1;
     tc_ptrvec stack = {0};
     for (int i = 0; i < c->by_id.n && !c->failed; i++) {
         tc_node *x = c->by_id.items[i];
@@ -396,9 +395,7 @@ TC_MUST_USE static tc_status bound_kernels(tc_sched_ctx *c) {
             int most = 0;
             for (int k = 0; k < x->n_srcs; k++) {
                 tc_node *sb = tc_node_base(x->srcs[k]);
-                if (is_realized(sb) || sb->op == TC_OP_CONST || !tc_op_is_elementwise(sb->op) ||
-                    tc_binfo_of(sb)->realize)
-                    continue;
+                if (stops_walk(sb) || !tc_op_is_elementwise(sb->op)) continue;
                 int n = cone_ops(c, &stack, sb, bound + 1);
                 if (n > most) most = n, cut = sb;
             }
