@@ -261,6 +261,10 @@ enum {
     COST_TRANS = 32,    /* exp2, log2, sin: about that many ops inlined (cmath_src.h) */
     COST_DIV = 4,       /* recip, idiv, mod */
     COST_LOAD = 2,      /* a load and its address */
+    COST_GATHER = 7,    /* a gather: a load, and its index bounds-checked (two compares, an
+                           and), clamped and scaled: the test GPT-2's embedding sum under a
+                           LayerNorm's two reduces, uncounted, took 16 copies, 430 lines and
+                           0.39-0.6 s of gcc */
     COST_NODES = 1024,  /* AST nodes a cost walk tracks; past that the costs are COST_MANY */
     COST_MANY = 1 << 20, /* the cost of a kernel too big to count */
     BODY_BUDGET = 512,  /* weighted transcendentals and divisions a plan's copies of the
@@ -291,7 +295,7 @@ enum {
 static const int64_t op_cost[TC_OP_COUNT] = {
     [TC_OP_EXP2] = COST_TRANS, [TC_OP_LOG2] = COST_TRANS, [TC_OP_SIN] = COST_TRANS,
     [TC_OP_RECIP] = COST_DIV,  [TC_OP_IDIV] = COST_DIV,   [TC_OP_MOD] = COST_DIV,
-    [TC_OP_LOAD] = COST_LOAD,  [TC_OP_SQRT] = 1,          [TC_OP_NEG] = 1,
+    [TC_OP_LOAD] = COST_LOAD,  [TC_OP_GATHER] = COST_GATHER, [TC_OP_SQRT] = 1,          [TC_OP_NEG] = 1,
     [TC_OP_CAST] = 1,          [TC_OP_BITCAST] = 1,       [TC_OP_ADD] = 1,
     [TC_OP_MUL] = 1,           [TC_OP_MAX] = 1,           [TC_OP_CMPLT] = 1,
     [TC_OP_CMPNE] = 1,         [TC_OP_AND] = 1,           [TC_OP_OR] = 1,
@@ -806,13 +810,26 @@ static int64_t body_copies(const tc_kopt *p) {
     return p->lanes > 1 ? plan_copies(p) / p->lanes : plan_copies(p);
 }
 
+/* the kept copies of plan p: the product of its kept axes' amounts */
+static int64_t kept_copies(const tc_sched_item *it, const tc_kopt *p) {
+    int64_t c = 1;
+    for (int i = 0; i < p->n; i++)
+        if (!((it->reduce_axes >> p->axis[i]) & 1)) c *= p->amt[i];
+    return c;
+}
+
 /* the weighted ops plan p's copies of the reduce bodies hold: every copy
  * repeats the bodies' ALU ops (costs c), but a load only once per distinct
  * index, the product of the amounts of the plan axes it moves along (a
  * matmul tile's row loads once per row, its column once per column; a
- * vector counts once) */
-static int64_t body_size(const kinfo *k, const tc_kopt *p, const kcost *c) {
+ * vector counts once). A plan whose vectors run along a reduced axis folds
+ * each kept copy's accumulator of every reduce into one lane after the
+ * stage: lanes - 1 adds each (16 copies of a LayerNorm's two sums, 16
+ * lanes: 480 adds, as many as their bodies) */
+static int64_t body_size(const tc_sched_item *it, const kinfo *k, const tc_kopt *p, const kcost *c) {
     int64_t n = body_copies(p) * c->body_alu;
+    if (p->lanes > 1 && p->n > 0 && ((it->reduce_axes >> p->axis[p->n - 1]) & 1))
+        n += kept_copies(it, p) * k->n_reds * (p->lanes - 1);
     for (int l = 0; l < k->n_loads; l++) {
         int64_t copies = 1;
         for (int i = 0; i < p->n; i++) {
@@ -822,14 +839,6 @@ static int64_t body_size(const kinfo *k, const tc_kopt *p, const kcost *c) {
         n += copies * COST_LOAD;
     }
     return n;
-}
-
-/* the kept copies of plan p: the product of its kept axes' amounts */
-static int64_t kept_copies(const tc_sched_item *it, const tc_kopt *p) {
-    int64_t c = 1;
-    for (int i = 0; i < p->n; i++)
-        if (!((it->reduce_axes >> p->axis[i]) & 1)) c *= p->amt[i];
-    return c;
 }
 
 /* the stores plan p's kept copies write unrolled: one per copy and store,
@@ -884,7 +893,7 @@ static void bound_plan(const tc_sched_item *it, const kinfo *k, const tc_target 
     cost_walk(&c, &set, it->ast, false);
     bool shrunk = false;
     while (p->n > 0 &&
-           (body_copies(p) * c.body > BODY_BUDGET || body_size(k, p, &c) > BODY_OPS ||
+           (body_copies(p) * c.body > BODY_BUDGET || body_size(it, k, p, &c) > BODY_OPS ||
             (tg->has_vec && p->lanes <= 1 && plan_copies(p) > SCALAR_COPIES)) &&
            shrink_plan(it, p))
         shrunk = true;
@@ -1120,7 +1129,7 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
  * where their unrolled copies would pass EPI_BUDGET or STORE_BUDGET */
 static bool plan_bounded(const tc_sched_item *it, const kinfo *k, const tc_kopt *p, const kcost *c) {
     if (p->n > 0 && (body_copies(p) * c->body > BODY_BUDGET || body_copies(p) > BODY_COPIES ||
-                     body_size(k, p, c) > BODY_OPS))
+                     body_size(it, k, p, c) > BODY_OPS))
         return false;
     int64_t kept = kept_copies(it, p), epi = c->epi + (p->kblock ? COST_LOAD + 1 : 0);
     return p->epi_loop || kept <= 1 || (kept * epi <= EPI_BUDGET && store_copies(it, k, p) <= STORE_BUDGET);

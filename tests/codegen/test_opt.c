@@ -292,6 +292,37 @@ static void test_gather_vectorized(void **state) {
     tc_release(w), tc_release(x), tc_release(id), tc_release(e), tc_release(p), tc_release(y);
 }
 
+/* a LayerNorm over gathered embedding rows plus two more inputs (the test
+ * GPT-2's first LayerNorm): the gather's index arithmetic and the fold of
+ * every row's vector partials count in the plan's size, so its rows stay a
+ * few (16 rows of two 16-lane sums: 430 lines, 0.4-0.6 s of gcc; with them
+ * counted 4 rows, 0.2 s, no slower to run) */
+static void test_plan_gather_layernorm(void **state) {
+    (void)state;
+    int64_t sw[2] = {256, 64}, si[2] = {8, 32}, sp[2] = {32, 64}, sh[3] = {8, 32, 64};
+    int32_t ids[256];
+    for (int i = 0; i < 256; i++) ids[i] = (i * 37) % 256;
+    tc_tensor *w = tc_randn(2, sw, TC_FLOAT32, NULL), *pos = tc_randn(2, sp, TC_FLOAT32, NULL);
+    tc_tensor *h = tc_randn(3, sh, TC_FLOAT32, NULL), *b = tc_randn(1, (int64_t[]){64}, TC_FLOAT32, NULL);
+    tc_tensor *id = tc_from_data(ids, TC_INT32, 2, si, NULL);
+    tc_tensor *ins[5] = {w, pos, h, b, id};
+    assert_int_equal(tc_realize(ins, 5), TC_OK);
+    tc_tensor *e = tc_index(w, 0, id), *hb = tc_add(h, b), *x0 = tc_add(e, pos), *x = tc_add(x0, hb);
+    tc_tensor *y = tc_layernorm(x, 2, 1e-5);
+    tc_schedule *s = NULL;
+    tc_kopt pl = plan_of(y, &avx512v, &s);
+    const tc_sched_item *it = &s->items[0];
+    int64_t kept = 1;
+    for (int i = 0; i < pl.n; i++)
+        if (!((it->reduce_axes >> pl.axis[i]) & 1)) kept *= pl.amt[i];
+    assert_int_equal(pl.lanes, 16);
+    assert_true(kept >= 2 && kept <= 4);
+    tc_schedule_free(s);
+    tc_check_schedule(y, 1, 1e-4, 1e-4, "LayerNorm of gathered rows + positions + h + bias");
+    tc_release(w), tc_release(pos), tc_release(h), tc_release(b), tc_release(id);
+    tc_release(e), tc_release(hb), tc_release(x0), tc_release(x), tc_release(y);
+}
+
 /* batchnorm's per-channel sum over (n, y, x) with rows of 20 (a view of
  * wider rows, so y and x stay two axes): the row whole in 5 vectors of 4,
  * 8 channels at a time as independent streams */
@@ -1041,6 +1072,7 @@ int main(void) {
         cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_plan_packed),       cmocka_unit_test(test_vector_partials),
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_gather_vectorized),
+        cmocka_unit_test(test_plan_gather_layernorm),
         cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
         cmocka_unit_test(test_plan_transpose), cmocka_unit_test(test_plan_kblock_conv),
