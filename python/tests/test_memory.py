@@ -153,3 +153,38 @@ def test_backward_frees_the_graph_like_torch():
     with pytest.raises(TinycError, match="graph an earlier backward freed"):
         loss.backward()
     np.testing.assert_allclose(x.grad.numpy(), 4 * v, rtol=1e-6)
+
+
+@requires_autograd
+def test_backward_runs_in_program_order():
+    """a realize runs its kernels in the order the program made their values
+    (of those ready): a layer's weight gradient right after its input
+    gradient, so each layer's saved activations go as the backward passes
+    it, as in an eager framework. Six residual conv + BatchNorm layers
+    (activations of 1 MB): 12.4 MB at the peak; 27.2 MB when the weight
+    gradients ran after the whole backward (the order of the kernels'
+    creation, before)"""
+    from tinyc import GlobalCounters, nn
+
+    n_layers, b, c, hw = 6, 8, 32, 32
+    convs = [nn.Conv2d(c, c, 3, padding=1, bias=False) for _ in range(n_layers)]
+    bns = [nn.BatchNorm2d(c) for _ in range(n_layers)]
+    params = [m.weight for m in convs] + [m.weight for m in bns] + [m.bias for m in bns]
+    for p in params:
+        p.requires_grad = True
+    Tensor.realize(*params, *[m.running_mean for m in bns], *[m.running_var for m in bns])
+    training = Tensor.training
+    Tensor.training = True
+    try:
+        h = Tensor(np.random.default_rng(0).random((b, c, hw, hw), dtype=np.float32)).realize()
+        for conv, bn in zip(convs, bns):
+            h = bn(conv(h)).relu() + h
+        loss = (h * h).mean()
+        loss.backward()
+        GlobalCounters.reset()
+        Tensor.realize(loss, *[p.grad for p in params])
+        peak = GlobalCounters.mem_peak
+    finally:
+        Tensor.training = training
+    activation = b * c * hw * hw * 4
+    assert peak <= 16 * activation, peak / activation

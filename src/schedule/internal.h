@@ -139,6 +139,7 @@ TC_MUST_USE tc_status tc_build_items(tc_sched_ctx *c); /* ast.c: one item per gr
  * the requested outputs (never kept in row scratch) */
 TC_MUST_USE tc_status tc_rows_fuse(tc_sched_ctx *c, tc_node *const *nodes, int n);
 TC_MUST_USE tc_status tc_merge_axes(tc_sched_ctx *c); /* axes.c: adjacent axes merged */
+TC_MUST_USE tc_status tc_order_program(tc_sched_ctx *c); /* ast.c: the items in the program's order */
 void tc_name_kernel(tc_sched_item *it); /* ast.c: "r_4_16" from its kind and loop space */
 
 #endif /* TC_SCHEDULE_INTERNAL_H */

@@ -8,7 +8,9 @@
  * Cost: collect is O(n + edges); decide_realizes and realize_shared are one
  * pass over the bases with a walk of one kernel's cone per base read through
  * an expand (or per reduce), each node of a walk visited once (epoch marks);
- * bound_kernels walks each elementwise base's cone up to KERNEL_OPS nodes.
+ * bound_kernels walks each elementwise base's cone up to KERNEL_OPS nodes;
+ * after the row kernels, tc_order_program (ast.c) puts the items in the
+ * program's order, O((items + buffers) log items).
  *
  * Input: the nodes to realize. Output: a tc_schedule owning references to
  * every buffer node its items touch. The graph is only read; per-base
@@ -417,6 +419,7 @@ TC_MUST_USE static tc_status schedule_run(tc_sched_ctx *c, tc_node *const *nodes
     if (st == TC_OK) st = tc_build_items(c);
     if (st == TC_OK) st = tc_rows_fuse(c, nodes, n);
     if (st == TC_OK) st = tc_merge_axes(c);
+    if (st == TC_OK) st = tc_order_program(c);
     return st;
 }
 
