@@ -480,41 +480,57 @@ static void item_edges(tc_sched_ctx *c, item_graph *g, tc_ptrmap *writers) {
     }
 }
 
+/* Kahn's algorithm over g: the items into order[], each time the ready one
+ * h ranks first; returns how many (fewer than n: a cycle) */
+static int kahn(item_graph *g, ready_heap *h, int n, int *order) {
+    int done = 0;
+    for (int i = 0; i < n; i++)
+        if (g->indeg[i] == 0) heap_push(h, i);
+    while (h->n) {
+        int pick = heap_pop(h);
+        for (int k = 0; k < g->succ[pick].n; k++) {
+            int b = (int)(intptr_t)g->succ[pick].items[k];
+            if (--g->indeg[b] == 0) heap_push(h, b);
+        }
+        order[done++] = pick;
+    }
+    return done;
+}
+
+/* frees g's lists and arrays (n items) and writers' lists */
+static void free_item_graph(item_graph *g, int n, tc_ptrmap *writers) {
+    for (int i = 0; g->succ && i < n; i++) tc_ptrvec_free(&g->succ[i]);
+    for (int i = 0; i < writers->cap; i++)
+        if (writers->keys[i]) {
+            tc_ptrvec_free(writers->vals[i]);
+            tc_free(writers->vals[i]);
+        }
+    tc_ptrmap_free(writers);
+    tc_free(g->succ);
+    tc_free(g->indeg);
+}
+
 TC_MUST_USE static tc_status order_items(tc_sched_ctx *c) {
     int n = c->items.n;
     tc_sched_item **its = (tc_sched_item **)c->items.items;
     item_graph g = {tc_calloc((size_t)n + 1, sizeof(tc_ptrvec)), tc_calloc((size_t)n + 1, sizeof(int))};
     ready_heap h = {tc_calloc((size_t)n + 1, sizeof(int)), 0, NULL};
+    int *order = tc_calloc((size_t)n + 1, sizeof *order);
     tc_ptrmap writers = {0}; /* assign target -> the items writing it */
     c->s->items = tc_arena_alloc(&c->s->arena, sizeof(tc_sched_item) * (size_t)(n ? n : 1));
-    if (!g.succ || !g.indeg || !h.at || !c->s->items) c->failed = true;
+    if (!g.succ || !g.indeg || !h.at || !order || !c->s->items) c->failed = true;
     if (!c->failed) item_edges(c, &g, &writers);
     tc_status st = c->failed || writers.failed ? TC_ERR_MEMORY : TC_OK;
-    for (int i = 0; i < n && st == TC_OK; i++)
-        if (g.indeg[i] == 0) heap_push(&h, i);
-    while (h.n && st == TC_OK) {
-        int pick = heap_pop(&h);
-        for (int k = 0; k < g.succ[pick].n; k++) {
-            int b = (int)(intptr_t)g.succ[pick].items[k];
-            if (--g.indeg[b] == 0) heap_push(&h, b);
-        }
-        c->s->items[c->s->n_items++] = *its[pick];
-    }
+    if (st == TC_OK) c->s->n_items = kahn(&g, &h, n, order);
+    for (int i = 0; st == TC_OK && i < c->s->n_items; i++) c->s->items[i] = *its[order[i]];
     if (st == TC_OK && c->s->n_items < n) {
         c->is_cycle = true;
         st = tc_error_set(TC_ERR_INVALID, "tc_realize: cycle in the schedule: a kernel "
                                           "reads a buffer that an assign overwrites");
     }
-    for (int i = 0; g.succ && i < n; i++) tc_ptrvec_free(&g.succ[i]);
-    for (int i = 0; i < writers.cap; i++)
-        if (writers.keys[i]) {
-            tc_ptrvec_free(writers.vals[i]);
-            tc_free(writers.vals[i]);
-        }
-    tc_ptrmap_free(&writers);
-    tc_free(g.succ);
-    tc_free(g.indeg);
+    free_item_graph(&g, n, &writers);
     tc_free(h.at);
+    tc_free(order);
     return st;
 }
 
@@ -553,10 +569,11 @@ TC_MUST_USE tc_status tc_order_program(tc_sched_ctx *c) {
     item_graph g = {tc_calloc((size_t)n, sizeof(tc_ptrvec)), tc_calloc((size_t)n, sizeof(int))};
     uint64_t *key = tc_calloc((size_t)n, sizeof *key);
     ready_heap h = {tc_calloc((size_t)n, sizeof(int)), 0, key};
+    int *order = tc_calloc((size_t)n, sizeof *order);
     tc_sched_item *out = tc_arena_alloc(&s->arena, sizeof *out * (size_t)n);
     tc_ptrmap made = {0};    /* output node -> its item + 1 */
     tc_ptrmap writers = {0}; /* assign target -> the items writing it (a list) */
-    bool failed = !g.succ || !g.indeg || !key || !h.at || !out;
+    bool failed = !g.succ || !g.indeg || !key || !h.at || !order || !out;
     for (int a = 0; a < n && !failed; a++) {
         key[a] = UINT64_MAX;
         for (int o = 0; o < s->items[a].n_outs && !failed; o++) {
@@ -588,28 +605,13 @@ TC_MUST_USE tc_status tc_order_program(tc_sched_ctx *c) {
             }
             failed = c->failed;
         }
-    int done = 0;
-    for (int i = 0; i < n && !failed; i++)
-        if (g.indeg[i] == 0) heap_push(&h, i);
-    while (h.n && !failed) {
-        int pick = heap_pop(&h);
-        for (int k = 0; k < g.succ[pick].n; k++) {
-            int b = (int)(intptr_t)g.succ[pick].items[k];
-            if (--g.indeg[b] == 0) heap_push(&h, b);
-        }
-        out[done++] = s->items[pick];
-    }
+    int done = failed ? 0 : kahn(&g, &h, n, order);
+    for (int i = 0; i < done; i++) out[i] = s->items[order[i]];
     tc_status st = failed || made.failed || writers.failed ? TC_ERR_MEMORY : TC_OK;
     if (st == TC_OK && done == n) s->items = out; /* else the order it had holds */
     else if (st == TC_OK) st = TC_INTERNAL("tc_order_program: %d of %d items ordered", done, n);
-    for (int i = 0; g.succ && i < n; i++) tc_ptrvec_free(&g.succ[i]);
-    for (int i = 0; i < writers.cap; i++)
-        if (writers.keys[i]) {
-            tc_ptrvec_free(writers.vals[i]);
-            tc_free(writers.vals[i]);
-        }
-    tc_ptrmap_free(&writers);
+    free_item_graph(&g, n, &writers);
     tc_ptrmap_free(&made);
-    tc_free(g.succ), tc_free(g.indeg), tc_free(key), tc_free(h.at);
+    tc_free(key), tc_free(h.at), tc_free(order);
     return st;
 }
