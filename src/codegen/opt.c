@@ -295,12 +295,13 @@ enum {
 static const int64_t op_cost[TC_OP_COUNT] = {
     [TC_OP_EXP2] = COST_TRANS, [TC_OP_LOG2] = COST_TRANS, [TC_OP_SIN] = COST_TRANS,
     [TC_OP_RECIP] = COST_DIV,  [TC_OP_IDIV] = COST_DIV,   [TC_OP_MOD] = COST_DIV,
-    [TC_OP_LOAD] = COST_LOAD,  [TC_OP_GATHER] = COST_GATHER, [TC_OP_SQRT] = 1,          [TC_OP_NEG] = 1,
-    [TC_OP_CAST] = 1,          [TC_OP_BITCAST] = 1,       [TC_OP_ADD] = 1,
-    [TC_OP_MUL] = 1,           [TC_OP_MAX] = 1,           [TC_OP_CMPLT] = 1,
-    [TC_OP_CMPNE] = 1,         [TC_OP_AND] = 1,           [TC_OP_OR] = 1,
-    [TC_OP_XOR] = 1,           [TC_OP_SHL] = 1,           [TC_OP_SHR] = 1,
-    [TC_OP_WHERE] = 1,         [TC_OP_MULACC] = 1,
+    [TC_OP_LOAD] = COST_LOAD,  [TC_OP_GATHER] = COST_GATHER,
+    [TC_OP_SQRT] = 1,          [TC_OP_NEG] = 1,           [TC_OP_CAST] = 1,
+    [TC_OP_BITCAST] = 1,       [TC_OP_ADD] = 1,           [TC_OP_MUL] = 1,
+    [TC_OP_MAX] = 1,           [TC_OP_CMPLT] = 1,         [TC_OP_CMPNE] = 1,
+    [TC_OP_AND] = 1,           [TC_OP_OR] = 1,            [TC_OP_XOR] = 1,
+    [TC_OP_SHL] = 1,           [TC_OP_SHR] = 1,           [TC_OP_WHERE] = 1,
+    [TC_OP_MULACC] = 1,
 };
 
 typedef struct {

@@ -450,34 +450,41 @@ static void add_edge(tc_sched_ctx *c, item_graph *g, int a, int b) {
     g->indeg[b]++;
 }
 
-static void item_edges(tc_sched_ctx *c, item_graph *g, tc_ptrmap *writers) {
-    int n = c->items.n;
-    tc_sched_item **its = (tc_sched_item **)c->items.items;
-    for (int a = 0; a < n; a++) /* the items writing each assign target */
-        for (int o = 0; o < its[a]->n_outs; o++) {
+/* the edges among its[0..n-1] into g: producer -> consumer (an item
+ * reading an output of another), and a reader of an assign's target before
+ * the assign; writers (freed by free_item_graph): assign target -> the
+ * items writing it. Items are found by their outputs (a map), not by
+ * tc_binfo.item, which the row kernels leave behind. */
+static void item_edges(tc_sched_ctx *c, item_graph *g, tc_sched_item *const *its, int n, tc_ptrmap *writers) {
+    tc_ptrmap made = {0}; /* output node -> its item + 1 */
+    for (int a = 0; a < n && !c->failed; a++)
+        for (int o = 0; o < its[a]->n_outs && !c->failed; o++) {
             tc_node *out = its[a]->bufs[o];
-            if (out->op != TC_OP_ASSIGN) continue;
+            if (!tc_ptrmap_put(&made, out, (void *)(intptr_t)(a + 1))) c->failed = true;
+            if (out->op != TC_OP_ASSIGN || c->failed) continue;
             tc_node *t = tc_node_base(out->srcs[1]);
             void *v = NULL;
             tc_ptrvec *l = tc_ptrmap_get(writers, t, &v) ? v : tc_calloc(1, sizeof *l);
             if (!l || (!v && !tc_ptrmap_put(writers, t, l))) {
-                tc_free(l);
+                tc_free(l); /* not in the map */
                 c->failed = true;
-                return;
+            } else {
+                tc_sched_push(c, l, (void *)(intptr_t)a);
             }
-            tc_sched_push(c, l, (void *)(intptr_t)a);
         }
-    for (int b = 0; b < n; b++) {
+    for (int b = 0; b < n && !c->failed; b++)
         for (int k = its[b]->n_outs; k < its[b]->n_bufs; k++) {
             tc_node *in = its[b]->bufs[k];
-            if (in->scratch && tc_binfo_of(in)->item >= 0) add_edge(c, g, tc_binfo_of(in)->item, b);
-            void *v = NULL; /* b reads a's assign target: b first */
+            void *v = NULL;
+            if (tc_ptrmap_get(&made, in, &v) && (int)(intptr_t)v - 1 != b)
+                add_edge(c, g, (int)(intptr_t)v - 1, b);
             if (!tc_ptrmap_get(writers, in, &v)) continue;
-            const tc_ptrvec *l = v;
+            const tc_ptrvec *l = v; /* b reads a's assign target: b first */
             for (int i = 0; i < l->n; i++)
                 if ((int)(intptr_t)l->items[i] != b) add_edge(c, g, b, (int)(intptr_t)l->items[i]);
         }
-    }
+    if (made.failed) c->failed = true;
+    tc_ptrmap_free(&made);
 }
 
 /* Kahn's algorithm over g: the items into order[], each time the ready one
@@ -519,7 +526,7 @@ TC_MUST_USE static tc_status order_items(tc_sched_ctx *c) {
     tc_ptrmap writers = {0}; /* assign target -> the items writing it */
     c->s->items = tc_arena_alloc(&c->s->arena, sizeof(tc_sched_item) * (size_t)(n ? n : 1));
     if (!g.succ || !g.indeg || !h.at || !order || !c->s->items) c->failed = true;
-    if (!c->failed) item_edges(c, &g, &writers);
+    if (!c->failed) item_edges(c, &g, its, n, &writers);
     tc_status st = c->failed || writers.failed ? TC_ERR_MEMORY : TC_OK;
     if (st == TC_OK) c->s->n_items = kahn(&g, &h, n, order);
     for (int i = 0; st == TC_OK && i < c->s->n_items; i++) c->s->items[i] = *its[order[i]];
@@ -570,48 +577,23 @@ TC_MUST_USE tc_status tc_order_program(tc_sched_ctx *c) {
     uint64_t *key = tc_calloc((size_t)n, sizeof *key);
     ready_heap h = {tc_calloc((size_t)n, sizeof(int)), 0, key};
     int *order = tc_calloc((size_t)n, sizeof *order);
+    tc_sched_item **its = tc_calloc((size_t)n, sizeof *its);
     tc_sched_item *out = tc_arena_alloc(&s->arena, sizeof *out * (size_t)n);
-    tc_ptrmap made = {0};    /* output node -> its item + 1 */
-    tc_ptrmap writers = {0}; /* assign target -> the items writing it (a list) */
-    bool failed = !g.succ || !g.indeg || !key || !h.at || !order || !out;
-    for (int a = 0; a < n && !failed; a++) {
+    tc_ptrmap writers = {0}; /* assign target -> the items writing it */
+    if (!g.succ || !g.indeg || !key || !h.at || !order || !its || !out) c->failed = true;
+    for (int a = 0; a < n && !c->failed; a++) {
+        its[a] = &s->items[a];
         key[a] = UINT64_MAX;
-        for (int o = 0; o < s->items[a].n_outs && !failed; o++) {
-            tc_node *x = s->items[a].bufs[o];
-            if (x->id < key[a]) key[a] = x->id;
-            failed = !tc_ptrmap_put(&made, x, (void *)(intptr_t)(a + 1));
-            if (x->op != TC_OP_ASSIGN || failed) continue;
-            tc_node *t = tc_node_base(x->srcs[1]);
-            void *v = NULL;
-            tc_ptrvec *l = tc_ptrmap_get(&writers, t, &v) ? v : NULL;
-            if (!l && (!(l = tc_calloc(1, sizeof *l)) || !tc_ptrmap_put(&writers, t, l))) {
-                tc_free(l); /* not in the map */
-                failed = true;
-                break;
-            }
-            failed = tc_ptrvec_push(l, (void *)(intptr_t)a) != TC_OK;
-        }
+        for (int o = 0; o < its[a]->n_outs; o++)
+            if (its[a]->bufs[o]->id < key[a]) key[a] = its[a]->bufs[o]->id;
     }
-    for (int b = 0; b < n && !failed; b++)
-        for (int k = s->items[b].n_outs; k < s->items[b].n_bufs && !failed; k++) {
-            tc_node *in = s->items[b].bufs[k];
-            void *v = NULL;
-            if (tc_ptrmap_get(&made, in, &v) && (int)(intptr_t)v - 1 != b)
-                add_edge(c, &g, (int)(intptr_t)v - 1, b);
-            if (tc_ptrmap_get(&writers, in, &v)) { /* b reads a's assign target: b first */
-                const tc_ptrvec *l = v;
-                for (int i = 0; i < l->n; i++)
-                    if ((int)(intptr_t)l->items[i] != b) add_edge(c, &g, b, (int)(intptr_t)l->items[i]);
-            }
-            failed = c->failed;
-        }
-    int done = failed ? 0 : kahn(&g, &h, n, order);
+    if (!c->failed) item_edges(c, &g, its, n, &writers);
+    tc_status st = c->failed || writers.failed ? TC_ERR_MEMORY : TC_OK;
+    int done = st == TC_OK ? kahn(&g, &h, n, order) : 0;
     for (int i = 0; i < done; i++) out[i] = s->items[order[i]];
-    tc_status st = failed || made.failed || writers.failed ? TC_ERR_MEMORY : TC_OK;
     if (st == TC_OK && done == n) s->items = out; /* else the order it had holds */
     else if (st == TC_OK) st = TC_INTERNAL("tc_order_program: %d of %d items ordered", done, n);
     free_item_graph(&g, n, &writers);
-    tc_ptrmap_free(&made);
-    tc_free(key), tc_free(h.at), tc_free(order);
+    tc_free(key), tc_free(h.at), tc_free(order), tc_free(its);
     return st;
 }
