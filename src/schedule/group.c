@@ -24,6 +24,11 @@
  * Every realized node reached becomes an output of r's kernel. Anything else
  * (another loop space, a permute/shrink/pad of a reduced value, a copy, two
  * roots that read each other) forces r to be realized on its own.
+ * A reduce already realized (asked for: a gradient realized with its
+ * optimizer step; or by an earlier pass) is followed the same way by the
+ * merging sweep, as its kernel's first root: the roots it reaches join its
+ * kernel when nothing forces it (else they read its buffer), only in-place
+ * updates when it has more than TC_REDUCE_ROWS rows (stored_takes).
  *
  * Cost rule: a reduce is only ever computed where each of its values is used
  * once per row of its own loop space (broadcast over R only), so fusion never
@@ -254,16 +259,20 @@ static void follow_edge(reach *o, const space *s, tc_node *x, bool full, tc_st *
     if (cons->op == TC_OP_COPY || cons->op == TC_OP_SCATTER || cons->op == TC_OP_PUT) {
         /* kernels of their own */
         o->forced = true;
-    } else if (tc_binfo_of(cons)->realize) {
-        add_root(o, cons, cm);
     } else if (tc_op_is_reduce(cons->op)) {
-        /* a consecutive reduce: same loop space, reading a full-space value */
+        /* a consecutive reduce: same loop space, reading a full-space value
+         * (realized or not: a realized reduce over other axes is no output
+         * of this kernel) */
         if (!cfull || cons->axes != s->axes ||
             !same_full(s, cons->srcs[0]->ndim, cons->srcs[0]->shape)) {
             o->forced = true;
             if (!tc_op_is_reduce(x->op) && tc_binfo_of(x)->expand_pending) o->cut = x;
-        } else
+        } else if (tc_binfo_of(cons)->realize)
+            add_root(o, cons, NULL);
+        else
             visit(o, cons, false, NULL); /* a reduce's value is reduced-space */
+    } else if (tc_binfo_of(cons)->realize) {
+        add_root(o, cons, cm);
     } else {
         visit(o, cons, cfull, cm);
     }
@@ -444,26 +453,48 @@ static void note_reached(tc_sched_ctx *c, tc_node *r, const reach *o, tc_ptrvec 
     }
 }
 
+/* may the kernel of a realized reduce (o's first root) also store the other
+ * roots its consumers reach? Any, when it has at most TC_REDUCE_ROWS rows;
+ * else only in-place updates (an optimizer's step on a gradient asked
+ * for): their own kernel would read the gradient back and read and write
+ * the target, against one more store here; a value such as relu(x @ W)
+ * costs a read and a write either way, and the stores it adds would cost
+ * the reduce's tile more (hazard.c) */
+static bool stored_takes(const reach *o, const space *s) {
+    if (o->roots.items.n < 2) return false;
+    for (int i = 1; i < o->roots.items.n && s->red_numel > TC_REDUCE_ROWS; i++)
+        if (((const tc_node *)o->roots.items.items[i])->op != TC_OP_ASSIGN) return false;
+    return true;
+}
+
 /* follows every unrealized reduce, producers first, and realizes what
  * cannot be followed (each realize is seen by the reduces after it). When
  * deferred is given (a merging sweep), merges each reduce's kernel or defers
  * it (a conflict that a later realize often removes), noting in links what
  * the deferred reduces reach. False when it realized something. */
 static bool place_reduces(tc_sched_ctx *c, tc_ptrvec *deferred, tc_ptrvec *links) {
-    bool stable = true;
+    bool stable = true, nofuse = tc_flag_get(TC_FLAG_NOFUSE) != 0;
     for (int i = 0; i < c->by_id.n && !c->failed; i++) {
         tc_node *r = c->by_id.items[i];
         tc_binfo *ri = tc_binfo_of(r);
-        if (!tc_op_is_reduce(r->op) || ri->realize) continue;
+        /* a realized reduce (requested, or realized on its own before) is
+         * only followed by the merging sweep: its kernel may store what
+         * reads it too (a gradient asked for and its optimizer update);
+         * TC_NOFUSE keeps every reduce a kernel of its own */
+        bool stored = ri->realize;
+        if (!tc_op_is_reduce(r->op) || (stored && (!deferred || nofuse))) continue;
         space s;
         space_of(r, &s);
         reach o = {.c = c};
+        if (stored) add_root(&o, r, NULL);
         follow(r, &s, &o);
         if (c->failed) {
             reach_free(&o);
             break;
         }
-        if (o.forced) {
+        if (stored) {
+            if (!o.forced && stable && stored_takes(&o, &s) && merge_ok(c, &o, &s)) merge(c, &o, &s);
+        } else if (o.forced) {
             /* A value of r's loop space read by another loop space (through
              * a broadcasting view: relu(conv + b) read by the next conv's
              * windows; or by a reduce over other axes) that is also read

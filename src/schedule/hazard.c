@@ -24,13 +24,12 @@
  * space's, the reduce's outputs are stored unpermuted): a realized reduce
  * (a batch norm's sum, read by many other kernels) then also stores what is
  * computed from it per row (the mean, the running-mean update) instead of a
- * kernel of its own reading it back. Only reduces of at most REDUCE_ROWS
+ * kernel of its own reading it back. Only reduces of at most TC_REDUCE_ROWS
  * rows: a conv's kernel (a register tile per 9.4M outputs) that also stored
  * its relu'd copy lost its tile plan, 6 -> 20 ms (beautiful_mnist's conv1). */
 
 enum {
     TINY_KERNEL = 256,  /* elements: below this, kernels of one size merge */
-    REDUCE_ROWS = 4096, /* rows of a reduce whose kernel elementwise groups may join */
     UPDATE_BUFS = 64,   /* buffers of a kernel of merged updates, at most: what every
                            runtime launches (CUDA's here; OpenCL guarantees 128) */
     UPDATE_TRIES = 4,   /* open update kernels of one size a new update may join */
@@ -154,7 +153,7 @@ static bool try_merge_elementwise(tc_sched_ctx *c, tc_node *a, tc_node *b) {
     if (ga == gb || !elementwise_group(gb)) return false;
     if (c->kernel_ops && group_ops(ga) + group_ops(gb) > c->kernel_ops) return false;
     if (group_rows(ga) != tc_node_numel(gb->node) ||
-        (ga->has_reduce && group_rows(ga) > REDUCE_ROWS))
+        (ga->has_reduce && group_rows(ga) > TC_REDUCE_ROWS))
         return false;
     /* a reduce root stored through a permutation: its rows are not its elements */
     for (tc_binfo *m = ga; m && ga->has_reduce; m = m->next_member)

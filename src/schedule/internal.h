@@ -24,6 +24,12 @@
 
 #include "schedule.h"
 
+/* rows of a reduce whose kernel may also store values of other sizes' kernels
+ * read row by row (hazard.c's elementwise joins; group.c's readers of a
+ * realized reduce other than in-place updates): above it the reduce's tile
+ * plan is worth more than the stores it would absorb */
+enum { TC_REDUCE_ROWS = 4096 };
+
 typedef struct tc_binfo tc_binfo;
 struct tc_binfo {
     tc_node *node;       /* the base */

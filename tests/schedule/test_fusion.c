@@ -247,7 +247,7 @@ static void check_all(tc_tensor **ts, int n, float **want, int kernels, const ch
  * the running mean; the variance's sum, the inverse std and the running
  * variance; three backward reduces), not 7. A matmul of 64x64 outputs
  * stores its relu too; of 65x64 (4160 rows, a tile plan worth keeping) the
- * relu is a kernel of its own. */
+ * relu is a kernel of its own; an in-place update joins at any size. */
 static void test_realized_reduce_outputs(void **state) {
     (void)state;
     const int64_t xs[4] = {6, 5, 7, 3}, cs[1] = {5};
@@ -272,6 +272,22 @@ static void test_realized_reduce_outputs(void **state) {
     tc_tensor *flipped[2] = {fsum, fq};
     check_all(flipped, 2, reference(flipped, 2), 2, "sqrt(|flip(log(sum)) + log(sum)|) with the sum");
     drop((tc_tensor *[]){fx, fe, fsum, fl, ff, fm, fa, fq, NULL});
+    /* a reduce asked for and an in-place update that reads it (a weight
+     * gradient realized with its SGD step; 96x80 rows, more than
+     * TC_REDUCE_ROWS) are one kernel: the gradient stored beside the
+     * update (2 while a realized reduce took no reader into its kernel) */
+    const int64_t gx[2] = {33, 96}, gd[2] = {33, 80}, gp[2] = {96, 80};
+    tc_tensor *ga = tc_test_randn(2, gx, 49, -1, 1), *gdy = tc_test_randn(2, gd, 50, -1, 1);
+    tc_tensor *gpw = tc_test_randn(2, gp, 51, -1, 1);
+    assert_int_equal(tc_realize((tc_tensor *[]){ga, gdy, gpw}, 3), TC_OK);
+    tc_tensor *gat = tc_transpose(ga, 0, 1), *gw = tc_matmul(gat, gdy);
+    tc_tensor *glr = tc_full(0, NULL, 0.05, TC_FLOAT32, NULL), *gstep = tc_mul(gw, glr);
+    tc_tensor *gnew = tc_sub(gpw, gstep), *gwant[2] = {gw, gnew};
+    float **want = reference(gwant, 2);
+    assert_int_equal(tc_assign(gpw, gnew), TC_OK);
+    tc_tensor *gboth[2] = {gw, gpw};
+    check_all(gboth, 2, want, 1, "x.T @ dy asked for with p -= lr * it");
+    drop((tc_tensor *[]){ga, gdy, gpw, gat, gw, glr, gstep, gnew, NULL});
     for (int64_t m = 64; m <= 65; m++) {
         const int64_t as[2] = {m, 32}, ws[2] = {32, 64};
         tc_tensor *a = tc_test_randn(2, as, 46, -1, 1), *bw = tc_test_randn(2, ws, 47, -1, 1);
