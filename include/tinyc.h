@@ -312,7 +312,10 @@ TC_API void tc_mnist_release(tc_mnist *m); /* releases the four tensors, zeroes 
  * its state (momentum buffers, Adam's m and v, lr, b1^t and b2^t as realized
  * tensors updated in place, so every step runs the same kernels).
  * tc_optimizer_step builds every update lazily with tc_assign and realizes
- * them all in one tc_realize call; a parameter without a gradient is skipped.
+ * them all in one tc_realize call, with every gradient still lazy (the kernel
+ * computing a gradient stores it beside the update, so tc_grad after the step
+ * holds the values the step used, as torch's .grad does, and no graph keeps
+ * the step's activations); a parameter without a gradient is skipped.
  * Parameters must be float, distinct and on one device. Hyperparameters are
  * checked: lr, momentum, dampening, weight_decay, eps >= 0; b1, b2 in [0,1).
  * A step that fails part-way may leave some parameters updated. */
@@ -678,7 +681,8 @@ TC_API tc_status tc_backward_opts(tc_tensor *loss, tc_tensor *gradient, bool ret
 /* a new reference to t's gradient, or NULL with no error set when it has none.
  * The gradient is lazy and reads the buffers it depends on when it runs:
  * realize it before (or together with) an in-place update of those (tc_assign
- * of the parameter) if its value is wanted afterwards. */
+ * of the parameter) if its value is wanted afterwards (tc_optimizer_step
+ * does). */
 TC_API tc_tensor *tc_grad(tc_tensor *t);
 TC_API tc_status tc_zero_grad(tc_tensor *t); /* drops t's gradient */
 TC_API tc_tensor *tc_detach(tc_tensor *t);  /* same values, no history, no requires_grad */

@@ -265,6 +265,12 @@ def run_optimizer(make_tc, make_th, steps=8):
         assert_close(loss, tloss, rtol=1e-4, atol=1e-5, what="loss at step %d" % step)
         assert_close(w, tw, rtol=1e-4, atol=1e-5, what="w after step %d" % step)
         assert_close(b, tb, rtol=1e-4, atol=1e-5, what="b after step %d" % step)
+        # .grad after the step holds the gradient the step used (torch's rule),
+        # stored by the step, not a graph recomputed from the updated weights
+        for p, tp, name in ((w, tw, "w"), (b, tb, "b")):
+            assert p.grad.is_realized(), "%s.grad is lazy after step %d" % (name, step)
+            assert_close(p.grad, tp.grad, rtol=1e-4, atol=1e-5,
+                         what="%s.grad after step %d" % (name, step))
 
 
 @requires_training
@@ -387,6 +393,10 @@ def test_mlp_adam_matches_torch(impl):
         tloss.backward()
         topt.step()
         tlosses.append(tloss.item())
+        for lin, tl in zip((model.l1, model.l2, model.l3), (tmodel[0], tmodel[2], tmodel[4])):
+            assert lin.weight.grad.is_realized()
+            assert_close(lin.weight.grad, tl.weight.grad, rtol=1e-3, atol=1e-5,
+                         what="weight gradient after step %d" % step)
     np.testing.assert_allclose(losses, tlosses, rtol=0, atol=1e-4)
     assert losses[-1] < losses[0]
     assert all(p.dtype == dtypes.float32 for p in get_parameters(model))

@@ -306,14 +306,27 @@ TC_API tc_status tc_optimizer_step_with(tc_optimizer *o, tc_tensor **also, int n
                             n_also < 0 ? "n_also is negative" : "also is NULL");
     for (int i = 0; i < n_also; i++)
         if (!also[i]) return tc_error_set(TC_ERR_INVALID, "tc_optimizer_step: also[%d] is NULL", i);
-    /* at most: b1_t, b2_t, and per parameter m, v, p */
-    tc_tensor **ts = tc_malloc(sizeof *ts * (size_t)(2 + 3 * o->n + n_also));
+    /* at most: b1_t, b2_t, per parameter m, v, p and its gradient */
+    tc_tensor **ts = tc_malloc(sizeof *ts * (size_t)(2 + 4 * o->n + n_also));
     if (!ts) return TC_ERR_MEMORY;
+    /* the gradients still lazy are realized with the step, each stored by
+     * the kernel that computes it and its update (group.c: no kernel more).
+     * Left lazy, their graphs would keep the step's activations alive until
+     * the next zero_grad (out of a JIT's memory plan), and read after the
+     * update they would be recomputed from the updated parameters (torch's
+     * .grad holds the values the step used) */
     int n = 0;
+    for (int i = 0; i < o->n; i++) {
+        tc_tensor *g = tc_grad(o->params[i]);
+        if (g && !tc_is_realized(g)) ts[n++] = g;
+        else tc_release(g);
+    }
+    int n_grads = n;
     tc_status s = build_step(o, ts, &n);
     for (int i = 0; i < n_also; i++) ts[n++] = also[i];
     if (s == TC_OK) s = tc_realize(ts, n);
     if (s == TC_OK) o->steps++;
+    for (int i = 0; i < n_grads; i++) tc_release(ts[i]);
     tc_free(ts);
     return s;
 }

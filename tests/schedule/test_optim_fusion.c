@@ -22,7 +22,9 @@
  *     parameter of that size, as PyTorch's foreach optimizers: test_foreach).
  * Every parameter after the step is compared with the update computed on the
  * host from the reference evaluator's gradient, and with the same step run
- * with TC_NOFUSE=1. */
+ * with TC_NOFUSE=1; each gradient after the step is realized (an extra
+ * output of the kernel computing it: no more kernels) and holds the
+ * reference's values. */
 #include "tc_test.h"
 
 #include <math.h>
@@ -131,15 +133,14 @@ static void run(bool transposed, bool bias, opt_kind k, result *r) {
     /* the whole step, checked against the reference */
     model_init(&m, transposed, bias, k);
     loss = loss_of(&m);
-    float *want[MAXP];
+    float *want[MAXP], *grad[MAXP];
     for (int i = 0; i < m.n_p; i++) {
         int64_t n = tc_numel(m.p[i]);
         tc_tensor *g = tc_grad(m.p[i]);
-        float *gv = malloc(sizeof(float) * (size_t)n);
-        assert_int_equal(tc_ref_eval(tc_tensor_node(g), gv), TC_OK);
+        grad[i] = malloc(sizeof(float) * (size_t)n);
+        assert_int_equal(tc_ref_eval(tc_tensor_node(g), grad[i]), TC_OK);
         want[i] = tc_test_read(m.p[i]);
-        host_update(k, want[i], gv, n);
-        free(gv);
+        host_update(k, want[i], grad[i], n);
         tc_release(g);
     }
     tc_get_counters(&c0);
@@ -148,7 +149,17 @@ static void run(bool transposed, bool bias, opt_kind k, result *r) {
     for (int i = 0; i < m.n_p; i++) {
         r->after[i] = tc_test_read(m.p[i]);
         assert_true(tc_allclose_f32(r->after[i], want[i], tc_numel(m.p[i]), 1e-4, 1e-5, "step vs reference"));
+        /* the gradient the step used, stored by the step's kernels (no graph
+         * left holding the forward's values, nothing recomputed from the
+         * updated parameters when read) */
+        tc_tensor *g = tc_grad(m.p[i]);
+        assert_true(tc_is_realized(g));
+        float *got = tc_test_read(g);
+        assert_true(tc_allclose_f32(got, grad[i], tc_numel(m.p[i]), 1e-4, 1e-5, "gradient after the step"));
+        free(got);
+        tc_release(g);
         free(want[i]);
+        free(grad[i]);
     }
     tc_release(loss);
     model_free(&m);

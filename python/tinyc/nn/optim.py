@@ -97,8 +97,14 @@ class Optimizer:
                 Tensor.realize(*also)
             _lib.check_status(_lib.lib.tc_optimizer_step(self._c))
             return
-        ts = self.schedule_step() + losses
+        ts = self.schedule_step() + losses + self._lazy_grads()
         Tensor.realize(*ts)
+
+    def _lazy_grads(self):
+        """the gradients not realized yet: realized with the update (the
+        kernel computing each also stores it), so .grad after the step holds
+        the values the step used and no graph keeps the step's activations"""
+        return [g for g in self._grads() if g is not None and not g.is_realized()]
 
     def schedule_step(self):
         """assigns the update lazily; returns the tensors to realize (the
