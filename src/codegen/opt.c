@@ -93,7 +93,6 @@ enum {
     TILE_VECS = 4,  /* vectors of a register tile along the contiguous axis */
     MAX_COPIES = 512, /* body copies of one kernel a search may try (compile-time guard) */
     ROW_COPIES = 16,  /* body copies of plan_rows' accumulator chains */
-    EPI_OUTPUTS = 192, /* outputs of a tile whose kernel has several (see plan_tile) */
 };
 
 /* ---- the machine: what the target reports, and what opt.c assumes where it
@@ -584,19 +583,20 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
     }
     if (best_j < 0) return false;
     int j = best_j;
-    /* a kernel of several outputs (an optimizer update riding on a weight
-     * gradient) keeps its tile to two vectors and EPI_OUTPUTS outputs: the
-     * unrolled updates of 384 outputs (the 6x64 tile of beautiful_mnist's
-     * last conv gradient) took gcc 8 s, and with the updates in a loop after
-     * the tile (epi_loop) the 3x32 tile of that kernel runs 35 -> 47 ms */
-    bool many_outs = k->n_stores > 1;
+    /* A kernel of several outputs (a weight gradient stored with its
+     * optimizer update) gets the same tile as one of one: bound_plan puts
+     * an epilogue past EPI_BUDGET in loops after the tile. (A cap of two
+     * vectors and 192 outputs for such kernels, from before that bound,
+     * cost GPT-2 124M's 147 weight-gradient + AdamW kernels 318-367 ms a
+     * step against 290-306 without it, and an SGD step's 1024x1024 weight
+     * gradient stored with its update 2.3-2.5 ms against 1.8; MNIST's step
+     * and gcc's time for GPT-2's 60 kernels unchanged. Zen 5, 2026-12-06.) */
     double best_reuse = -1;
     int64_t best_accs = 0;
-    for (int64_t nv = 1; nv <= (many_outs ? 2 : TILE_VECS); nv++) {
+    for (int64_t nv = 1; nv <= TILE_VECS; nv++) {
         int64_t cj = best_divisor(it->full_shape[j], nv * l, l), vecs = (cj + l - 1) / l;
         if (vecs != nv) continue; /* a narrower shape has these columns */
         int64_t max_rows = tile_max_rows(regs, vecs);
-        if (many_outs && max_rows > EPI_OUTPUTS / cj) max_rows = EPI_OUTPUTS / cj;
         /* the rows: the kept axis along which that operand is reused giving
          * the most (the innermost of equals) */
         int best_i = -1;
