@@ -109,7 +109,9 @@ class Optimizer:
     def schedule_step(self):
         """assigns the update lazily; returns the tensors to realize (the
         parameters and the optimizer's state, then the buffers): realizing
-        them is the step, tinyc.export_c of them exports it"""
+        them is the step, tinyc.export_c of them exports it. The gradients
+        stay lazy, as tinygrad's (no buffer for them: less memory than
+        step(), which stores each beside its update so .grad keeps it)"""
         if self._c is not None:
             fn = _lib.need("tc_optimizer_schedule_step", "%s.schedule_step" % type(self).__name__)
             cap = 3 * len(self.params) + 2
