@@ -24,10 +24,10 @@
 
 #include "schedule.h"
 
-/* rows of a reduce whose kernel may also store values of other sizes' kernels
- * read row by row (hazard.c's elementwise joins; group.c's readers of a
- * realized reduce other than in-place updates): above it the reduce's tile
- * plan is worth more than the stores it would absorb */
+/* rows of a reduce above which its kernel stores no value computed from it
+ * row by row but its own (hazard.c's elementwise joins; group.c's readers
+ * of a realized reduce, in-place updates aside): a larger reduce's tile plan
+ * is worth more than the kernels those stores would save */
 enum { TC_REDUCE_ROWS = 4096 };
 
 typedef struct tc_binfo tc_binfo;
