@@ -12,7 +12,8 @@ class and nn its nn module (tinyc's or tinygrad's), and returns a Model:
     m.step(*inputs)    one training step: zero_grad, forward, loss, backward,
                        Adam; the update and the loss realized together;
                        returns the loss
-    m.lazy_step(*in)   (tinygrad) the same step built, not run: [loss, *update]
+    m.lazy_step(*in)   the same step built, not run: [loss, *update] (the
+                       gradients left lazy: tinygrad's schedule_step)
 
 The models (shapes are comments on the code; B batch, T tokens):
   mlp(L)      L x (Linear(64, 64), gelu) on x (32, 64), loss mean(h^2).
@@ -70,8 +71,9 @@ class Model:
         return loss
 
     def lazy_step(self, *inputs):
-        """tinygrad only: a step built and not run; returns what it would realize
-        (the loss first), for loss.schedule(*rest)"""
+        """a step built and not run (opt.schedule_step: the gradients stay
+        lazy); returns what it would realize, the loss first (tinygrad's
+        loss.schedule(*rest); bench/step_memory.py realizes it)"""
         self.T.training = True
         self.opt.zero_grad()
         loss = self._loss_fn(*inputs)

@@ -40,12 +40,9 @@ def side(model, via, steps):
     def step(*xs):
         if via == "step":
             return m.step(*xs)
-        Tensor.training = True
-        m.opt.zero_grad()
-        loss = m._loss_fn(*xs)
-        loss.backward()
-        Tensor.realize(loss, *m.opt.schedule_step())
-        return loss
+        ts = m.lazy_step(*xs)  # [loss, *the update]
+        Tensor.realize(*ts)
+        return ts[0]
 
     jit, ms, kernels = TinyJit(step), [], 0
     for i in range(steps):
