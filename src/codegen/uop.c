@@ -670,9 +670,24 @@ void tc_ub_end_if(tc_ub *ub) {
     tc_ub_end_range(ub);
 }
 
+static bool has_effect(const tc_uop *u);
+
+/* does body l hold a UOp that acts (a store, an assign, a loop)? An IF whose
+ * body does not is left out with its body (a vector store's gated lanes
+ * after its first: their stores went into the vector's, their blocks stay
+ * empty). O(body). */
+static bool acts(const tc_ulist *l) {
+    for (int i = 0; i < l->n; i++) {
+        const tc_uop *u = l->items[i];
+        if (u->op == TC_UOP_IF ? acts(u->body) : has_effect(u)) return true;
+    }
+    return false;
+}
+
 static bool flatten(tc_ub *ub, tc_ulist *l, tc_ptrvec *out) {
     for (int i = 0; i < l->n; i++) {
         tc_uop *u = l->items[i];
+        if (u->op == TC_UOP_IF && !acts(u->body)) continue;
         if (tc_ptrvec_push(out, u) != TC_OK) return false;
         if (u->op != TC_UOP_RANGE && u->op != TC_UOP_IF) continue;
         if (!flatten(ub, u->body, out)) return false;

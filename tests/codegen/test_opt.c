@@ -37,19 +37,25 @@ static tc_kopt plan_of(tc_tensor *t, const tc_target *tg, tc_schedule **keep) {
     return p;
 }
 
-/* the C source of t's only kernel on the CPU device (free it) */
-static char *kernel_source(tc_tensor *t) {
+/* the C source of t's only kernel for target tg (NULL: the CPU device's) in
+ * the CPU device's dialect (free it) */
+static char *kernel_source_for(tc_tensor *t, const tc_target *tg) {
     tc_dev *d = tc_device_get(0);
     assert_non_null(d);
+    if (!tg) tg = &d->target;
     tc_schedule *s = NULL;
-    plan_of(t, &d->target, &s);
-    tc_kernel_uops *k = tc_codegen(&s->items[0], &d->target);
+    plan_of(t, tg, &s);
+    tc_kernel_uops *k = tc_codegen(&s->items[0], tg);
     assert_non_null(k);
     char *src = tc_render(d->dialect, k);
     assert_non_null(src);
     tc_kernel_uops_free(k);
     tc_schedule_free(s);
     return src;
+}
+
+static char *kernel_source(tc_tensor *t) {
+    return kernel_source_for(t, NULL);
 }
 
 /* t's kernel holds vector values (the renderer's float vector types) */
@@ -103,6 +109,29 @@ static void test_plan_clamped_rows(void **state) {
     assert_int_equal(p.n, 2);
     assert_int_equal(p.amt[0], 6);
     tc_check_schedule(c, 1, 1e-5, 1e-5, "clamped matmul 100x32x64");
+    tc_release(c);
+}
+
+/* 64 rows under a tile of 2 vectors (at most 14 rows with 32 registers):
+ * 5 blocks of 13 rows, one row clamped, not 5 of 14 with 6 clamped; the
+ * gated stores of the clamped row's vector lanes after the first leave no
+ * empty blocks in the source */
+static void test_plan_spread_rows(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(64, 48, 32);
+    tc_kopt p = plan_of(c, &avx512, NULL);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[0], 13);
+    assert_int_equal(p.amt[1], 32);
+    char *src = kernel_source_for(c, &avx512v);
+    assert_non_null(strstr(src, "if ("));
+    for (const char *b = strchr(src, '{'); b; b = strchr(b + 1, '{')) {
+        const char *e = b + 1;
+        while (*e == ' ' || *e == '\n') e++;
+        if (*e == '}') fail_msg("an empty block in the kernel: ...%.80s", b > src + 40 ? b - 40 : src);
+    }
+    free(src);
+    tc_check_schedule(c, 1, 1e-5, 1e-5, "matmul 64x48x32, rows spread");
     tc_release(c);
 }
 
@@ -1066,6 +1095,7 @@ static int free_reference(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_matmul),    cmocka_unit_test(test_plan_clamped_rows),
+        cmocka_unit_test(test_plan_spread_rows),
         cmocka_unit_test(test_plan_conv),      cmocka_unit_test(test_plan_split_sum),
         cmocka_unit_test(test_small_shapes),   cmocka_unit_test(test_vectorized),
         cmocka_unit_test(test_epilogue_vectorized), cmocka_unit_test(test_beam),
