@@ -8,6 +8,10 @@
  * Buffer indices come from each LOAD/STORE/CONST tracker: the last view maps
  * loop indices to an offset and a mask; earlier views re-split that offset.
  *
+ * A transcendental that several stages compute is stored by the first in a
+ * scratch array over the reduced axes and loaded by the others (saved
+ * values, below: softmax's exp).
+ *
  * Targets with work-groups (has_local): lower_gpu.c maps the kept axes to
  * work-groups and lanes, splits long reduces across a work-group and gives
  * a lane 4 elements where the views allow.
@@ -412,6 +416,132 @@ static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
     return tc_ub_alu(&c->ub, TC_OP_WHERE, a->dtype, 3, valid, k, tc_ub_const(&c->ub, a->dtype, 0, 0));
 }
 
+/* ---- saved values (CPU): a transcendental that several stages compute ----
+ * Each stage lowers its body anew, so softmax's exp(x - max), in its sum's
+ * body and in its store, was computed twice per element (a third of the
+ * kernel's time at 64 x 1024). Here the first stage that computes such a
+ * value (an exp2, log2 or sin that varies along the reduced axes) stores it
+ * in a scratch array, one element per point of the reduced space, private
+ * to the kernel's run; a later stage loads it instead of computing it (in
+ * the same row: every stage of a row runs before the next row's). Only
+ * where that space, for all the saved values, fits half the L1d, and the
+ * plan upcasts no kept axis (a row's copies would share the array) and
+ * neither blocks nor groups the reduce. Finding them: one walk per stage
+ * root (a reduce's body, the stores' values), O(nodes * stages). */
+enum { SAVE_REDUCES = 16 }; /* most reduces of a kernel searched for saved values */
+
+static bool is_transcendental(tc_op op) {
+    return op == TC_OP_EXP2 || op == TC_OP_LOG2 || op == TC_OP_SIN;
+}
+
+static void find_reduces(tc_ast *a, int mark, tc_ast **reds, int *n) {
+    if (a->mark == mark) return;
+    a->mark = mark;
+    if (tc_op_is_reduce(a->op)) {
+        if (*n <= SAVE_REDUCES) reds[(*n)++] = a;
+        if (*n > SAVE_REDUCES) return;
+    }
+    for (int i = 0; i < a->n_srcs; i++) find_reduces(a->srcs[i], mark, reds, n);
+}
+
+/* counts, per float32 transcendental of one stage (not through reduces),
+ * the stages that compute it: (nodes, counts) of up to `max` of them */
+static void count_stage(tc_ast *a, int mark, const tc_ast **nodes, int *counts, int *n, int max) {
+    if (a->mark == mark || tc_op_is_reduce(a->op)) return;
+    a->mark = mark;
+    if (is_transcendental(a->op) && a->dtype == TC_FLOAT32) {
+        int i = 0;
+        while (i < *n && nodes[i] != a) i++;
+        if (i == *n && *n < max) nodes[(*n)++] = a, counts[i] = 0;
+        if (i < *n) counts[i]++;
+    }
+    for (int i = 0; i < a->n_srcs; i++) count_stage(a->srcs[i], mark, nodes, counts, n, max);
+}
+
+static void find_saved(lower_ctx *c) {
+    const tc_sched_item *it = c->it;
+    c->n_saved = 0;
+    if (c->tg->has_local || c->is_grouped || c->kaxis >= 0 || c->pack_load || !it->reduce_axes) return;
+    for (int i = 0; i < c->n_up; i++)
+        if (!((it->reduce_axes >> c->up_axis[i]) & 1)) return;
+    int64_t flat = 1;
+    tc_view *v = tc_arena_alloc(&c->ub.k->arena, sizeof *v);
+    if (!v) return;
+    *v = (tc_view){.ndim = it->ndim};
+    for (int a = it->ndim - 1; a >= 0; a--) {
+        v->shape[a] = it->full_shape[a];
+        bool red = (it->reduce_axes >> a) & 1 && it->full_shape[a] > 1;
+        v->strides[a] = red ? flat : 0;
+        flat *= red ? it->full_shape[a] : 1;
+    }
+    int64_t l1d = c->tg->cache[0].bytes > 0 ? c->tg->cache[0].bytes : 32 * 1024;
+    int64_t room = l1d / 2 / (flat * (int64_t)sizeof(float));
+    if (room < 1) return;
+    tc_ast *reds[SAVE_REDUCES + 1];
+    int n_reds = 0;
+    find_reduces(it->ast, tc_lw_next_epoch(), reds, &n_reds);
+    if (n_reds > SAVE_REDUCES) return;
+    enum { CANDIDATES = 32 };
+    const tc_ast *nodes[CANDIDATES];
+    int counts[CANDIDATES], n = 0;
+    for (int r = 0; r < n_reds; r++) count_stage(reds[r]->srcs[0], tc_lw_next_epoch(), nodes, counts, &n, CANDIDATES);
+    int stores = tc_lw_next_epoch();
+    for (int i = 0; i < it->ast->n_srcs; i++)
+        count_stage(it->ast->srcs[i]->srcs[0], stores, nodes, counts, &n, CANDIDATES);
+    int most = (int)(sizeof c->saved / sizeof c->saved[0]);
+    for (int i = 0; i < n && c->n_saved < most && c->n_saved < room; i++)
+        if (counts[i] >= 2) c->saved[c->n_saved++] = (saved_value){nodes[i], NULL, 0};
+    c->saved_st = (tc_st){.n_views = 1, .views = v};
+}
+
+static int saved_slot(const lower_ctx *c, const tc_ast *a) {
+    for (int i = 0; i < c->n_saved; i++)
+        if (c->saved[i].a == a) return c->saved[i].epoch == -1 ? -1 : i;
+    return -1;
+}
+
+/* where slot i's value is, at the current copy's indices; false where a
+ * vector copy's lanes would not be consecutive elements of the array */
+static bool saved_index(lower_ctx *c, tc_uop **idx) {
+    int lanes = tc_lw_vec_lanes_now(c);
+    if (lanes && tc_st_stride(&c->saved_st, c->up_axis[c->n_up - 1]) != 1) return false;
+    tc_uop *valid;
+    if (tc_lw_st_index(c, &c->saved_st, idx, &valid) == TC_OK) return true;
+    c->ub.failed = true;
+    return false;
+}
+
+/* slot i's value stored by an earlier stage, loaded; NULL: compute it */
+static tc_uop *saved_load(lower_ctx *c, int i) {
+    tc_uop *idx;
+    if (c->saved[i].epoch <= 0 || c->saved[i].epoch == c->epoch || c->ub.depth <= c->outer_depth ||
+        !saved_index(c, &idx))
+        return NULL;
+    int lanes = tc_lw_vec_lanes_now(c);
+    return lanes ? tc_ub_load_vec(&c->ub, c->saved[i].buf, idx, NULL, lanes)
+                 : tc_ub_load(&c->ub, c->saved[i].buf, idx, NULL);
+}
+
+/* slot i's value u, computed in this stage: stored for the later ones */
+static void saved_store(lower_ctx *c, int i, tc_uop *u) {
+    if (u->depth <= c->outer_depth || (c->saved[i].epoch > 0 && c->saved[i].epoch != c->epoch)) return;
+    int lanes = tc_lw_vec_lanes_now(c);
+    tc_uop *idx;
+    if (u->vcount != (lanes ? lanes : 1) || !saved_index(c, &idx)) {
+        c->saved[i].epoch = -1; /* not a value of one point per copy: every stage computes it */
+        return;
+    }
+    const tc_view *v = &c->saved_st.views[0];
+    int64_t n = 1;
+    for (int a = 0; a < v->ndim; a++) n *= v->strides[a] ? v->shape[a] : 1;
+    if (!c->saved[i].buf && !(c->saved[i].buf = tc_ub_define_scratch(&c->ub, TC_FLOAT32, n))) {
+        c->ub.failed = true;
+        return;
+    }
+    tc_ub_store(&c->ub, c->saved[i].buf, idx, u);
+    c->saved[i].epoch = c->epoch;
+}
+
 tc_uop *tc_lw_lower(lower_ctx *c, tc_ast *a) {
     if (c->is_grouped && tc_op_is_reduce(a->op)) return lower_reduce(c, a);
     tc_uop *m = a->lowered;
@@ -425,12 +555,16 @@ tc_uop *tc_lw_lower(lower_ctx *c, tc_ast *a) {
     case TC_OPK_REDUCE: r = lower_reduce(c, a); break;
     case TC_OPK_UNARY:
     case TC_OPK_BINARY:
-    case TC_OPK_TERNARY:
+    case TC_OPK_TERNARY: {
+        int sv = c->n_saved ? saved_slot(c, a) : -1;
+        if (sv >= 0 && (r = saved_load(c, sv)) != NULL) break;
         for (int i = 0; i < a->n_srcs; i++) s[i] = tc_lw_lower(c, a->srcs[i]);
         if (c->gvl > 1) tc_lw_gv_operands(c, a->op, s, a->n_srcs);
         if (a->op == TC_OP_CAST || a->op == TC_OP_BITCAST) r = tc_ub_cast(&c->ub, s[0], a->dtype, a->op == TC_OP_BITCAST);
         else r = tc_ub_alu(&c->ub, a->op, a->dtype, a->n_srcs, s[0], s[1], s[2]);
+        if (sv >= 0 && r) saved_store(c, sv, r);
         break;
+    }
     case TC_OPK_META:
     case TC_OPK_AST:
         if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) r = lower_leaf(c, a);
@@ -664,6 +798,7 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     else if (c->tg->has_local) st = tc_lw_lower_grid(c, k);
     if (st != TC_OK) return st;
     c->outer_depth = c->ub.depth;
+    find_saved(c);
     tc_ast *sink = it->ast;
     if (!(c->tg->has_local && is_empty)) {
         tc_lw_prelower_reduces(c, sink); /* every reduce stage, in dependency order */

@@ -22,6 +22,14 @@ typedef struct {
     int value_gate;    /* not broadcast: the lane-0 block value belongs to */
 } group_red;
 
+/* a value that several stages of a CPU kernel compute, stored by the first
+ * in a scratch array over the reduced axes and loaded by the later ones */
+typedef struct {
+    const tc_ast *a; /* the AST node (an exp2, log2 or sin) */
+    tc_uop *buf;     /* its scratch array (made at its first store) */
+    int epoch;       /* 0: not stored yet; > 0: the stage that stored it; -1: every stage computes it */
+} saved_value;
+
 typedef struct {
     tc_ub ub;                  /* the UOp builder */
     const tc_sched_item *it;   /* the kernel */
@@ -71,6 +79,9 @@ typedef struct {
     int64_t up_off[3];         /* upcast: the current copy's digit of each plan axis */
     int rep;                   /* upcast: the copy being lowered */
     struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */
+    int n_saved;               /* saved values (lower.c): entries of saved */
+    saved_value saved[4];      /* saved values: transcendentals several stages compute */
+    tc_st saved_st;            /* saved values: where in a scratch array (the reduced axes, flat) */
     int gvl;                   /* GPU vectors: elements of axis gv_axis per lane (1: scalar) */
     int gv_axis;               /* GPU vectors: the innermost kept axis */
     const tc_ast *gv_node[GV_MAX_NODES]; /* GPU vectors: the AST nodes walked ... */
