@@ -255,6 +255,7 @@ void tc_lw_take_plan(lower_ctx *c, tc_kopt p) {
     c->n_up = 0;
     c->n_reps = 1;
     c->split = 1;
+    c->split_tail = 0;
     c->vl = c->vj = 1;
     for (int i = 0; i < p.n; i++) {
         int a = p.axis[i];
@@ -271,7 +272,8 @@ void tc_lw_take_plan(lower_ctx *c, tc_kopt p) {
         }
         c->up_axis[c->n_up] = a;
         c->up_amt[c->n_up] = amt;
-        c->up_clamp[c->n_up++] = c->it->full_shape[a] % p.amt[i] != 0;
+        c->up_clamp[c->n_up++] = !red && c->it->full_shape[a] % p.amt[i] != 0;
+        if (red) c->split_tail = c->it->full_shape[a] % p.amt[i];
         c->n_reps *= (int)amt;
         if (red) c->split = amt;
     }
@@ -338,23 +340,57 @@ static tc_uop *lower_reduce_vj(lower_ctx *c, tc_ast *a) {
     return mine;
 }
 
+/* A split whose steps do not cover its axis (split_tail > 0) reduces the
+ * rest in scalars: the split's loop (the stage's innermost) closes, a loop
+ * over the tail opens in its place, and each group of copies that differ
+ * only in the split digit adds its tail to an accumulator of its own
+ * (tails[r0 / split]), combined with the partials after the stage. */
+static void lower_tail(lower_ctx *c, tc_ast *a, tc_uop **tails) {
+    int sa = c->up_axis[c->n_up - 1], s = (int)c->split;
+    const tc_uop *loop = c->ub.scope[c->ub.depth];
+    if (!loop || loop->op != TC_UOP_RANGE || loop->arg != sa) {
+        TC_INTERNAL("the tail of %s's split axis %d is not its innermost loop", c->it->name, sa);
+        c->ub.failed = true;
+        return;
+    }
+    tc_ub_end_range(&c->ub);
+    int was = c->epoch;
+    c->epoch = tc_lw_next_epoch(); /* the loop's values are its vectors, not the tail's scalars */
+    for (int i = 0; i < c->n_saved; i++)
+        if (c->saved[i].epoch == was) c->saved[i].epoch = c->epoch; /* the same stage stores them */
+    c->up_base[c->n_up - 1] = NULL; /* scalars; the split axis' index is the tail's */
+    tc_uop *t = tc_ub_range(&c->ub, sa, c->idt, c->split_tail);
+    c->ub.index_mode = true;
+    c->idx[sa] = ix(c, TC_OP_ADD, t, ic(c, c->it->full_shape[sa] - c->split_tail));
+    c->ub.index_mode = false;
+    for (int r0 = 0; r0 < c->n_reps; r0 += s) {
+        tc_lw_set_copy(c, r0);
+        tc_uop *x = tc_lw_lower(c, a->srcs[0]);
+        if (tails[r0 / s] && x) tc_ub_acc_update(&c->ub, tc_lw_acc_op(a), tails[r0 / s], x);
+        else c->ub.failed = true;
+    }
+}
+
 static tc_uop *lower_reduce_copies(lower_ctx *c, tc_ast *a) {
     if (c->vj > 1) return lower_reduce_vj(c, a);
-    int me = c->rep;
-    tc_uop **accs = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)c->n_reps);
+    int me = c->rep, s = (int)c->split;
+    tc_uop **accs = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)(c->n_reps + c->n_reps / s));
     if (!accs) {
         c->ub.failed = true;
         return NULL;
     }
+    tc_uop **tails = accs + c->n_reps;
     for (int r = 0; r < c->n_reps; r++) accs[r] = tc_ub_acc_vec(&c->ub, tc_lw_reduce_init(c, a->op, a->dtype), c->vl);
+    for (int g = 0; c->split_tail && g < c->n_reps / s; g++)
+        tails[g] = tc_ub_acc(&c->ub, tc_lw_reduce_init(c, a->op, a->dtype));
     int opened = tc_lw_open_stage(c, true);
     for (int r = 0; r < c->n_reps; r++) {
         tc_lw_set_copy(c, r);
         tc_uop *x = tc_lw_lower(c, a->srcs[0]);
         if (accs[r] && x) tc_ub_acc_update(&c->ub, tc_lw_acc_op(a), accs[r], x);
     }
+    if (c->split_tail) lower_tail(c, a, tails);
     tc_lw_close_stage(c, opened);
-    int s = (int)c->split;
     for (int r0 = 0; r0 < c->n_reps; r0 += s) {
         for (int w = 1; w < s; w *= 2)
             for (int r = r0; r + w < r0 + s; r += 2 * w)
@@ -365,6 +401,7 @@ static tc_uop *lower_reduce_copies(lower_ctx *c, tc_ast *a) {
             for (int l = 0; l + w < c->vl; l += 2 * w)
                 lanes[l] = tc_ub_alu(&c->ub, tc_lw_acc_op(a), a->dtype, 2, lanes[l], lanes[l + w], NULL);
         accs[r0] = lanes[0];
+        if (c->split_tail) accs[r0] = tc_ub_alu(&c->ub, tc_lw_acc_op(a), a->dtype, 2, accs[r0], tails[r0 / s], NULL);
         for (int r = r0; r < r0 + s; r++) tc_lw_memo_put(c, a, r, accs[r0], c->epoch);
     }
     tc_lw_set_copy(c, me);

@@ -58,6 +58,8 @@ typedef struct {
     tc_uop *up_base[3];        /* upcast: loop index * amount (a split: inside its stage) */
     int n_reps;                /* upcast: copies of the loop body (product of amounts) */
     int64_t split;             /* upcast: partial accumulators per reduce (1: no split) */
+    int64_t split_tail;        /* upcast: the split axis' last indices past its whole steps,
+                                  reduced in a scalar loop after them (0: none) */
     int vl;                    /* upcast: lanes of each partial accumulator (vectors, has_vec
                                   targets; 1: scalars); a split steps by split * vl */
     int vj;                    /* upcast: lanes of the tile column (a kept axis, last in the

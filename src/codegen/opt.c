@@ -91,6 +91,7 @@
 
 enum {
     TILE_VECS = 4,  /* vectors of a register tile along the contiguous axis */
+    TAIL_STEPS = 8, /* fewest steps of a split with a scalar tail (the tail: < 1/TAIL_STEPS) */
     MAX_COPIES = 512, /* body copies of one kernel a search may try (compile-time guard) */
     ROW_COPIES = 16,  /* body copies of plan_rows' accumulator chains */
 };
@@ -649,13 +650,16 @@ static void plan_rows(const tc_sched_item *it, const kinfo *k, tc_kopt *p) {
 
 /* the innermost reduced axis, when some load under the reduce reads it
  * contiguously; -1 otherwise. *amt: its split, a divisor of the axis of at
- * most 2l accumulators (multiples of l first; 20 splits into 20) */
+ * most 2l accumulators (multiples of l first; 20 splits into 20), or 2l
+ * with a tail where no multiple of l divides an axis of TAIL_STEPS steps
+ * (a vocabulary of 50,257 = 29 x 1,733: 29 scalar chains before) */
 static int split_axis(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t *amt) {
     int r = -1;
     for (int a = 0; a < it->ndim; a++)
         if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) r = a;
     if (r < 0) return -1;
     *amt = best_divisor(it->full_shape[r], 2 * l, l);
+    if (*amt % l && it->full_shape[r] >= TAIL_STEPS * 2 * l) *amt = 2 * l; /* and a tail (lower.c) */
     if (*amt < 4) return -1;
     for (int i = 0; i < k->n_loads; i++)
         if (tc_st_stride(k->loads[i]->st, r) == 1) return r;
@@ -677,6 +681,11 @@ static int vec_lanes(int64_t n, int64_t l) {
  * or a short row whole with rows of a kept axis as independent streams. */
 static bool plan_dot(const tc_sched_item *it, const kinfo *k, int r, int64_t l, int64_t regs, tc_kopt *p) {
     int lanes = vec_lanes(it->full_shape[r], l);
+    /* a long row no vector divides (a vocabulary of 50,257) in vectors of
+     * the machine's lanes, its last indices (fewer than a step) in a scalar
+     * loop after them (lower.c's tail): 1/16 of the row at most */
+    bool tail = !lanes && it->full_shape[r] >= TAIL_STEPS * 2 * l;
+    if (tail) lanes = (int)l;
     if (!lanes || !tc_opt_vec_ok(it, r, false, NULL)) return false;
     static const int64_t rows[] = {4, 5, 3, 6, 2};
     int64_t accs = 1;
@@ -692,9 +701,9 @@ static bool plan_dot(const tc_sched_item *it, const kinfo *k, int r, int64_t l, 
             break;
         }
     }
-    int64_t vecs = p->n == 0 && it->full_shape[r] % (2 * lanes) == 0 ? 2 : 1;
+    int64_t vecs = p->n == 0 && (tail || it->full_shape[r] % (2 * lanes) == 0) ? 2 : 1;
     int64_t short_vecs = it->full_shape[r] / lanes;
-    if (p->n == 0 && short_vecs <= 8) {
+    if (p->n == 0 && short_vecs <= 8 && !tail) {
         /* a short row (batchnorm's sums over 20 columns: 5 vectors of 4) and
          * no input reused across outputs: the whole row in vectors, and rows
          * of the innermost kept axis as independent streams, up to 40
@@ -876,7 +885,8 @@ static bool shrink_plan(const tc_sched_item *it, tc_kopt *p) {
     int a = p->axis[best];
     bool is_vec = best == p->n - 1 && p->lanes > 1;
     int64_t unit = is_vec ? p->lanes : 1, want = most / 2;
-    if ((it->reduce_axes >> a) & 1) want = best_divisor(it->full_shape[a] / unit, want, 1);
+    if ((it->reduce_axes >> a) & 1 && it->full_shape[a] % p->amt[best] == 0) /* else it has a tail */
+        want = best_divisor(it->full_shape[a] / unit, want, 1);
     if (want > 1 || is_vec) {
         p->amt[best] = want * unit;
         return true;
@@ -1099,14 +1109,18 @@ static bool plan_has(const tc_kopt *p, int a) {
 }
 
 /* a plan lower.c can take: at most two kept axes (amounts clamped or not)
- * and one reduced axis last (an amount that divides it) */
+ * and one reduced axis last (an amount that divides it, or, on the
+ * innermost reduced axis of an unblocked reduce, one with a scalar tail) */
 static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
     int kept = 0, red = 0;
     for (int i = 0; i < p->n; i++) {
         int a = p->axis[i];
         if (a < 0 || a >= it->ndim || p->amt[i] < 2 || p->amt[i] > it->full_shape[a]) return false;
-        if ((it->reduce_axes >> a) & 1) {
-            if (i != p->n - 1 || it->full_shape[a] % p->amt[i] != 0) return false;
+        if ((it->reduce_axes >> a) & 1) { /* not dividing it: vectors and a tail, unblocked */
+            bool inner = true; /* the innermost reduced axis (lower.c's tail loop replaces its loop) */
+            for (int b = a + 1; b < it->ndim; b++) inner &= !((it->reduce_axes >> b) & 1) || it->full_shape[b] == 1;
+            if (i != p->n - 1 || (it->full_shape[a] % p->amt[i] != 0 && (p->kblock || !inner)))
+                return false;
             red++;
         } else {
             kept++;

@@ -135,6 +135,60 @@ static void test_plan_spread_rows(void **state) {
     tc_release(c);
 }
 
+static tc_tensor *matmul_t(int64_t m, int64_t k, int64_t n, bool x_u8);
+
+/* a realized random float32 tensor, scaled by k */
+static tc_tensor *rand_scaled(int ndim, const int64_t *shape, double k) {
+    tc_tensor *r = tc_randn(ndim, shape, TC_FLOAT32, NULL), *kk = tc_full(0, NULL, k, TC_FLOAT32, NULL);
+    tc_tensor *x = tc_mul(r, kk);
+    tc_release(r), tc_release(kk);
+    assert_int_equal(tc_realize(&x, 1), TC_OK);
+    return x;
+}
+
+/* A long reduced axis that no vector divides (a prime 1,031; a vocabulary
+ * of 50,257) is split into 2 vectors of partial sums over its whole steps
+ * and a scalar tail loop over the rest (codegen/lower.c): it was a single
+ * scalar chain (50,257: 29 x 1,733 gave no vector split), 110 -> 10 ms for
+ * log_softmax over 256 x 50,257 (Zen 5, 1 thread). Every reduce kind with a
+ * tail against the reference: max and sum (softmax, whose exp is also a
+ * saved value, stored by the vector loop and the tail), a tail inside the
+ * loop of an outer reduced axis, a dot tile with rows, an int32 sum (no
+ * vector form: scalar partials and their tail). */
+static void test_plan_tail(void **state) {
+    (void)state;
+    tc_tensor *x = rand_scaled(2, (int64_t[]){4, 1031}, 3);
+    tc_tensor *y = tc_softmax(x, 1);
+    tc_kopt p = plan_of(y, &avx512v, NULL);
+    assert_int_equal(p.n, 1);
+    assert_int_equal(p.amt[0], 32);
+    assert_int_equal(p.lanes, 16);
+    tc_check_schedule(y, 1, 1e-5, 1e-7, "softmax over 1031");
+    tc_release(y);
+    y = tc_log_softmax(x, 1);
+    tc_check_schedule(y, 1, 1e-5, 1e-5, "log_softmax over 1031");
+    tc_release(y), tc_release(x);
+    x = rand_scaled(3, (int64_t[]){4, 3, 1031}, 1);
+    y = tc_sum(x, 2, (int[]){1, 2}, false);
+    tc_check_schedule(y, 1, 1e-5, 1e-4, "sum over 3 x 1031");
+    tc_release(y), tc_release(x);
+    y = matmul_t(8, 1031, 12, false);
+    p = plan_of(y, &avx512v, NULL);
+    assert_int_equal(p.amt[p.n - 1] % 16, 0);
+    tc_check_schedule(y, 1, 1e-4, 1e-4, "x @ w.T over 1031");
+    tc_release(y);
+    x = rand_scaled(2, (int64_t[]){3, 50257}, 3);
+    y = tc_log_softmax(x, 1);
+    /* 50,257 exps summed in 32 chains and a tail, the reference's in one:
+     * the log of the sum differs by up to 5e-5 */
+    tc_check_schedule(y, 1, 1e-4, 1e-4, "log_softmax over 50257");
+    tc_release(y);
+    tc_tensor *xi = tc_cast(x, TC_INT32);
+    y = tc_sum(xi, 1, (int[]){1}, false);
+    tc_check_schedule(y, 1, 0, 0, "int32 sum over 50257");
+    tc_release(y), tc_release(xi), tc_release(x);
+}
+
 /* y = conv2d(x, w) (stride 1, unpadded) of realized random x and w, and
  * its schedule: w's channels-last copy (nnops.c), then the conv */
 static tc_schedule *conv_schedule(const int64_t sx[4], const int64_t sw[4], tc_tensor *xwy[3]) {
@@ -1096,6 +1150,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_matmul),    cmocka_unit_test(test_plan_clamped_rows),
         cmocka_unit_test(test_plan_spread_rows),
+        cmocka_unit_test(test_plan_tail),
         cmocka_unit_test(test_plan_conv),      cmocka_unit_test(test_plan_split_sum),
         cmocka_unit_test(test_small_shapes),   cmocka_unit_test(test_vectorized),
         cmocka_unit_test(test_epilogue_vectorized), cmocka_unit_test(test_beam),
