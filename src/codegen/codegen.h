@@ -182,6 +182,8 @@ typedef struct {
     int64_t cpu_range;      /* CPU: > 0: the last argument holds {start, end} of the
                                outermost loop, whose cpu_range steps threads share */
     int n_parts;            /* a row kernel: the kernels fused into it (its parts); else 0 */
+    bool untiled;           /* CPU: a reduce kernel whose plan upcasts no kept axis (no tile
+                               of copies for the C compiler's SLP to pack: render/cstyle.c) */
 } tc_kernel_uops;
 
 /* lowers a schedule item's AST; NULL with an error set on failure */

@@ -804,6 +804,8 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     }
     c->n_reps = 1;
     choose_upcast(c);
+    k->untiled = !c->tg->has_local;
+    for (int i = 0; i < c->n_up; i++) k->untiled &= (bool)((it->reduce_axes >> c->up_axis[i]) & 1);
     bool is_empty = false;
     int order[TC_MAX_DIMS];
     loop_order(c, order);

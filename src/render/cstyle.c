@@ -869,7 +869,8 @@ static void signature(rctx *r) {
      * and keeps a transposing one scalar, which compiles in half the time
      * and runs as fast or faster (MNIST's 512 x 64 x 64 transposing copy:
      * 0.26 -> 0.13 s of gcc, 0.88 -> 0.72 ms) */
-    if (r->d->map_prefix && !has_reduce(k) && !has_gated_load(k) && !is_copy(k)) tc_sb_printf(&r->out, "%s", r->d->map_prefix);
+    if (r->d->map_prefix && (!has_reduce(k) || k->untiled) && !has_gated_load(k) && !is_copy(k))
+        tc_sb_printf(&r->out, "%s", r->d->map_prefix);
     tc_sb_printf(&r->out, "void ");
     if (r->d->has_launch_bounds)
         tc_sb_printf(&r->out, "__launch_bounds__(%lld) ",

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""vocab_rows.py - issue 14's row kernels over a language model's vocabulary:
+cross-entropy forward (mean over 256 rows of 50,257 logits against int class
+ids: max, sum of exps and the one-hot pick per row) and log_softmax and
+softmax over the same (256, 50257) logits, libtinyc next to PyTorch CPU with
+the same thread count, each side in a process of its own, on the same inputs
+(seeded); ms per eager call (libtinyc: graph, schedule from its cache,
+kernels, result realized; PyTorch: the call), the median of the calls after
+warm-up, and the largest difference of the results.
+
+50,257 (GPT-2's vocabulary, 29 x 1,733) is divided by no vector's lanes:
+the reduce runs in vectors over its whole steps and a scalar tail loop over
+the rest (src/codegen/lower.c).
+
+    python3 bench/vocab_rows.py [--threads 1,2] [--calls 15] [--classes 50257]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+ROWS = 256
+OPS = ("cross_entropy", "log_softmax", "softmax")
+
+
+def inputs(classes):
+    import numpy as np
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((ROWS, classes), dtype=np.float32) * 3
+    y = rng.integers(0, classes, ROWS).astype(np.int32)
+    return x, y
+
+
+def side(who, classes, calls):
+    """times every op on one side; prints a JSON line: {op: [ms, result]}"""
+    import numpy as np
+    x, y = inputs(classes)
+    if who == "torch":
+        import torch
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y).long()
+        fns = {"cross_entropy": lambda: torch.nn.functional.cross_entropy(tx, ty),
+               "log_softmax": lambda: torch.log_softmax(tx, -1),
+               "softmax": lambda: torch.softmax(tx, -1)}
+        value = lambda r: r.numpy()
+    else:
+        sys.path.insert(0, os.path.join(REPO, "python"))
+        from tinyc import Tensor
+        tx, ty = Tensor(x).realize(), Tensor(y).realize()
+        fns = {"cross_entropy": lambda: tx.cross_entropy(ty).realize(),
+               "log_softmax": lambda: tx.log_softmax(-1).realize(),
+               "softmax": lambda: tx.softmax(-1).realize()}
+        value = lambda r: r.numpy()
+    out = {}
+    for op in OPS:
+        for _ in range(3):
+            r = fns[op]()
+        ts = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            r = fns[op]()
+            ts.append(time.perf_counter() - t0)
+        ts.sort()
+        v = np.asarray(value(r), dtype=np.float64)
+        out[op] = [ts[len(ts) // 2] * 1e3, v.ravel()[:4096].tolist() if v.size > 1 else float(v)]
+    print(json.dumps(out))
+
+
+def run(who, threads, classes, calls):
+    env = dict(os.environ, TC_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    if who == "torch":
+        for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # the peer at its best
+            env.pop(k, None)
+    code = ("import sys; sys.path.insert(0, %r); import vocab_rows, torch; torch.set_num_threads(%d); "
+            "vocab_rows.side(%r, %d, %d)" % (HERE, threads, who, classes, calls)) if who == "torch" else \
+           ("import sys; sys.path.insert(0, %r); import vocab_rows; vocab_rows.side(%r, %d, %d)"
+            % (HERE, who, classes, calls))
+    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("vocab_rows.py: the %s side failed:\n%s" % (who, p.stderr[-2000:]))
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--calls", type=int, default=15)
+    ap.add_argument("--classes", type=int, default=50257)
+    a = ap.parse_args()
+    print("| threads | op, (%d, %d) | libtinyc ms | PyTorch ms | ratio | max abs diff |" % (ROWS, a.classes))
+    print("|---|---|---|---|---|---|")
+    bad = False
+    for t in [int(s) for s in a.threads.split(",")]:
+        ours, peer = run("ours", t, a.classes, a.calls), run("torch", t, a.classes, a.calls)
+        for op in OPS:
+            (mo, vo), (mp, vp) = ours[op], peer[op]
+            vo, vp = (vo if isinstance(vo, list) else [vo]), (vp if isinstance(vp, list) else [vp])
+            diff = max(abs(p - q) for p, q in zip(vo, vp))
+            bad |= not diff <= 1e-4
+            print("| %d | %s | %.2f | %.2f | %.2fx | %.1e%s |" % (t, op, mo, mp, mp / mo, diff,
+                                                               "" if diff <= 1e-4 else " WRONG"))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
