@@ -211,12 +211,28 @@ static bool uniform_along(const tc_ast *a, int axis, int depth) {
     return true;
 }
 
+/* a's value is one scalar per row in a reduce stage along axis: made of
+ * earlier reduces and of loads that do not move along it (a
+ * cross-entropy's log of its sum; any op: it is computed outside the
+ * stage's loop); depth bounds the walk */
+static bool row_scalar(const tc_ast *a, int axis, int depth) {
+    if (depth > 16) return false;
+    if (tc_op_is_reduce(a->op)) return true;
+    if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) return tc_st_stride(a->st, axis) == 0;
+    if (a->op == TC_OP_GATHER) return false;
+    for (int i = 0; i < a->n_srcs; i++)
+        if (!row_scalar(a->srcs[i], axis, depth + 1)) return false;
+    return true;
+}
+
 /* a node under a reduce: a vector form exists (an earlier reduce is a scalar) */
 static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
     if (tc_op_is_reduce(a->op)) return !w->kept;
+    if (!w->kept && a->op != TC_OP_LOAD && a->op != TC_OP_CONST && row_scalar(a, axis, 0)) return true;
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {
         int64_t st = a == w->packed ? 1 : tc_st_stride(a->st, axis);
-        return vec_dtype_ok(a->dtype) && (st == 0 || (st == 1 && a->op == TC_OP_LOAD));
+        bool dt_ok = vec_dtype_ok(a->dtype) || (a->op == TC_OP_CONST && a->dtype == TC_BOOL);
+        return dt_ok && (st == 0 || (st == 1 && a->op == TC_OP_LOAD));
     }
     /* a gathered row (an embedding's) read along the axis: one index for
      * every lane, so the lanes are consecutive elements (lower_index.c) */
@@ -224,8 +240,16 @@ static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
         return vec_dtype_ok(a->dtype) && tc_st_stride(a->st, axis) == 1 &&
                uniform_along(a->srcs[0], axis, 0);
     bool op_ok = a->op == TC_OP_CAST || a->op == TC_OP_ADD || a->op == TC_OP_MUL ||
-                 a->op == TC_OP_NEG || a->op == TC_OP_MAX || a->op == TC_OP_RECIP || a->op == TC_OP_EXP2;
-    if (!op_ok || a->dtype != TC_FLOAT32 || w->n == 256) return false;
+                 a->op == TC_OP_NEG || a->op == TC_OP_MAX || a->op == TC_OP_RECIP || a->op == TC_OP_EXP2 ||
+                 a->op == TC_OP_WHERE;
+    /* masks (a one-hot pick, a relu's gate): compares of float32 or int32
+     * lanes and their logic, lanes of -1 or 0 (the C renderer's tc_maskN) */
+    bool is_mask = a->dtype == TC_BOOL &&
+                   (((a->op == TC_OP_CMPLT || a->op == TC_OP_CMPNE) &&
+                     (a->srcs[0]->dtype == TC_FLOAT32 || a->srcs[0]->dtype == TC_INT32 ||
+                      a->srcs[0]->dtype == TC_BOOL)) ||
+                    a->op == TC_OP_AND || a->op == TC_OP_OR || a->op == TC_OP_XOR);
+    if (!((op_ok && a->dtype == TC_FLOAT32) || is_mask) || w->n == 256) return false;
     if (vec_seen(w, a)) return true;
     for (int i = 0; i < a->n_srcs; i++)
         if (!vec_node_ok(w, a->srcs[i], axis)) return false;

@@ -153,6 +153,7 @@ static const char *ctype(const rctx *r, tc_dtype dt) {
 static const char *const vec_elem[TC_DTYPE_COUNT] = {
     [TC_FLOAT32] = "float", [TC_INT32] = "int",     [TC_UINT8] = "uchar",
     [TC_INT8] = "schar",    [TC_UINT16] = "ushort", [TC_INT16] = "short",
+    [TC_BOOL] = "mask", /* lanes of -1 (true) or 0: a compare's result (float_helpers' type) */
 };
 static const char *const vec_ctype[TC_DTYPE_COUNT] = {
     [TC_FLOAT32] = "float", [TC_INT32] = "int",              [TC_UINT8] = "unsigned char",
@@ -251,7 +252,8 @@ static void vector_typedefs(rctx *r) {
     bool used[TC_DTYPE_COUNT][VEC_MAX + 1] = {{false}}, exp2[VEC_MAX + 1] = {false};
     for (int i = 0; i < r->k->n_uops; i++) {
         const tc_uop *u = r->k->uops[i];
-        if (u->vcount > 1 && u->vcount <= VEC_MAX && vec_elem[u->dtype]) used[u->dtype][u->vcount] = true;
+        if (u->vcount > 1 && u->vcount <= VEC_MAX && vec_elem[u->dtype])
+            used[u->dtype == TC_BOOL ? TC_FLOAT32 : u->dtype][u->vcount] = true; /* masks: with floats */
         if (u->vcount > 1 && u->vcount <= VEC_MAX && is_narrow_int_cast(r, u) &&
             narrow_step(u) != TC_DTYPE_COUNT)
             used[narrow_step(u)][u->vcount] = true; /* the lanes it widens through */
@@ -457,10 +459,43 @@ static char *render_alu_value(rctx *r, const tc_uop *u) {
 
 /* a vector ALU: + * - and 1/x take scalar operands as they are (the
  * compiler broadcasts them); max gets both as vectors */
+/* operand i of vector ALU u as a vector: a scalar broadcast to u's lanes
+ * (a bool as a mask lane, -1 for true) */
+static char *vec_operand(const rctx *r, const tc_uop *u, int i) {
+    (void)r;
+    const tc_uop *s = u->srcs[i];
+    const char *x = r->expr[s->id];
+    if (s->vcount > 1) return fmt("%s", x);
+    if (s->dtype == TC_BOOL) return fmt("((tc_mask%d){0}-(int)(%s))", u->vcount, x);
+    if (!vec_elem[s->dtype]) {
+        TC_INTERNAL("no vector of %s for a vector %s", tc_dtypes[s->dtype].name, tc_ops[u->alu].name);
+        return NULL;
+    }
+    return fmt("((tc_%s%d){0}+%s)", vec_elem[s->dtype], u->vcount, x);
+}
+
+/* a vector compare, mask logic or select: every operand a vector */
+static char *render_vec_mask_alu(const rctx *r, const tc_uop *u) {
+    char *o[3] = {NULL, NULL, NULL}, *x = NULL;
+    bool ok = true;
+    for (int i = 0; i < u->n_srcs; i++) ok &= (o[i] = vec_operand(r, u, i)) != NULL;
+    if (ok && u->alu == TC_OP_CMPLT) x = fmt("(%s<%s)", o[0], o[1]);
+    if (ok && u->alu == TC_OP_CMPNE) x = fmt("(%s!=%s)", o[0], o[1]);
+    if (ok && u->alu == TC_OP_AND) x = fmt("(%s&%s)", o[0], o[1]);
+    if (ok && u->alu == TC_OP_OR) x = fmt("(%s|%s)", o[0], o[1]);
+    if (ok && u->alu == TC_OP_XOR) x = fmt("(%s^%s)", o[0], o[1]);
+    if (ok && u->alu == TC_OP_WHERE) x = fmt("tc_sel_float%d(%s, %s, %s)", u->vcount, o[0], o[1], o[2]);
+    for (int i = 0; i < 3; i++) tc_free(o[i]);
+    return x;
+}
+
 static char *render_vec_alu(const rctx *r, const tc_uop *u) {
     char *const *e = r->expr;
     const char *t = utype(r, u);
     const char *a = e[u->srcs[0]->id], *b = u->n_srcs > 1 ? e[u->srcs[1]->id] : "";
+    if (u->alu == TC_OP_CMPLT || u->alu == TC_OP_CMPNE || u->alu == TC_OP_AND || u->alu == TC_OP_OR ||
+        u->alu == TC_OP_XOR || (u->alu == TC_OP_WHERE && u->dtype == TC_FLOAT32))
+        return render_vec_mask_alu(r, u);
     if (u->alu == TC_OP_ADD) return fmt("(%s+%s)", a, b);
     if (u->alu == TC_OP_MUL) return fmt("(%s*%s)", a, b);
     if (u->alu == TC_OP_NEG) return fmt("(-%s)", a);
@@ -656,6 +691,9 @@ static char *render_cast(rctx *r, const tc_uop *u) {
                     tc_dtypes[u->srcs[0]->dtype].name, tc_dtypes[u->dtype].name);
         return NULL;
     }
+    if (u->op == TC_UOP_CAST && u->vcount > 1 && is_mask) /* a mask's -1 lanes are 1.0f */
+        return bind(r, u, "cast", fmt("tc_sel_float%d(%s, ((%s){0}+1.0f), ((%s){0}))", u->vcount, x,
+                                      utype(r, u), utype(r, u)));
     if (u->op == TC_UOP_CAST && u->vcount > 1)
         return bind(r, u, "cast", fmt("__builtin_convertvector(%s, %s)", x, utype(r, u)));
     if (is_mask && r->d->bool_float) return bind(r, u, "cast", fmt(r->d->bool_float, x));
