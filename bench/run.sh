@@ -20,7 +20,8 @@
 # std; first the machine the CPU device read, TC_DEBUG=1's line),
 # bench_train_step + train_step_torch.py (MNIST convnet and MLP steps, same
 # initial weights and batch on both sides), resnet_train.py (a CIFAR
-# ResNet-18 step and its peak memory next to PyTorch's),
+# ResNet-18 step and its peak memory next to PyTorch's), vocab_rows.py
+# (cross-entropy, log_softmax and softmax over 256 x 50,257 logits),
 # bench_train_step --compile 1 with a fresh and then a warm TC_CACHEDIR
 # (compile, scheduling and lowering time of a convnet step, from
 # tc_counters), bench_jit (replay overhead); table.py prints the table.
@@ -163,6 +164,12 @@ if have torch; then
     [ ${#quick[@]} -gt 0 ] && rsteps=4
     TINYC_LIB=${TINYC_LIB:-$build/libtinyc.so} "$PY" bench/resnet_train.py --threads "$threads" \
         --steps "$rsteps" --lines "$tmp/resnet.txt" >&2 || status=1
+fi
+
+if have torch; then
+    step "rows over a 50,257-word vocabulary: cross-entropy, log_softmax, softmax; libtinyc, then PyTorch"
+    TINYC_LIB=${TINYC_LIB:-$build/libtinyc.so} "$PY" bench/vocab_rows.py --threads "$threads" \
+        --calls "$([ ${#quick[@]} -gt 0 ] && echo 5 || echo 15)" --lines "$tmp/vocab.txt" >&2 || status=1
 fi
 
 step "compile: a convnet step with a fresh, then a warm TC_CACHEDIR"

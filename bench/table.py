@@ -124,6 +124,12 @@ for line in lines("resnet.txt"):  # resnet_train.py --lines: "resnet THREADS key
         float(f["peak_mb"]), float(f["torch_peak_mb"]), "MB", False, 1.0, "-", "PyTorch CPU")
 
 
+for line in lines("vocab.txt"):  # vocab_rows.py --lines: "vocab THREADS op=... ours_ms=..."
+    f = dict(t.split("=", 1) for t in line.split()[2:] if "=" in t)
+    add("%s (256, %s), eager" % (f["op"], f["classes"]), float(f["ours_ms"]), float(f["torch_ms"]),
+        "ms", False, 1.0, "maxabs=%s(%s)" % (f["diff"], f["check"]), "PyTorch CPU")
+
+
 def keyed(name, model):
     """the key=value fields of model's line in a bench_train_step --compile file"""
     for line in lines(name):

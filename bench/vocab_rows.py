@@ -12,7 +12,10 @@ warm-up, and the largest difference of the results.
 the reduce runs in vectors over its whole steps and a scalar tail loop over
 the rest (src/codegen/lower.c).
 
-    python3 bench/vocab_rows.py [--threads 1,2] [--calls 15] [--classes 50257]
+    python3 bench/vocab_rows.py [--threads 1,2] [--calls 15] [--classes 50257] [--lines FILE]
+
+--lines writes bench/run.sh's lines for table.py ("vocab THREADS op=... ours_ms=... torch_ms=...
+diff=... check=ok|FAIL classes=...").
 """
 import argparse
 import json
@@ -90,7 +93,9 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--calls", type=int, default=15)
     ap.add_argument("--classes", type=int, default=50257)
+    ap.add_argument("--lines", default="", help="also write run.sh's lines to this file")
     a = ap.parse_args()
+    lines = []
     print("| threads | op, (%d, %d) | libtinyc ms | PyTorch ms | ratio | max abs diff |" % (ROWS, a.classes))
     print("|---|---|---|---|---|---|")
     bad = False
@@ -103,6 +108,11 @@ def main():
             bad |= not diff <= 1e-4
             print("| %d | %s | %.2f | %.2f | %.2fx | %.1e%s |" % (t, op, mo, mp, mp / mo, diff,
                                                                "" if diff <= 1e-4 else " WRONG"))
+            lines.append("vocab %d op=%s ours_ms=%.4f torch_ms=%.4f diff=%.2g check=%s classes=%d"
+                         % (t, op, mo, mp, diff, "ok" if diff <= 1e-4 else "FAIL", a.classes))
+    if a.lines:
+        with open(a.lines, "w") as f:
+            f.write("".join(l + "\n" for l in lines))
     sys.exit(1 if bad else 0)
 
 
