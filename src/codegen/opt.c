@@ -707,7 +707,7 @@ static bool plan_dot(const tc_sched_item *it, const kinfo *k, int r, int64_t l, 
     int lanes = vec_lanes(it->full_shape[r], l);
     /* a long row no vector divides (a vocabulary of 50,257) in vectors of
      * the machine's lanes, its last indices (fewer than a step) in a scalar
-     * loop after them (lower.c's tail): 1/16 of the row at most */
+     * loop after them (lower.c's tail): under 1/TAIL_STEPS of the row */
     bool tail = !lanes && it->full_shape[r] >= TAIL_STEPS * 2 * l;
     if (tail) lanes = (int)l;
     if (!lanes || !tc_opt_vec_ok(it, r, false, NULL)) return false;

@@ -462,7 +462,6 @@ static char *render_alu_value(rctx *r, const tc_uop *u) {
 /* operand i of vector ALU u as a vector: a scalar broadcast to u's lanes
  * (a bool as a mask lane, -1 for true) */
 static char *vec_operand(const rctx *r, const tc_uop *u, int i) {
-    (void)r;
     const tc_uop *s = u->srcs[i];
     const char *x = r->expr[s->id];
     if (s->vcount > 1) return fmt("%s", x);
