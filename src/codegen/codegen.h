@@ -123,6 +123,9 @@ typedef struct {
                         (tc_opt_pack_load) is copied into a panel, contiguous along the
                         columns, kblock (else all) reduce indices of the tile's columns,
                         before the rows of tiles that read it */
+    int64_t mblock;  /* a tile of two kept axes whose column loop runs outside its rows':
+                        the rows (axis[0]) in blocks of mblock, the loop over the blocks
+                        outside the columns' (BLIS's mc); 0 = one pass over all rows */
 } tc_kopt;
 void tc_opt_choose(const tc_sched_item *it, const tc_target *target, tc_kopt *plan);
 /* stride of tracker st along loop axis a: 0 for a size-1 axis, -1 when not
@@ -149,6 +152,10 @@ int tc_opt_reread_level(const tc_sched_item *it, const tc_target *tg, int a);
 /* a register tile of rows i and columns j runs its rows' loop outside the
  * columns': per step it re-reads less, from a nearer cache */
 bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int j);
+/* a tile of rows i and columns amt_j at a time of column axis j (j after i
+ * in axis order, no panel) runs its columns' loop outside the rows': enough
+ * column steps to share between threads, and not tc_opt_rows_outer */
+bool tc_opt_cols_first(const tc_sched_item *it, const tc_target *tg, int i, int j, int64_t amt_j);
 /* the kept axis before whose loop a packed tile of rows axis i and column
  * axis j fills its panel of load pl (opt.c; the column loop outside it) */
 int tc_opt_pack_from(const tc_sched_item *it, const tc_ast *pl, int i, int j);
@@ -180,7 +187,8 @@ typedef struct {
     int64_t global_size[3]; /* work-groups per dimension (1,1,1 without has_local) */
     int64_t local_size[3];  /* lanes per work-group (1,1,1 without has_local) */
     int64_t cpu_range;      /* CPU: > 0: the last argument holds {start, end} of the
-                               outermost loop, whose cpu_range steps threads share */
+                               outermost kept loop (inside a plan's row blocks), whose
+                               cpu_range steps threads share */
     int n_parts;            /* a row kernel: the kernels fused into it (its parts); else 0 */
     bool untiled;           /* CPU: a reduce kernel whose plan upcasts no kept axis (no tile
                                of copies for the C compiler's SLP to pack: render/cstyle.c) */

@@ -277,6 +277,7 @@ void tc_lw_take_plan(lower_ctx *c, tc_kopt p) {
         c->n_reps *= (int)amt;
         if (red) c->split = amt;
     }
+    c->mblock = c->n_up == 2 ? p.mblock : 0;
     c->kaxis = p.kblock > 0 ? tc_opt_kblock_axis(c->it) : -1; /* opt.c checked the rest */
     if (c->kaxis >= 0) c->kblock = p.kblock;
     c->epi_loop = p.epi_loop;
@@ -670,6 +671,7 @@ static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
  * its bounds come from one more kernel argument, {start, end}, that the
  * runtime fills per thread (tc_launch_dims.cpu_range). */
 enum { THREAD_MIN_WORK = 32768 }; /* loop iterations (all loops) worth a thread split */
+enum { ROW_BLOCK_AXIS = 2 * TC_MAX_DIMS + 5 }; /* the row blocks' loop (after the panel's loops) */
 
 tc_uop *tc_lw_outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
     const tc_sched_item *it = c->it;
@@ -681,7 +683,7 @@ tc_uop *tc_lw_outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
         for (int d = 0; d < (v ? v->ndim : it->ndim); d++) w *= v ? v->shape[d] : it->full_shape[d];
         work += w;
     }
-    bool split = c->ub.depth == 0 && n >= 2 && work >= THREAD_MIN_WORK && !c->tg->has_local &&
+    bool split = c->ub.depth == c->outer0 && n >= 2 && work >= THREAD_MIN_WORK && !c->tg->has_local &&
                  !tc_flag_get(TC_FLAG_NOOPT);
     if (!split) return tc_ub_range(&c->ub, a, c->idt, n);
     tc_uop *bounds = tc_ub_global(&c->ub, it->n_bufs, TC_INT64);
@@ -725,11 +727,40 @@ static void loop_order(const lower_ctx *c, int *order) {
     } else if (c->pack_load) { /* a packed tile's panel is filled outside its rows */
         if (j < c->pack_from) return;
         i = c->pack_from;
-    } else if (j < i || ceil_div(it->full_shape[j], c->up_amt[1]) < 8 || tc_opt_rows_outer(it, c->tg, i, j)) {
+    } else if (j < i || !tc_opt_cols_first(it, c->tg, i, j, c->up_amt[1])) {
         return;
     }
     for (int o = j; o > i; o--) order[o] = order[o - 1];
     order[i] = j;
+}
+
+/* row blocks (opt.c's plan_mblock): the loop over them opens first, where
+ * the plan's columns run outside its rows; else the plan's rows go in one
+ * pass */
+static void open_row_blocks(lower_ctx *c, const int *order) {
+    int i = c->up_axis[0], j = c->up_axis[1], at_i = -1, at_j = -1;
+    for (int o = 0; o < c->it->ndim; o++) {
+        if (order[o] == i) at_i = o;
+        if (order[o] == j) at_j = o;
+    }
+    if (!c->mblock || c->tg->has_local || at_j > at_i) {
+        c->mblock = 0;
+        return;
+    }
+    int64_t steps = ceil_div(c->it->full_shape[i], c->up_amt[0]), per = c->mblock / c->up_amt[0];
+    c->mb = tc_ub_range(&c->ub, ROW_BLOCK_AXIS, c->idt, ceil_div(steps, per));
+    c->outer0 = 1;
+}
+
+/* the steps of the rows' loop in row block c->mb: per of them, fewer in the
+ * last block */
+static tc_uop *row_block_steps(lower_ctx *c, int64_t steps) {
+    int64_t per = c->mblock / c->up_amt[0];
+    c->ub.index_mode = true;
+    tc_uop *start = ix(c, TC_OP_MUL, c->mb, ic(c, per)), *end = ix(c, TC_OP_ADD, start, ic(c, per));
+    end = tc_ub_alu(&c->ub, TC_OP_WHERE, c->idt, 3, ix(c, TC_OP_CMPLT, end, ic(c, steps)), end, ic(c, steps));
+    c->ub.index_mode = false;
+    return tc_ub_range_in(&c->ub, c->up_axis[0], c->idt, start, end, steps);
 }
 
 /* a blocked reduce's loop over its blocks, opened inside the outermost kept
@@ -809,10 +840,11 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     bool is_empty = false;
     int order[TC_MAX_DIMS];
     loop_order(c, order);
+    open_row_blocks(c, order);
     bool pack_due = false; /* the panel goes here, once the block loop is open */
     for (int o = 0; o < it->ndim; o++) {
         int a = order[o];
-        if (c->kaxis >= 0 && !c->kb && c->ub.depth > 0) c->kb = block_range(c);
+        if (c->kaxis >= 0 && !c->kb && c->ub.depth > c->outer0) c->kb = block_range(c);
         pack_due |= c->pack_load && a == c->pack_from; /* before the rows */
         if (pack_due && (c->kaxis < 0 || c->kb)) emit_pack(c), pack_due = false;
         if ((it->reduce_axes >> a) & 1) continue;
@@ -823,7 +855,9 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
         for (int i = 0; i < c->n_up; i++) { /* an upcast axis steps by its amount */
             if (c->up_axis[i] != a) continue;
             int64_t steps = ceil_div(it->full_shape[a], c->up_amt[i]);
-            tc_uop *r = steps > 1 ? tc_lw_outer_range(c, k, a, steps) : ic(c, 0);
+            tc_uop *r = c->mblock && i == 0 ? row_block_steps(c, steps)
+                        : steps > 1       ? tc_lw_outer_range(c, k, a, steps)
+                                          : ic(c, 0);
             c->ub.index_mode = true;
             c->up_base[i] = ix(c, TC_OP_MUL, r, ic(c, c->up_amt[i]));
             c->ub.index_mode = false;

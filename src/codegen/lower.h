@@ -70,6 +70,11 @@ typedef struct {
     bool epi_loop;             /* upcast: the stores run in loops over the kept copies (the
                                   plan's epi_loop, lower_store.c) */
     tc_uop *kb;                /* blocked reduce: the current block (a loop outside the rows) */
+    int64_t mblock;            /* row blocks (plan's mblock): rows of the tile's row axis per
+                                  block; 0: none */
+    tc_uop *mb;                /* row blocks: the current block (the outermost loop) */
+    int outer0;                /* loops opened before the kept axes' (1 with row blocks): the
+                                  threads share the loop at this depth */
     const tc_ast *pack_load;   /* packed tile (plan's pack): the load read from the panel */
     int pack_from;             /* packed tile: the kept axis its panel is filled before
                                   (tc_opt_pack_from) */

@@ -25,8 +25,8 @@ typedef struct {
                           a 0 launches nothing */
     int64_t local[3];  /* lanes per work-group (CPU: ignored) */
     int64_t cpu_range; /* CPU: > 0: the kernel takes one more argument, a pointer to
-                          {start, end}: its outermost loop's steps [0, cpu_range) are
-                          split across threads (TC_THREADS, default: the cores) */
+                          {start, end}: its outermost kept loop's steps [0, cpu_range)
+                          (inside a tile's row blocks) are split across threads (TC_THREADS, default: the cores) */
 } tc_launch_dims;
 
 struct tc_dev {

@@ -1059,6 +1059,51 @@ static void test_plan_packed(void **state) {
     tc_release(c), tc_release(wt), tc_release(x), tc_release(w);
 }
 
+/* row blocks (BLIS's mc): a tile whose columns' loop runs outside its rows
+ * re-reads all of a per column step; where a passes half a core's share of
+ * the L3 the rows run in blocks that fit it, their loop outermost. The
+ * blocks follow the reported L3 (none unknown or large; 3 blocks of a
+ * 150 KiB a under a 128 KiB L3), packed or not, and the kernels match the
+ * reference on the thread pool, the last block short (50 steps of 6 rows
+ * in blocks of 17) or rows clamped */
+static int outer_axis(tc_tensor *t, const tc_target *tg, bool run);
+static void test_plan_row_blocks(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(300, 128, 256);
+    tc_target tg = avx512v;
+    tg.cache[1].bytes = 1 << 20;
+    tc_kopt p = plan_of(c, &tg, NULL);
+    assert_int_equal(p.mblock, 0); /* no L3 known */
+    tg.cache[2].bytes = 32 << 20;
+    assert_int_equal(plan_of(c, &tg, NULL).mblock, 0); /* a fits */
+    tg.cache[2].bytes = 128 << 10;
+    p = plan_of(c, &tg, NULL);
+    assert_true(p.pack);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.mblock, 102);
+    tg.cache[2].shared = 2; /* a core's share: 64 KiB, 5 blocks */
+    assert_int_equal(plan_of(c, &tg, NULL).mblock, 60);
+    tg.cache[2].shared = 0;
+    char text[64];
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    assert_string_equal(text, "0:6,1:64/16/p/m102");
+    check_plan(c, text, 1e-4, 1e-4);
+    assert_true(outer_axis(c, &tg, true) >= TC_MAX_DIMS); /* the blocks' loop, then the columns' */
+    tc_release(c);
+    c = matmul(250, 96, 128); /* 250 = 41 x 6 + 4: the last tile's rows clamped */
+    check_plan(c, "0:6,1:64/16/p/m12", 1e-4, 1e-4);
+    check_plan(c, "0:5,1:32/16/m35", 1e-4, 1e-4);
+    tc_release(c);
+    c = matmul(150, 512, 1024); /* too few rows for a panel: columns first, unpacked */
+    tg.cache[2].bytes = 256 << 10;
+    p = plan_of(c, &tg, NULL);
+    assert_false(p.pack);
+    assert_int_equal(p.mblock, 54); /* a: 300 KiB, 3 blocks of 9 steps */
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    check_plan(c, text, 1e-4, 1e-4);
+    tc_release(c);
+}
+
 /* the loop-space axis of the outermost loop of t's only kernel, planned
  * and lowered for tg; with run, the kernel also runs on the CPU device and
  * gives the reference's numbers */
@@ -1217,6 +1262,7 @@ int main(void) {
         cmocka_unit_test(test_plan_transpose), cmocka_unit_test(test_plan_kblock_conv),
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
         cmocka_unit_test(test_plan_packed_heads), cmocka_unit_test(test_shared_chain),
+        cmocka_unit_test(test_plan_row_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, free_reference);
 }
