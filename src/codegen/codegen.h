@@ -152,10 +152,11 @@ int tc_opt_reread_level(const tc_sched_item *it, const tc_target *tg, int a);
 /* a register tile of rows i and columns j runs its rows' loop outside the
  * columns': per step it re-reads less, from a nearer cache */
 bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int j);
-/* a tile of rows i and columns amt_j at a time of column axis j (j after i
- * in axis order, no panel) runs its columns' loop outside the rows': enough
- * column steps to share between threads, and not tc_opt_rows_outer */
-bool tc_opt_cols_first(const tc_sched_item *it, const tc_target *tg, int i, int j, int64_t amt_j);
+/* a tile of amt_i rows of axis i and amt_j columns of axis j (j after i in
+ * axis order, no panel) runs its columns' loop outside the rows' (the loop
+ * the threads share): not tc_opt_rows_outer, and enough column steps to
+ * share between the target's cores, or a more even share than the rows' */
+bool tc_opt_cols_first(const tc_sched_item *it, const tc_target *tg, int i, int64_t amt_i, int j, int64_t amt_j);
 /* the kept axis before whose loop a packed tile of rows axis i and column
  * axis j fills its panel of load pl (opt.c; the column loop outside it) */
 int tc_opt_pack_from(const tc_sched_item *it, const tc_ast *pl, int i, int j);

@@ -702,9 +702,13 @@ tc_uop *tc_lw_outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
  * is the one that does:
  *  - a register tile's column axis (the contiguous one, second in the
  *    plan) is opened before its row axis when it has enough steps to share
- *    between threads: the tile's columns of the reused input then stay in
+ *    between threads, or shares more evenly than the rows (tc_opt_cols_first):
+ *    the tile's columns of the reused input then stay in
  *    cache while the rows go by (matmul 2048: the 64-column panel of b, 512
- *    KiB, stays in L2 instead of all of b passing through for every 6 rows);
+ *    KiB, stays in L2 instead of all of b passing through for every 6 rows;
+ *    ResNet-18's 256-channel 8 x 8 conv, batch 16 in 3 steps of 6 rows, 4
+ *    of 64 channels: 4.7-4.8 -> 3.5-3.7 ms on 2 threads, 7.3 -> 7.4 on one,
+ *    Zen 5);
  *  - a dot tile's (x @ w.T: both inputs read along the reduce) later kept
  *    axis is opened first when what its loop re-reads per step fits a
  *    nearer cache than what the earlier one's does (reread_level): x @ w.T of a
@@ -727,7 +731,7 @@ static void loop_order(const lower_ctx *c, int *order) {
     } else if (c->pack_load) { /* a packed tile's panel is filled outside its rows */
         if (j < c->pack_from) return;
         i = c->pack_from;
-    } else if (j < i || !tc_opt_cols_first(it, c->tg, i, j, c->up_amt[1])) {
+    } else if (j < i || !tc_opt_cols_first(it, c->tg, i, c->up_amt[0], j, c->up_amt[1])) {
         return;
     }
     for (int o = j; o > i; o--) order[o] = order[o - 1];

@@ -465,8 +465,16 @@ bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int 
     return tc_opt_reread_level(it, tg, i) < tc_opt_reread_level(it, tg, j);
 }
 
-bool tc_opt_cols_first(const tc_sched_item *it, const tc_target *tg, int i, int j, int64_t amt_j) {
-    return (it->full_shape[j] + amt_j - 1) / amt_j >= 8 && !tc_opt_rows_outer(it, tg, i, j);
+/* a loop of n steps shared by t threads: n / (t * ceil(n / t)) of them busy
+ * (3 steps on 2 threads: 3 of 4); a > b: a's share is more even than b's */
+static bool shares_better(int64_t a, int64_t b, int64_t t) {
+    return a * ((b + t - 1) / t) > b * ((a + t - 1) / t);
+}
+
+bool tc_opt_cols_first(const tc_sched_item *it, const tc_target *tg, int i, int64_t amt_i, int j, int64_t amt_j) {
+    int64_t steps_i = (it->full_shape[i] + amt_i - 1) / amt_i, steps_j = (it->full_shape[j] + amt_j - 1) / amt_j;
+    int64_t t = tg->cores > 1 ? tg->cores : 1;
+    return (steps_j >= 8 || shares_better(steps_j, steps_i, t)) && !tc_opt_rows_outer(it, tg, i, j);
 }
 
 /* ---- row blocks (BLIS's mc) ----
@@ -489,7 +497,7 @@ static int64_t plan_mblock(const tc_sched_item *it, const tc_target *tg, const t
     int i = p->axis[0], j = p->axis[1];
     for (int a = 0; a < it->ndim; a++)
         if (is_kept(it, a) && a != i && a != j) return 0;
-    if (!p->pack && i < j && !tc_opt_cols_first(it, tg, i, j, p->amt[1])) return 0;
+    if (!p->pack && i < j && !tc_opt_cols_first(it, tg, i, p->amt[0], j, p->amt[1])) return 0;
     const tc_cache_level *l3 = &tg->cache[2];
     int64_t half = l3->bytes / (l3->shared > 1 ? l3->shared : 1) / 2;
     bool seen[REREAD_BUFS] = {false};

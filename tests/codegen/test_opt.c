@@ -1148,6 +1148,25 @@ static void test_dot_loop_order(void **state) {
     tc_release(c);
 }
 
+/* a tile's loop that the threads share is the columns' where that shares
+ * more evenly between the target's cores than the rows': 16 rows are 3
+ * steps of 6 (3 of 4 thread-steps busy on 2 cores), 256 columns 4 of 64
+ * (ResNet-18's 256-channel 8 x 8 convs: batch 16 in rows of 6) */
+static void test_thread_share(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(16, 64, 256);
+    tc_target tg = avx512v;
+    tc_kopt p = plan_of(c, &tg, NULL);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 64);
+    const int cores[4] = {1, 2, 3, 4}, outer[4] = {0, 1, 0, 1};
+    for (int i = 0; i < 4; i++) {
+        tg.cores = cores[i];
+        assert_int_equal(outer_axis(c, &tg, i == 1), outer[i]);
+    }
+    tc_release(c);
+}
+
 /* plans whose stores run in loops over the tile (epi_loop, "/e"): each
  * copy's reduce values go to a scratch array and the stores run once per
  * output after the tile, rows clamped (100 = 16 * 6 + 4) or not, a blocked
@@ -1262,7 +1281,7 @@ int main(void) {
         cmocka_unit_test(test_plan_transpose), cmocka_unit_test(test_plan_kblock_conv),
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
         cmocka_unit_test(test_plan_packed_heads), cmocka_unit_test(test_shared_chain),
-        cmocka_unit_test(test_plan_row_blocks),
+        cmocka_unit_test(test_plan_row_blocks), cmocka_unit_test(test_thread_share),
     };
     return cmocka_run_group_tests(tests, NULL, free_reference);
 }
