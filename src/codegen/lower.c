@@ -530,6 +530,7 @@ static void find_saved(lower_ctx *c) {
     for (int i = 0; i < n && c->n_saved < most && c->n_saved < room; i++)
         if (counts[i] >= 2) c->saved[c->n_saved++] = (saved_value){nodes[i], NULL, 0};
     c->saved_st = (tc_st){.n_views = 1, .views = v};
+    c->saved_n = flat;
 }
 
 static int saved_slot(const lower_ctx *c, const tc_ast *a) {
@@ -569,10 +570,7 @@ static void saved_store(lower_ctx *c, int i, tc_uop *u) {
         c->saved[i].epoch = -1; /* not a value of one point per copy: every stage computes it */
         return;
     }
-    const tc_view *v = &c->saved_st.views[0];
-    int64_t n = 1;
-    for (int a = 0; a < v->ndim; a++) n *= v->strides[a] ? v->shape[a] : 1;
-    if (!c->saved[i].buf && !(c->saved[i].buf = tc_ub_define_scratch(&c->ub, TC_FLOAT32, n))) {
+    if (!c->saved[i].buf && !(c->saved[i].buf = tc_ub_define_scratch(&c->ub, TC_FLOAT32, c->saved_n))) {
         c->ub.failed = true;
         return;
     }

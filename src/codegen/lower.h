@@ -89,6 +89,7 @@ typedef struct {
     int n_saved;               /* saved values (lower.c): entries of saved */
     saved_value saved[4];      /* saved values: transcendentals several stages compute */
     tc_st saved_st;            /* saved values: where in a scratch array (the reduced axes, flat) */
+    int64_t saved_n;           /* saved values: elements of each scratch array */
     int gvl;                   /* GPU vectors: elements of axis gv_axis per lane (1: scalar) */
     int gv_axis;               /* GPU vectors: the innermost kept axis */
     const tc_ast *gv_node[GV_MAX_NODES]; /* GPU vectors: the AST nodes walked ... */

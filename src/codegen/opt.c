@@ -200,35 +200,26 @@ static bool vec_dtype_ok(tc_dtype dt) {
            dt == TC_UINT16 || dt == TC_INT16;
 }
 
-/* a's value is the same at every index of axis (its loads do not move
- * along it); depth bounds the walk (an index is a few nodes) */
-static bool uniform_along(const tc_ast *a, int axis, int depth) {
-    if (depth > 16 || tc_op_is_reduce(a->op)) return false;
-    if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) return tc_st_stride(a->st, axis) == 0;
-    if (a->op == TC_OP_GATHER && tc_st_stride(a->st, axis) != 0) return false;
-    for (int i = 0; i < a->n_srcs; i++)
-        if (!uniform_along(a->srcs[i], axis, depth + 1)) return false;
-    return true;
-}
-
-/* a's value is one scalar per row in a reduce stage along axis: made of
- * earlier reduces and of loads that do not move along it (a
- * cross-entropy's log of its sum; any op: it is computed outside the
- * stage's loop); depth bounds the walk */
-static bool row_scalar(const tc_ast *a, int axis, int depth) {
+/* a's value is the same at every index of axis: its loads do not move
+ * along it (an index is a few nodes), and it has no reduce. With
+ * row_scalar, a's value is one scalar per row in a reduce stage along
+ * axis: made of earlier reduces and of loads that do not move along it,
+ * no gather (a cross-entropy's log of its sum; any op: it is computed
+ * outside the stage's loop). depth bounds the walk */
+static bool uniform_along(const tc_ast *a, int axis, bool row_scalar, int depth) {
     if (depth > 16) return false;
-    if (tc_op_is_reduce(a->op)) return true;
+    if (tc_op_is_reduce(a->op)) return row_scalar;
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) return tc_st_stride(a->st, axis) == 0;
-    if (a->op == TC_OP_GATHER) return false;
+    if (a->op == TC_OP_GATHER && (row_scalar || tc_st_stride(a->st, axis) != 0)) return false;
     for (int i = 0; i < a->n_srcs; i++)
-        if (!row_scalar(a->srcs[i], axis, depth + 1)) return false;
+        if (!uniform_along(a->srcs[i], axis, row_scalar, depth + 1)) return false;
     return true;
 }
 
 /* a node under a reduce: a vector form exists (an earlier reduce is a scalar) */
 static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
     if (tc_op_is_reduce(a->op)) return !w->kept;
-    if (!w->kept && a->op != TC_OP_LOAD && a->op != TC_OP_CONST && row_scalar(a, axis, 0)) return true;
+    if (!w->kept && a->op != TC_OP_LOAD && a->op != TC_OP_CONST && uniform_along(a, axis, true, 0)) return true;
     if (a->op == TC_OP_LOAD || a->op == TC_OP_CONST) {
         int64_t st = a == w->packed ? 1 : tc_st_stride(a->st, axis);
         bool dt_ok = vec_dtype_ok(a->dtype) || (a->op == TC_OP_CONST && a->dtype == TC_BOOL);
@@ -238,7 +229,7 @@ static bool vec_node_ok(vec_walk *w, const tc_ast *a, int axis) {
      * every lane, so the lanes are consecutive elements (lower_index.c) */
     if (a->op == TC_OP_GATHER)
         return vec_dtype_ok(a->dtype) && tc_st_stride(a->st, axis) == 1 &&
-               uniform_along(a->srcs[0], axis, 0);
+               uniform_along(a->srcs[0], axis, false, 0);
     bool op_ok = a->op == TC_OP_CAST || a->op == TC_OP_ADD || a->op == TC_OP_MUL ||
                  a->op == TC_OP_NEG || a->op == TC_OP_MAX || a->op == TC_OP_RECIP || a->op == TC_OP_EXP2 ||
                  a->op == TC_OP_WHERE;
