@@ -774,15 +774,17 @@ static tc_uop *block_range(lower_ctx *c) {
 
 /* the pack loops over the reduced axes (of more than one index), in axis
  * order, each index set in c->idx (the blocked axis' from its block's
- * start); the flat index within the panel, *loops counts the loops */
-static tc_uop *pack_reduce_loops(lower_ctx *c, int *loops) {
+ * start), the innermost (axis last) stepping by `line` (the caller adds the
+ * line's index); the flat index within the panel, *loops counts the loops */
+static tc_uop *pack_reduce_loops(lower_ctx *c, int *loops, int last, int64_t line) {
     const tc_sched_item *it = c->it;
     tc_uop *kk = NULL;
     for (int a = 0; a < it->ndim; a++) {
         if (!((it->reduce_axes >> a) & 1) || it->full_shape[a] == 1) continue;
         int64_t n = a == c->kaxis ? c->kblock : it->full_shape[a];
-        tc_uop *r = tc_ub_range(&c->ub, TC_MAX_DIMS + 5 + (*loops)++, c->idt, n);
+        tc_uop *r = tc_ub_range(&c->ub, TC_MAX_DIMS + 5 + (*loops)++, c->idt, a == last ? n / line : n);
         c->ub.index_mode = true;
+        if (a == last && line > 1) r = ix(c, TC_OP_MUL, r, ic(c, line));
         c->idx[a] = a == c->kaxis ? ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, c->kb, ic(c, c->kblock)), r) : r;
         kk = kk ? ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, kk, ic(c, n)), r) : r;
         c->ub.index_mode = false;
@@ -790,25 +792,51 @@ static tc_uop *pack_reduce_loops(lower_ctx *c, int *loops) {
     return kk;
 }
 
+/* the elements of a cache line a packed tile's panel copies at a time from
+ * an operand contiguous along its innermost reduced axis (*last; 1: none):
+ * where that axis' loop holds whole lines */
+static int64_t pack_line(const lower_ctx *c, int *last) {
+    const tc_sched_item *it = c->it;
+    *last = -1;
+    for (int a = 0; a < it->ndim; a++)
+        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) *last = a;
+    int64_t bytes = c->tg->cache[0].line > 0 ? c->tg->cache[0].line : 64;
+    int64_t line = bytes / (int64_t)tc_dtypes[c->pack_load->dtype].size;
+    if (*last < 0 || line < 2 || tc_st_stride(c->pack_load->st, *last) != 1) return 1;
+    int64_t n = *last == c->kaxis ? c->kblock : it->full_shape[*last];
+    return n % line == 0 ? line : 1;
+}
+
 /* a packed tile's panel, before the loop over axis pack_from (the column
  * loop and the reduce's block loop are open): panel[kk * cols + jj] = the
  * column operand at flat reduce index (block start +) kk and column (tile
- * start +) jj, the columns innermost so the panel is written in order,
- * also where the operand is contiguous along the reduce (x @ W.T: a
- * column's reduce innermost wrote the panel a row apart, 149-152 GFLOPS
- * against 163-166, 256 x 256 x 50304, 1 thread, Zen 5; reading W's 64 rows
- * a line at a time, 4 KiB, stays in the L1d). Axes whose loops are not
- * open are ones the operand does not move along (opt.c). */
+ * start +) jj, the columns innermost so the panel is written in order.
+ * Where the operand is contiguous along the reduce (x @ W.T), a column's
+ * reduce innermost wrote the panel a row apart (149-152 GFLOPS against
+ * 163-166, 256 x 256 x 50304, 1 thread, Zen 5), and the columns innermost
+ * read a line of each of W's 64 rows per reduce index, rows a multiple of
+ * 4 KiB apart (W of 1024 inputs) landing in one set of the L1d, read from
+ * the L2 16 times each; so the reduce goes a cache line at a time, the
+ * columns inside, the line's indices innermost: each line of W is read
+ * once, and the panel's 16 rows being written stay in the L1d. Axes whose
+ * loops are not open are ones the operand does not move along (opt.c). */
 static void emit_pack(lower_ctx *c) {
     const tc_sched_item *it = c->it;
-    int j = c->up_axis[1], loops = 0;
-    int64_t cols = c->up_amt[1];
+    int j = c->up_axis[1], loops = 0, last;
+    int64_t cols = c->up_amt[1], line = pack_line(c, &last);
     tc_uop *saved[TC_MAX_DIMS];
     memcpy(saved, c->idx, sizeof saved);
     for (int a = 0; a < it->ndim; a++)
         if (!c->idx[a]) c->idx[a] = ic(c, 0);
-    tc_uop *kk = pack_reduce_loops(c, &loops);
+    tc_uop *kk = pack_reduce_loops(c, &loops, last, line);
     tc_uop *jj = tc_ub_range(&c->ub, TC_MAX_DIMS + 4, c->idt, cols);
+    if (line > 1) { /* the line's indices */
+        tc_uop *l = tc_ub_range(&c->ub, TC_MAX_DIMS + 5 + loops++, c->idt, line);
+        c->ub.index_mode = true;
+        c->idx[last] = ix(c, TC_OP_ADD, c->idx[last], l);
+        kk = ix(c, TC_OP_ADD, kk, l);
+        c->ub.index_mode = false;
+    }
     c->ub.index_mode = true;
     c->idx[j] = ix(c, TC_OP_ADD, c->up_base[1], jj);
     tc_uop *at = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, kk, ic(c, cols)), jj);

@@ -1005,6 +1005,26 @@ static void test_plan_packed(void **state) {
     check_plan(c, "0:6,1:64/16/k128/p", 1e-4, 1e-4);
     check_plan(c, "0:6,1:32/16/p", 1e-4, 1e-4);
     tc_release(c);
+    /* w (out, in) is packed a cache line of its inputs at a time (16
+     * floats of each of the tile's 64 rows), where the reduce's loop (or
+     * block) holds whole lines; else an input at a time */
+    c = matmul_t(192, 1024, 256, false);
+    char *src = kernel_source_for(c, &avx512v);
+    assert_non_null(strstr(src, "< 16LL;"));
+    free(src);
+    check_plan(c, "0:6,1:64/16/p", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:64/16/k256/p", 1e-4, 1e-4);
+    tc_release(c);
+    c = matmul_t(192, 1000, 256, false); /* 1000 = 62 lines + 8 */
+    p = plan_of(c, &avx512v, NULL);
+    assert_true(p.pack);
+    src = kernel_source_for(c, &avx512v);
+    assert_null(strstr(src, "< 16LL;"));
+    free(src);
+    check_plan(c, "0:6,1:64/16/p", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:64/16/k40/p", 1e-4, 1e-4); /* blocks of 40: no whole lines */
+    check_plan(c, "0:6,1:64/16/k200/p", 1e-4, 1e-4);
+    tc_release(c);
     /* a plain matmul of enough rows reads b's columns packed too, its panel
      * whole where it fits half the L2 (faked), else in the fewest blocks
      * (b, 2 MiB, is no nearer a cache than a, 768 KiB: columns outside) */
