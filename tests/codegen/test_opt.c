@@ -1168,6 +1168,41 @@ static void test_dot_loop_order(void **state) {
     tc_release(c);
 }
 
+/* the loop over the copies of a tile's store of a @ b stored transposed
+ * (a.T @ b.T: the tile's columns along m, the output's rows) that goes
+ * innermost (the last "for" before the store): the rows', along which the
+ * output is contiguous; and the reference's numbers, rows clamped (100 =
+ * 16 x 6 + 4), packed or not */
+static const char *store_loop_bound(const char *src) {
+    const char *st = strstr(src, "data0[(");
+    while (st && strstr(st + 1, "data0[(")) st = strstr(st + 1, "data0[(");
+    const char *loop = NULL;
+    for (const char *f = strstr(src, "for ("); f && f < st; f = strstr(f + 1, "for (")) loop = f;
+    return loop ? strstr(loop, " < ") : NULL;
+}
+
+static void test_store_loop_order(void **state) {
+    (void)state;
+    int64_t sa[2] = {96, 128}, sb[2] = {100, 96};
+    tc_tensor *a = tc_randn(2, sa, TC_FLOAT32, NULL), *b = tc_randn(2, sb, TC_FLOAT32, NULL);
+    tc_tensor *ab[2] = {a, b};
+    assert_int_equal(tc_realize(ab, 2), TC_OK);
+    tc_tensor *at = tc_transpose(a, 0, 1), *bt = tc_transpose(b, 0, 1), *c = tc_matmul(at, bt);
+    tc_kopt p = plan_of(c, &avx512v, NULL);
+    char text[64];
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    assert_string_equal(text, "1:6,0:64/16/e");
+    char *src = kernel_source_for(c, &avx512v);
+    const char *bound = store_loop_bound(src);
+    assert_non_null(bound);
+    assert_true(!strncmp(bound, " < 6LL;", 7));
+    free(src);
+    check_plan(c, "1:6,0:64/16/e", 1e-4, 1e-4);
+    check_plan(c, "1:5,0:32/16/e", 1e-4, 1e-4);
+    check_plan(c, "1:6,0:64/16/e/p", 1e-4, 1e-4);
+    tc_release(c), tc_release(at), tc_release(bt), tc_release(a), tc_release(b);
+}
+
 /* a tile's loop that the threads share is the columns' where that shares
  * more evenly between the target's cores than the rows': 16 rows are 3
  * steps of 6 (3 of 4 thread-steps busy on 2 cores), 256 columns 4 of 64
@@ -1302,6 +1337,7 @@ int main(void) {
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
         cmocka_unit_test(test_plan_packed_heads), cmocka_unit_test(test_shared_chain),
         cmocka_unit_test(test_plan_row_blocks), cmocka_unit_test(test_thread_share),
+        cmocka_unit_test(test_store_loop_order),
     };
     return cmocka_run_group_tests(tests, NULL, free_reference);
 }
