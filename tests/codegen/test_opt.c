@@ -1015,6 +1015,22 @@ static void test_plan_packed(void **state) {
     check_plan(c, "0:6,1:64/16/p", 1e-4, 1e-4);
     check_plan(c, "0:6,1:64/16/k256/p", 1e-4, 1e-4);
     tc_release(c);
+    /* with an epilogue (+ r) the reduce cannot be blocked: a panel of all
+     * 1,024 inputs fits half the (assumed 256 KiB) L2 at 32 columns, not 64 */
+    c = matmul_t(192, 1024, 256, false);
+    int64_t sr[2] = {192, 256};
+    tc_tensor *r = tc_randn(2, sr, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&r, 1), TC_OK);
+    tc_tensor *cr = tc_add(c, r);
+    p = plan_of(cr, &avx512v, NULL);
+    assert_true(p.pack);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 32);
+    assert_int_equal(p.kblock, 0);
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    check_plan(cr, text, 1e-4, 1e-4);
+    tc_release(cr), tc_release(r), tc_release(c);
     c = matmul_t(192, 1000, 256, false); /* 1000 = 62 lines + 8 */
     p = plan_of(c, &avx512v, NULL);
     assert_true(p.pack);
