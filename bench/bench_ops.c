@@ -17,6 +17,9 @@
  *   matmul_wt    x @ W.T with an (out, in) weight, the torch/GPT-2 layout:
  *                (256,256) @ (50304,256).T (a language model's head):
  *                GFLOPS = 2*256*256*50304/t
+ *   matmul_tn    a.T @ b, a stored (k, m), (1024,1024) each (a weight
+ *                gradient's layout: x.T @ dy): GFLOPS = 2N^3/t
+ *   matmul_tt    a.T @ b.T, a stored (k, m), b (n, k), 1024 each
  *   matmul_heads attention's heads merged, then a projection, as GPT-2's
  *                c_proj reads them: y (4,12,64,64) = (B, heads, T, d),
  *                y.transpose(1,2).reshape(4,64,768) @ W.T, W (768,768):
@@ -33,7 +36,8 @@
  *
  * Usage: bench_ops [--only CASE] [--dump DIR] [--threads T] [--quick] [--device DEV]
  *   --only CASE  one case: matmul256, matmul512, matmul1024, matmul2048,
- *                matmul4096, skinny_n, skinny_k, matmul_wt, matmul_heads, stream (triad and sum), softmax, softmax64,
+ *                matmul4096, skinny_n, skinny_k, matmul_wt, matmul_tn, matmul_tt, matmul_heads,
+ *                stream (triad and sum), softmax, softmax64,
  *                layernorm, std, transpose or machine (default: all but machine;
  *                bench/run.sh runs them one by one, each next to its peer)
  *   --dump DIR   writes each case's inputs and our outputs as raw float32
@@ -133,6 +137,8 @@ static void dump(const char *name, const char *part, const float *x, int64_t n) 
 typedef enum {
     OP_MATMUL,    /* a @ b */
     OP_MATMUL_WT, /* x @ w.T */
+    OP_MATMUL_TN, /* a.T @ b */
+    OP_MATMUL_TT, /* a.T @ b.T */
     OP_HEADS,     /* (B, H, T, d) -> (B, T, H * d), @ w.T */
     OP_TRIAD,     /* a*b + c */
     OP_SUM,       /* sum of all */
@@ -152,6 +158,15 @@ static tc_status op_step(void *user, tc_tensor *const *in, int n_in, tc_tensor *
     case OP_MATMUL_WT: /* x @ w.T, w stored (out, in) */
         t = tc_transpose(in[1], 0, 1);
         y = t ? tc_matmul(in[0], t) : NULL;
+        break;
+    case OP_MATMUL_TN: /* a.T @ b, a stored (k, m) */
+        t = tc_transpose(in[0], 0, 1);
+        y = t ? tc_matmul(t, in[1]) : NULL;
+        break;
+    case OP_MATMUL_TT: /* a.T @ b.T, a stored (k, m), b (n, k) */
+        t = tc_transpose(in[0], 0, 1);
+        u = t ? tc_transpose(in[1], 0, 1) : NULL;
+        y = u ? tc_matmul(t, u) : NULL;
         break;
     case OP_HEADS: {
         const int64_t *sh = tc_shape(in[0]);
@@ -277,11 +292,13 @@ static void bench_two(const char *name, op_kind op, int nda, const int64_t *sa, 
     fflush(stdout);
 }
 
-/* (m,k) @ (k,n), or with wt (m,k) @ (n,k).T; `name` is the case */
-static void bench_matmul(const char *name, int64_t m, int64_t k, int64_t n, bool wt) {
-    int64_t sa[2] = {m, k}, sb[2] = {k, n}, sw[2] = {n, k};
-    bench_two(name, wt ? OP_MATMUL_WT : OP_MATMUL, 2, sa, 2, wt ? sw : sb,
-              2.0 * (double)m * (double)k * (double)n, m * n);
+/* a @ b of (m,k) and (k,n), as op reads them: a stored (m,k) or, for
+ * OP_MATMUL_TN/TT, (k,m); b (k,n) or, for OP_MATMUL_WT/TT, (n,k); `name` is
+ * the case */
+static void bench_matmul(const char *name, int64_t m, int64_t k, int64_t n, op_kind op) {
+    bool at = op == OP_MATMUL_TN || op == OP_MATMUL_TT, bt = op == OP_MATMUL_WT || op == OP_MATMUL_TT;
+    int64_t sa[2] = {at ? k : m, at ? m : k}, sb[2] = {bt ? n : k, bt ? k : n};
+    bench_two(name, op, 2, sa, 2, sb, 2.0 * (double)m * (double)k * (double)n, m * n);
 }
 
 /* matmul_heads: y (b, h, t, d) with its heads merged, @ w.T, w (h*d, h*d) */
@@ -394,17 +411,18 @@ int main(int argc, char **argv) {
     static const char *const names[] = {"matmul256", "matmul512", "matmul1024", "matmul2048",
                                         "matmul_wt", "stream",    "softmax",    "softmax64",
                                         "layernorm", "std",       "matmul_heads", "transpose",
-                                        "matmul4096", "skinny_n", "skinny_k", "machine"};
+                                        "matmul4096", "skinny_n", "skinny_k", "matmul_tn", "matmul_tt",
+                                        "machine"};
     int n_names = (int)(sizeof names / sizeof names[0]), found = 0;
     for (int c = 0; c < n_names; c++) {
         if (only ? strcmp(only, names[c]) != 0 : !strcmp(names[c], "machine")) continue;
         found++;
         switch (c) {
-        case 0: bench_matmul(names[c], 256, 256, 256, false); break;
-        case 1: bench_matmul(names[c], 512, 512, 512, false); break;
-        case 2: bench_matmul(names[c], 1024, 1024, 1024, false); break;
-        case 3: bench_matmul(names[c], 2048, 2048, 2048, false); break;
-        case 4: bench_matmul(names[c], 256, 256, 50304, true); break;
+        case 0: bench_matmul(names[c], 256, 256, 256, OP_MATMUL); break;
+        case 1: bench_matmul(names[c], 512, 512, 512, OP_MATMUL); break;
+        case 2: bench_matmul(names[c], 1024, 1024, 1024, OP_MATMUL); break;
+        case 3: bench_matmul(names[c], 2048, 2048, 2048, OP_MATMUL); break;
+        case 4: bench_matmul(names[c], 256, 256, 50304, OP_MATMUL_WT); break;
         case 5:
             printf("info STREAM peer: %d thread(s), flags: %s\n", threads, stream_flags);
             bench_stream(16 << 20, threads);
@@ -415,9 +433,11 @@ int main(int argc, char **argv) {
         case 9: bench_rows("std", OP_STD, 4096, 1024); break;
         case 10: bench_heads(names[c], 4, 12, 64, 64); break;
         case 11: bench_rows("transpose", OP_TRANSPOSE, 512, 4608); break;
-        case 12: bench_matmul(names[c], 4096, 4096, 4096, false); break;
-        case 13: bench_matmul(names[c], 64, 768, 50304, false); break;
-        case 14: bench_matmul(names[c], 128, 50304, 768, false); break;
+        case 12: bench_matmul(names[c], 4096, 4096, 4096, OP_MATMUL); break;
+        case 13: bench_matmul(names[c], 64, 768, 50304, OP_MATMUL); break;
+        case 14: bench_matmul(names[c], 128, 50304, 768, OP_MATMUL); break;
+        case 15: bench_matmul(names[c], 1024, 1024, 1024, OP_MATMUL_TN); break;
+        case 16: bench_matmul(names[c], 1024, 1024, 1024, OP_MATMUL_TT); break;
         default: { /* the device opens at its first tensor (TC_DEBUG=1 says what it read) */
             tc_tensor *z = tc_zeros(1, (int64_t[]){1}, TC_FLOAT32, device);
             if (!z) error("tc_zeros");

@@ -11,7 +11,8 @@ check = the max abs difference from libtinyc's result, relative to the
 largest peer value for matmul, then "(ok)" or "(FAIL)") and "info" lines; exit status 1 when a check
 fails. numpy gets THREADS through OPENBLAS_NUM_THREADS (set here, before
 numpy loads), PyTorch through torch.set_num_threads. --serve: read case
-names (matmul256, ..., matmul_wt, matmul_heads, softmax, softmax64, layernorm, std, transpose) from stdin, one a
+names (matmul256, ..., matmul_wt, matmul_tn, matmul_tt, matmul_heads, softmax, softmax64, layernorm, std,
+transpose) from stdin, one a
 line, and answer each with its lines and a line "end". matmul_wt is x @ W.T
 with W stored (out, in), as torch and GPT-2 keep it. --torch-device DEV
 (cuda): every case, matmul included, runs in PyTorch on DEV, each timed run
@@ -98,32 +99,36 @@ if sys.argv[3:4] == ["--corename"]:  # run.sh: which kernels OpenBLAS picks by i
     sys.exit(0)
 
 
-# the matmul cases: (m, k, n, b is stored (n, k) and used transposed), as bench_ops has them
-MATMULS = {"matmul256": (256, 256, 256, False), "matmul512": (512, 512, 512, False),
-           "matmul1024": (1024, 1024, 1024, False), "matmul2048": (2048, 2048, 2048, False),
-           "matmul4096": (4096, 4096, 4096, False), "skinny_n": (64, 768, 50304, False),
-           "skinny_k": (128, 50304, 768, False), "matmul_wt": (256, 256, 50304, True)}
+# the matmul cases: (m, k, n, layout), as bench_ops has them; layout "nn": a
+# stored (m, k), b (k, n); a "t" first: a stored (k, m) and used transposed;
+# second: b stored (n, k) and used transposed
+MATMULS = {"matmul256": (256, 256, 256, "nn"), "matmul512": (512, 512, 512, "nn"),
+           "matmul1024": (1024, 1024, 1024, "nn"), "matmul2048": (2048, 2048, 2048, "nn"),
+           "matmul4096": (4096, 4096, 4096, "nn"), "skinny_n": (64, 768, 50304, "nn"),
+           "skinny_k": (128, 50304, 768, "nn"), "matmul_wt": (256, 256, 50304, "nt"),
+           "matmul_tn": (1024, 1024, 1024, "tn"), "matmul_tt": (1024, 1024, 1024, "tt")}
 
 
 def matmul(case):
-    m, k, n, wt = MATMULS[case]
+    m, k, n, layout = MATMULS[case]
     if not os.path.exists(os.path.join(DIR, case + ".out.f32")):
         return
-    a, ours = load(case, "a", (m, k)), load(case, "out", (m, n))
-    b = load(case, "b", (n, k) if wt else (k, n))
+    at, bt = layout[0] == "t", layout[1] == "t"
+    a, ours = load(case, "a", (k, m) if at else (m, k)), load(case, "out", (m, n))
+    b = load(case, "b", (n, k) if bt else (k, n))
     c = np.empty((m, n), np.float32)
     if TORCH_DEV:
         torch = torch_module()
         if torch is None:
             return
         a, b = torch.from_numpy(a).to(TORCH_DEV), torch.from_numpy(b).to(TORCH_DEV)
-        bb = b.t() if wt else b
+        aa, bb = a.t() if at else a, b.t() if bt else b
         out = torch.empty((m, n), device=TORCH_DEV)
-        t = median_time(lambda: torch.matmul(a, bb, out=out), 1.0 if QUICK else 3.0)
+        t = median_time(lambda: torch.matmul(aa, bb, out=out), 1.0 if QUICK else 3.0)
         c = out.cpu().numpy()
     else:
-        bb = b.T if wt else b
-        t = median_time(lambda: np.matmul(a, bb, out=c), 1.0 if QUICK else 3.0)
+        aa, bb = a.T if at else a, b.T if bt else b
+        t = median_time(lambda: np.matmul(aa, bb, out=c), 1.0 if QUICK else 3.0)
     err = float(np.abs(ours - c).max() / np.abs(c).max())
     ok = check(case, err, 1e-4)
     print("peer %s %.3f relerr=%.2g(%s)" % (case, 2.0 * m * k * n / t * 1e-9, err, ok), flush=True)

@@ -15,8 +15,8 @@
 #                 AVX-512 CPU (by default it is dropped: peers at their best)
 #   build-dir     default: build (configured as Release if it does not exist)
 # What it runs (all in bench/): bench_ops + peers.py (matmul 256 to 4096, two
-# skinny ones,
-# x @ W.T, merged attention heads @ W.T, a*b+c, sum, softmax, layernorm, transpose,
+# skinny ones, x @ W.T, a.T @ b and a.T @ b.T,
+# merged attention heads @ W.T, a*b+c, sum, softmax, layernorm, transpose,
 # std; first the machine the CPU device read, TC_DEBUG=1's line),
 # bench_train_step + train_step_torch.py (MNIST convnet and MLP steps, same
 # initial weights and batch on both sides), resnet_train.py (a CIFAR
@@ -124,7 +124,8 @@ if have numpy; then
     peers_pid=$PEERS_PID
     read -r line <&"${PEERS[0]}" && echo "$line" >> "$tmp/peers.txt" && peers=1
 fi
-for c in matmul256 matmul512 matmul1024 matmul2048 matmul4096 skinny_n skinny_k matmul_wt matmul_heads stream softmax softmax64 layernorm std transpose; do
+for c in matmul256 matmul512 matmul1024 matmul2048 matmul4096 skinny_n skinny_k matmul_wt matmul_tn matmul_tt \
+    matmul_heads stream softmax softmax64 layernorm std transpose; do
     "$bin/bench_ops" --only "$c" --dump "$tmp/ops" --threads "$threads" "${quick[@]}" \
         >> "$tmp/ops.txt" || status=1
     if [ "$peers" = 1 ] && ! kill -0 "$peers_pid" 2>/dev/null; then

@@ -89,6 +89,10 @@ add("skinny, (128,50304) @ (50304,768) f32", val("ours", "skinny_k"), val("peer"
     "GFLOPS", True, 0.9, chk("skinny_k"), "numpy (OpenBLAS)")
 add("x @ W.T, (256,256) @ (50304,256).T f32", val("ours", "matmul_wt"), val("peer", "matmul_wt"),
     "GFLOPS", True, 0.9, chk("matmul_wt"), "numpy (OpenBLAS)")
+add("a.T @ b, (1024,1024) each, a stored (k,m) f32", val("ours", "matmul_tn"), val("peer", "matmul_tn"),
+    "GFLOPS", True, 0.9, chk("matmul_tn"), "numpy (OpenBLAS)")
+add("a.T @ b.T, (1024,1024) each f32", val("ours", "matmul_tt"), val("peer", "matmul_tt"),
+    "GFLOPS", True, 0.9, chk("matmul_tt"), "numpy (OpenBLAS)")
 add("heads merged, (4,12,64,64) -> (256,768) @ (768,768).T f32", val("ours", "matmul_heads"),
     val("peer", "matmul_heads"), "GFLOPS", True, 0.9, chk("matmul_heads"), "numpy (OpenBLAS)")
 add("a*b+c, 16M f32", val("ours", "triad"), val("peer", "triad"), "GB/s", True, 0.9,
