@@ -1219,6 +1219,34 @@ static void test_store_loop_order(void **state) {
     tc_release(c), tc_release(at), tc_release(bt), tc_release(a), tc_release(b);
 }
 
+/* a.T @ b (a stored (k, m), a weight gradient's x.T): the tile's rows read
+ * a line of a per reduce step, so the reduce runs in blocks whose lines fit
+ * half the L1d (32 KiB assumed: 256 lines); a @ b reads its rows along the
+ * reduce and is not blocked for them; a 1 MiB L1d needs no block; the
+ * blocked kernel gives the reference's numbers */
+static void test_plan_rows_kblock(void **state) {
+    (void)state;
+    int64_t sa[2] = {512, 192}, sb[2] = {512, 256};
+    tc_tensor *a = tc_randn(2, sa, TC_FLOAT32, NULL), *b = tc_randn(2, sb, TC_FLOAT32, NULL);
+    tc_tensor *ab[2] = {a, b};
+    assert_int_equal(tc_realize(ab, 2), TC_OK);
+    tc_tensor *at = tc_transpose(a, 0, 1), *c = tc_matmul(at, b);
+    tc_target tg = avx512v;
+    tc_kopt p = plan_of(c, &tg, NULL);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.kblock, 256);
+    char text[64];
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    check_plan(c, text, 1e-4, 1e-4);
+    tg.cache[0] = (tc_cache_level){.bytes = 1 << 20, .ways = 8, .line = 64};
+    assert_int_equal(plan_of(c, &tg, NULL).kblock, 0);
+    tc_release(c);
+    c = matmul(192, 512, 256);
+    assert_int_equal(plan_of(c, &avx512v, NULL).kblock, 0);
+    tc_release(c), tc_release(at), tc_release(a), tc_release(b);
+}
+
 /* a tile's loop that the threads share is the columns' where that shares
  * more evenly between the target's cores than the rows': 16 rows are 3
  * steps of 6 (3 of 4 thread-steps busy on 2 cores), 256 columns 4 of 64
@@ -1353,7 +1381,7 @@ int main(void) {
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
         cmocka_unit_test(test_plan_packed_heads), cmocka_unit_test(test_shared_chain),
         cmocka_unit_test(test_plan_row_blocks), cmocka_unit_test(test_thread_share),
-        cmocka_unit_test(test_store_loop_order),
+        cmocka_unit_test(test_store_loop_order), cmocka_unit_test(test_plan_rows_kblock),
     };
     return cmocka_run_group_tests(tests, NULL, free_reference);
 }
