@@ -1,0 +1,99 @@
+/* plan_time.c - one matmul kernel of any operand layout timed under the CPU
+ * optimizer's plan and under plans given as text (TC_BEAM's form, e.g.
+ * "0:6,1:64/16/k256/p": axis:amount entries, /lanes, /k<block>, /e stores
+ * in loops, /p packed panel, /m<rows> row blocks), for asking what a plan
+ * change is worth before teaching the heuristic it.
+ *
+ *   build/bench/plan_time [PLAN ...]
+ *   environment: N (columns and, unless set, rows and reduce; 1024), M, K,
+ *   LAYOUT (two letters, a's then b's: n as stored, t transposed, so "tn"
+ *   is a.T @ b with a stored (K, M); default "nn"), EPI=1 adds a residual
+ *   (an epilogue that keeps the reduce from being blocked), TC_THREADS.
+ *
+ * Prints the heuristic's plan, then per plan the least of 7 launches in ms
+ * and GFLOPS (2MKN / t); a plan the item does not accept is reported and
+ * skipped. Uses the library's internal headers (linked statically). */
+#include "codegen/codegen.h"
+#include "engine/engine.h"
+#include "runtime/runtime.h"
+#include "tensor/tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int64_t env_int(const char *name, int64_t fallback) {
+    const char *v = getenv(name);
+    return v && *v ? atoll(v) : fallback;
+}
+
+/* the least of 7 launches of item it under plan text (or p when text is
+ * NULL), in seconds; -1 when the plan is refused or fails */
+static double time_plan(tc_dev *d, const tc_sched_item *it, const char *text, tc_kopt p, int64_t out_bytes) {
+    if (text && !tc_opt_parse(it, text, &p)) return -1;
+    tc_lowered l;
+    if (tc_lcache_lower(d, it, &p, &l) != TC_OK) return -1;
+    tc_program *prog = d->compile(d, l.src, l.name);
+    void *ptrs[8], *out = prog && it->n_bufs <= 8 ? d->alloc(d, (size_t)out_bytes) : NULL;
+    double best = -1;
+    if (out) {
+        ptrs[0] = out;
+        for (int k = 1; k < it->n_bufs; k++) ptrs[k] = it->bufs[k]->buffer->ptr;
+        for (int r = 0; r < 7; r++) {
+            double t0 = now();
+            if (d->launch(d, prog, ptrs, it->n_bufs, &l.dims) != TC_OK) break;
+            double dt = now() - t0;
+            if (best < 0 || dt < best) best = dt;
+        }
+        d->free(d, out);
+    }
+    free(l.src);
+    return best;
+}
+
+int main(int argc, char **argv) {
+    int64_t n = env_int("N", 1024), m = env_int("M", n), k = env_int("K", n);
+    const char *lay = getenv("LAYOUT") && strlen(getenv("LAYOUT")) == 2 ? getenv("LAYOUT") : "nn";
+    bool at = lay[0] == 't', bt = lay[1] == 't';
+    int64_t sa[2] = {at ? k : m, at ? m : k}, sb[2] = {bt ? n : k, bt ? k : n}, so[2] = {m, n};
+    tc_tensor *a = tc_rand(2, sa, TC_FLOAT32, NULL), *b = tc_rand(2, sb, TC_FLOAT32, NULL);
+    tc_tensor *r = tc_rand(2, so, TC_FLOAT32, NULL), *in[3] = {a, b, r};
+    if (!a || !b || !r || tc_realize(in, 3) != TC_OK) {
+        fprintf(stderr, "plan_time: %s\n", tc_last_error());
+        return 1;
+    }
+    tc_tensor *x = at ? tc_transpose(a, 0, 1) : tc_retain(a), *y = bt ? tc_transpose(b, 0, 1) : tc_retain(b);
+    tc_tensor *c = tc_matmul(x, y), *e = getenv("EPI") ? tc_add(c, r) : tc_retain(c);
+    tc_dev *d = tc_device_get(0);
+    tc_node *base = e ? tc_node_base(tc_tensor_node(e)) : NULL;
+    tc_schedule *s = base && d ? tc_schedule_create(&base, 1) : NULL;
+    int status = 0;
+    if (!s || s->n_items != 1) {
+        fprintf(stderr, "plan_time: not one kernel (%s)\n", s ? "several items" : tc_last_error());
+        status = 1;
+    } else {
+        const tc_sched_item *it = &s->items[0];
+        tc_kopt p;
+        char text[128];
+        tc_opt_choose(it, &d->target, &p);
+        if (tc_opt_format(&p, text, sizeof text) < 0) text[0] = 0;
+        printf("%s %lldx%lldx%lld, heuristic plan %s\n", lay, (long long)m, (long long)k, (long long)n, text);
+        for (int i = 0; i < argc; i++) {
+            const char *plan = i == 0 ? text : argv[i];
+            double t = time_plan(d, it, i == 0 ? NULL : plan, p, m * n * 4);
+            if (t < 0) printf("%-28s refused or failed\n", plan);
+            else printf("%-28s %9.3f ms %7.1f GFLOPS\n", plan, t * 1e3, 2.0 * (double)(m * k * n) / t * 1e-9);
+        }
+    }
+    tc_schedule_free(s);
+    tc_release(e), tc_release(c), tc_release(x), tc_release(y), tc_release(a), tc_release(b), tc_release(r);
+    tc_shutdown();
+    return status;
+}
