@@ -149,6 +149,8 @@ const tc_ast *tc_opt_pack_load(const tc_sched_item *it, int j);
  * (the buffers the reduces read that do not move along a); 3: none, or
  * unknown. A core's share is the cache over the cores that share it. */
 int tc_opt_reread_level(const tc_sched_item *it, const tc_target *tg, int a);
+/* the L1d's line in bytes as the target reports it (64 where unknown) */
+int64_t tc_opt_line_bytes(const tc_target *tg);
 /* a register tile of rows i and columns j runs its rows' loop outside the
  * columns': per step it re-reads less, from a nearer cache */
 bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int j);

@@ -800,8 +800,7 @@ static int64_t pack_line(const lower_ctx *c, int *last) {
     *last = -1;
     for (int a = 0; a < it->ndim; a++)
         if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) *last = a;
-    int64_t bytes = c->tg->cache[0].line > 0 ? c->tg->cache[0].line : 64;
-    int64_t line = bytes / (int64_t)tc_dtypes[c->pack_load->dtype].size;
+    int64_t line = tc_opt_line_bytes(c->tg) / (int64_t)tc_dtypes[c->pack_load->dtype].size;
     if (*last < 0 || line < 2 || tc_st_stride(c->pack_load->st, *last) != 1) return 1;
     int64_t n = *last == c->kaxis ? c->kblock : it->full_shape[*last];
     return n % line == 0 ? line : 1;

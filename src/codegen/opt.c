@@ -106,11 +106,27 @@ static int64_t l1d_bytes(const tc_target *tg) {
     return tg->cache[0].bytes > 0 ? tg->cache[0].bytes : ASSUMED_L1D;
 }
 
-/* the L2 one core may count on (an L2 shared by several cores, split) */
+int64_t tc_opt_line_bytes(const tc_target *tg) {
+    return tg->cache[0].line > 0 ? tg->cache[0].line : 64;
+}
+
+/* the bytes of cache level cl one core may count on (a cache shared by
+ * several cores, split); 0: unknown */
+static int64_t core_share(const tc_cache_level *cl) {
+    return cl->bytes > 0 ? cl->bytes / (cl->shared > 1 ? cl->shared : 1) : 0;
+}
+
+/* the L2 one core may count on */
 static int64_t l2_share(const tc_target *tg) {
-    const tc_cache_level *l2 = &tg->cache[1];
-    if (l2->bytes <= 0) return ASSUMED_L2;
-    return l2->bytes / (l2->shared > 1 ? l2->shared : 1);
+    return tg->cache[1].bytes > 0 ? core_share(&tg->cache[1]) : ASSUMED_L2;
+}
+
+/* the most indices, at most `most`, of a block of an axis of n: a divisor of
+ * n leaving at least two blocks; 0: none */
+static int64_t block_of(int64_t n, int64_t most) {
+    for (int64_t b = most; b >= 2; b--)
+        if (n % b == 0 && n / b >= 2) return b;
+    return 0;
 }
 
 /* stride of tracker st along axis a; 0 for a size-1 axis; -1 when unknown
@@ -445,8 +461,7 @@ int tc_opt_reread_level(const tc_sched_item *it, const tc_target *tg, int a) {
     if (it->n_bufs > REREAD_BUFS) return 3;
     int64_t bytes = reread_bytes(it, it->ast, a, false, seen);
     for (int l = 1; l < 3; l++) {
-        const tc_cache_level *cl = &tg->cache[l];
-        int64_t share = cl->bytes / (cl->shared > 1 ? cl->shared : 1);
+        int64_t share = core_share(&tg->cache[l]);
         if (share > 0 && bytes <= share / 2) return l;
     }
     return 3;
@@ -468,6 +483,14 @@ bool tc_opt_cols_first(const tc_sched_item *it, const tc_target *tg, int i, int6
     return (steps_j >= 8 || shares_better(steps_j, steps_i, t)) && !tc_opt_rows_outer(it, tg, i, j);
 }
 
+/* plan p is a tile of two kept axes, the only ones of the kernel */
+static bool plain_tile(const tc_sched_item *it, const tc_kopt *p) {
+    if (p->n != 2 || !is_kept(it, p->axis[0]) || !is_kept(it, p->axis[1])) return false;
+    for (int a = 0; a < it->ndim; a++)
+        if (is_kept(it, a) && a != p->axis[0] && a != p->axis[1]) return false;
+    return true;
+}
+
 /* ---- row blocks (BLIS's mc) ----
  * A register tile whose column loop runs outside its rows' (lower.c's loop
  * order: a packed tile, or columns first) reads, at every column step, all
@@ -484,18 +507,15 @@ bool tc_opt_cols_first(const tc_sched_item *it, const tc_target *tg, int i, int6
  * 202-230; 2048^3 (a of 16 MiB): unblocked 236-244, blocks of 1026 rows
  * 234-241 (equal). O(AST nodes). */
 static int64_t plan_mblock(const tc_sched_item *it, const tc_target *tg, const tc_kopt *p) {
-    if (p->n != 2 || !is_kept(it, p->axis[0]) || !is_kept(it, p->axis[1]) || it->n_bufs > REREAD_BUFS) return 0;
+    if (!plain_tile(it, p) || it->n_bufs > REREAD_BUFS) return 0;
     int i = p->axis[0], j = p->axis[1];
-    for (int a = 0; a < it->ndim; a++)
-        if (is_kept(it, a) && a != i && a != j) return 0;
     if (!p->pack && i < j && !tc_opt_cols_first(it, tg, i, p->amt[0], j, p->amt[1])) return 0;
-    const tc_cache_level *l3 = &tg->cache[2];
-    int64_t half = l3->bytes / (l3->shared > 1 ? l3->shared : 1) / 2;
+    int64_t half = core_share(&tg->cache[2]) / 2;
     bool seen[REREAD_BUFS] = {false};
     int64_t bytes = reread_bytes(it, it->ast, j, false, seen);
     if (half <= 0 || bytes <= half) return 0;
-    int64_t steps = (it->full_shape[i] + p->amt[0] - 1) / p->amt[0];
-    int64_t per = (steps + (bytes + half - 1) / half - 1) / ((bytes + half - 1) / half);
+    int64_t steps = (it->full_shape[i] + p->amt[0] - 1) / p->amt[0], blocks = (bytes + half - 1) / half;
+    int64_t per = (steps + blocks - 1) / blocks;
     return per < steps ? per * p->amt[0] : 0;
 }
 
@@ -866,10 +886,7 @@ static int64_t plan_kblock(const tc_sched_item *it, int64_t cols, const tc_targe
     int64_t inner = reduce_inner(it); /* the reduced axes inside k: a conv's window */
     int64_t n = it->full_shape[k], per_index = cols * 4 * inner;
     int64_t fit = inner == 1 ? l1d_bytes(tg) : l2_share(tg) / 2;
-    if (n * per_index <= fit) return 0;
-    for (int64_t b = fit / per_index; b >= 2; b--)
-        if (n % b == 0 && n / b >= 2) return b;
-    return 0;
+    return n * per_index <= fit ? 0 : block_of(n, fit / per_index);
 }
 
 /* The block of a tile's reduce for its rows' operand (0: none needed): a
@@ -886,7 +903,7 @@ static int64_t plan_kblock(const tc_sched_item *it, int64_t cols, const tc_targe
 static int64_t rows_kblock(const tc_sched_item *it, const kinfo *k, const tc_target *tg, const tc_kopt *p) {
     int ka = tc_opt_kblock_axis(it);
     if (p->n != 2 || ka < 0 || reduce_inner(it) != 1) return 0;
-    int64_t line = tg->cache[0].line > 0 ? tg->cache[0].line : 64, stride = 0;
+    int64_t line = tc_opt_line_bytes(tg), stride = 0;
     for (int i = 0; i < k->n_loads; i++) {
         const tc_st *st = k->loads[i]->st;
         if (tc_st_stride(st, p->axis[1]) == 0 && tc_st_stride(st, p->axis[0]) != 0) {
@@ -895,10 +912,7 @@ static int64_t rows_kblock(const tc_sched_item *it, const kinfo *k, const tc_tar
         }
     }
     int64_t n = it->full_shape[ka], fit = l1d_bytes(tg) / 2 / line;
-    if (stride < line || n <= fit) return 0;
-    for (int64_t b = fit; b >= 2; b--)
-        if (n % b == 0 && n / b >= 2) return b;
-    return 0;
+    return stride < line || n <= fit ? 0 : block_of(n, fit);
 }
 
 /* the copies of plan p: its amounts' product */
@@ -1055,8 +1069,7 @@ static bool plan_pack(const tc_sched_item *it, const kinfo *k, int64_t l, const 
             }
         return false;
     }
-    for (int64_t b = limit / per_index; b >= 2 && !p->kblock; b--) /* blocks of the blockable axis */
-        if (it->full_shape[ka] % b == 0 && it->full_shape[ka] / b >= 2) p->kblock = b;
+    p->kblock = block_of(it->full_shape[ka], limit / per_index); /* blocks of the blockable axis */
     return p->kblock > 0;
 }
 
@@ -1162,7 +1175,7 @@ static void plan_transpose(const tc_sched_item *it, const tc_target *tg, const k
                            const elem_walk *w, tc_kopt *p) {
     int last = it->ndim - 1;
     if (last < 1 || !is_kept(it, last) || !stores_contiguous(k, last)) return;
-    int line = tg->cache[0].line > 0 ? tg->cache[0].line : 64;
+    int64_t line = tc_opt_line_bytes(tg);
     const tc_ast *const *loads = w->loads;
     for (int i = 0; i < w->n_loads; i++) {
         int64_t s = tc_st_stride(loads[i]->st, last);
@@ -1238,11 +1251,8 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
         if (p->n && p->axis[p->n - 1] == k && p->kblock % p->amt[p->n - 1]) return false;
     }
     if (p->epi_loop && kept == 0) return false; /* a loop over no copies */
-    if (p->mblock) { /* whole steps of a plain tile's rows, fewer than all */
-        if (kept != 2 || p->n != 2 || p->mblock % p->amt[0] || p->mblock >= it->full_shape[p->axis[0]]) return false;
-        for (int a = 0; a < it->ndim; a++)
-            if (is_kept(it, a) && a != p->axis[0] && a != p->axis[1]) return false;
-    }
+    if (p->mblock && (!plain_tile(it, p) || p->mblock % p->amt[0] || p->mblock >= it->full_shape[p->axis[0]]))
+        return false; /* whole steps of a plain tile's rows, fewer than all */
     if (p->pack) { /* a tile of rows and vector columns of the panel's operand */
         const tc_ast *pl = p->n == 2 ? tc_opt_pack_load(it, p->axis[1]) : NULL;
         if (kept != 2 || p->lanes < 2 || !pl || !pack_axes_ok(it, pl, p->axis[0], p->axis[1])) return false;
