@@ -8,7 +8,12 @@
  *   environment: N (columns and, unless set, rows and reduce; 1024), M, K,
  *   LAYOUT (two letters, a's then b's: n as stored, t transposed, so "tn"
  *   is a.T @ b with a stored (K, M); default "nn"), EPI=1 adds a residual
- *   (an epilogue that keeps the reduce from being blocked), TC_THREADS.
+ *   (an epilogue that keeps the reduce from being blocked), TC_THREADS,
+ *   SRC=1 prints each plan's C source on stderr.
+ *
+ *   CONV=Ci,Co,S,stride times a 3x3 convolution instead: BATCH (16) images
+ *   of Ci channels, S x S, read already padded, a weight stored channels-last
+ *   (Ci, 3, 3, Co) as the step's copy leaves it; GFLOPS counts 2 x its MACs.
  *
  * Prints the heuristic's plan, then per plan the least of 7 launches in ms
  * and GFLOPS (2MKN / t); a plan the item does not accept is reported and
@@ -40,6 +45,7 @@ static double time_plan(tc_dev *d, const tc_sched_item *it, const char *text, tc
     if (text && !tc_opt_parse(it, text, &p)) return -1;
     tc_lowered l;
     if (tc_lcache_lower(d, it, &p, &l) != TC_OK) return -1;
+    if (getenv("SRC")) fprintf(stderr, "%s\n", l.src);
     tc_program *prog = d->compile(d, l.src, l.name);
     void *ptrs[8], *out = prog && it->n_bufs <= 8 ? d->alloc(d, (size_t)out_bytes) : NULL;
     double best = -1;
@@ -58,19 +64,52 @@ static double time_plan(tc_dev *d, const tc_sched_item *it, const char *text, tc
     return best;
 }
 
+/* CONV's kernel: e = conv of a (padded images) by b (channels-last weight
+ * seen as (Co, Ci, 3, 3)); m, k, n become the matmul it counts as */
+static tc_tensor *conv_case(const char *spec, tc_tensor **a, tc_tensor **b, int64_t *m, int64_t *k, int64_t *n,
+                            char *label, size_t size) {
+    long long ci, co, sz, st;
+    if (sscanf(spec, "%lld,%lld,%lld,%lld", &ci, &co, &sz, &st) != 4 || ci < 1 || co < 1 || sz < 1 || st < 1) {
+        fprintf(stderr, "plan_time: CONV='%s' is not Ci,Co,S,stride\n", spec);
+        return NULL;
+    }
+    int64_t batch = env_int("BATCH", 16), sx[4] = {batch, ci, sz + 2, sz + 2}, sw[4] = {ci, 3, 3, co};
+    int order[4] = {3, 0, 1, 2};
+    *a = tc_rand(4, sx, TC_FLOAT32, NULL), *b = tc_rand(4, sw, TC_FLOAT32, NULL);
+    tc_tensor *in[2] = {*a, *b}, *w = *a && *b && tc_realize(in, 2) == TC_OK ? tc_permute(*b, order) : NULL;
+    tc_tensor *e = w ? tc_conv2d(*a, w, NULL, (int)st, 0) : NULL;
+    tc_release(w);
+    int64_t out = (sz - 1) / st + 1;
+    *m = batch * out * out, *k = ci * 9, *n = co;
+    snprintf(label, size, "conv %lldx%lldx%lldx%lld by %lldx3x3x%lld stride %lld", (long long)batch, ci, sz, sz, ci,
+             co, st);
+    return e;
+}
+
 int main(int argc, char **argv) {
     int64_t n = env_int("N", 1024), m = env_int("M", n), k = env_int("K", n);
     const char *lay = getenv("LAYOUT") && strlen(getenv("LAYOUT")) == 2 ? getenv("LAYOUT") : "nn";
     bool at = lay[0] == 't', bt = lay[1] == 't';
     int64_t sa[2] = {at ? k : m, at ? m : k}, sb[2] = {bt ? n : k, bt ? k : n}, so[2] = {m, n};
-    tc_tensor *a = tc_rand(2, sa, TC_FLOAT32, NULL), *b = tc_rand(2, sb, TC_FLOAT32, NULL);
-    tc_tensor *r = tc_rand(2, so, TC_FLOAT32, NULL), *in[3] = {a, b, r};
-    if (!a || !b || !r || tc_realize(in, 3) != TC_OK) {
+    char label[128];
+    tc_tensor *a = NULL, *b = NULL, *r = NULL, *x = NULL, *y = NULL, *c = NULL, *e;
+    if (getenv("CONV")) {
+        e = conv_case(getenv("CONV"), &a, &b, &m, &k, &n, label, sizeof label);
+    } else {
+        a = tc_rand(2, sa, TC_FLOAT32, NULL), b = tc_rand(2, sb, TC_FLOAT32, NULL);
+        r = tc_rand(2, so, TC_FLOAT32, NULL);
+        tc_tensor *in[3] = {a, b, r};
+        if (a && b && r && tc_realize(in, 3) == TC_OK) {
+            x = at ? tc_transpose(a, 0, 1) : tc_retain(a), y = bt ? tc_transpose(b, 0, 1) : tc_retain(b);
+            c = tc_matmul(x, y);
+        }
+        e = !c ? NULL : getenv("EPI") ? tc_add(c, r) : tc_retain(c);
+        snprintf(label, sizeof label, "%s %lldx%lldx%lld", lay, (long long)m, (long long)k, (long long)n);
+    }
+    if (!e) {
         fprintf(stderr, "plan_time: %s\n", tc_last_error());
         return 1;
     }
-    tc_tensor *x = at ? tc_transpose(a, 0, 1) : tc_retain(a), *y = bt ? tc_transpose(b, 0, 1) : tc_retain(b);
-    tc_tensor *c = tc_matmul(x, y), *e = getenv("EPI") ? tc_add(c, r) : tc_retain(c);
     tc_dev *d = tc_device_get(0);
     tc_node *base = e ? tc_node_base(tc_tensor_node(e)) : NULL;
     tc_schedule *s = base && d ? tc_schedule_create(&base, 1) : NULL;
@@ -84,7 +123,7 @@ int main(int argc, char **argv) {
         char text[128];
         tc_opt_choose(it, &d->target, &p);
         if (tc_opt_format(&p, text, sizeof text) < 0) text[0] = 0;
-        printf("%s %lldx%lldx%lld, heuristic plan %s\n", lay, (long long)m, (long long)k, (long long)n, text);
+        printf("%s, heuristic plan %s\n", label, text);
         for (int i = 0; i < argc; i++) {
             const char *plan = i == 0 ? text : argv[i];
             double t = time_plan(d, it, i == 0 ? NULL : plan, p, m * n * 4);
