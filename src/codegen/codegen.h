@@ -166,8 +166,11 @@ int tc_opt_pack_from(const tc_sched_item *it, const tc_ast *pl, int i, int j);
  * kblock of them times the other reduced axes, else the whole reduce */
 int64_t tc_opt_panel_k(const tc_sched_item *it, int64_t kblock);
 /* the reduced axis a plan may block (kblock): the outermost reduced axis
- * of more than one index, when the kernel's only output is stored straight
- * from its only reduce (a float sum, no assign); -1 otherwise */
+ * of more than one index, when the kernel's only output (float32, no
+ * assign, stored in the reduced space) is its only reduce (a float sum) or
+ * an epilogue of it that does not read the output (every block stores its
+ * partial sums, the last the epilogue of their total: lower_store.c);
+ * -1 otherwise */
 int tc_opt_kblock_axis(const tc_sched_item *it);
 /* search (TC_BEAM): the valid plans one change away from base (another
  * amount for an entry, an entry dropped, an axis added), at most max */

@@ -10,7 +10,10 @@
  * copies (the column axis innermost, a plain loop the C compiler
  * vectorizes) reads them back and finishes every output. The source then
  * holds f once, not once per copy: gelu's tanh or an Adam update over a
- * 96-output tile was 96 copies of it (opt.c states when).
+ * 96-output tile was 96 copies of it (opt.c states when). A blocked
+ * reduce (the plan's kblock) stores its partial sums in every block, the
+ * earlier blocks' read back and added; an epilogue f of it runs once, after
+ * the last block, on their total read back from the output.
  *
  * Cost: O(copies x AST nodes of the stores) UOps unrolled, O(copies +
  * AST nodes) with epi_loop.
@@ -26,10 +29,12 @@ bool tc_lw_store_is_full(const lower_ctx *c, const tc_ast *st) {
     return false;
 }
 
-/* the reduces under a (at most 2 counted), *loads_out: some load reads slot buf */
+/* the distinct reduces under a (at most 2 counted; *red: the first), and
+ * *loads_out: some load reads slot buf */
 static int count_reduces(const tc_ast *a, tc_ast **red, int buf, bool *loads_out) {
     if (tc_op_is_reduce(a->op)) {
-        *red = (tc_ast *)a;
+        if (*red == a) return 0;
+        if (!*red) *red = (tc_ast *)a;
         return 1;
     }
     if (a->op == TC_OP_LOAD) *loads_out |= a->buf == buf;
@@ -43,10 +48,12 @@ static int count_reduces(const tc_ast *a, tc_ast **red, int buf, bool *loads_out
  * packs a tile's accumulators into vectors starting from its consecutive
  * stores; a comparison in f (a relu mask) stops that, and the whole reduce
  * loop stays scalar (the dx conv of beautiful_mnist with relu' fused: 4x
- * slower). Returns the reduce, or NULL where the plain store is kept (no
- * tile, no single reduce, another dtype, an assign, f reading the output). */
+ * slower). A blocked reduce (c->kaxis) stores its partial sums in every
+ * block and f of their total after the last, tile or not. Returns the
+ * reduce, or NULL where the plain store is kept (no tile, no single reduce,
+ * another dtype, an assign, f reading the output). */
 static tc_ast *epilogue_reduce(const lower_ctx *c, const tc_ast *st) {
-    if (c->n_reps < 2 || c->tg->has_local || c->is_grouped || tc_op_is_reduce(st->srcs[0]->op))
+    if ((c->n_reps < 2 && c->kaxis < 0) || c->tg->has_local || c->is_grouped || tc_op_is_reduce(st->srcs[0]->op))
         return NULL;
     for (int i = 0; i < c->it->n_outs; i++)
         if (c->it->bufs[i]->op == TC_OP_ASSIGN) return NULL;
@@ -162,35 +169,46 @@ static int open_tile_loops(lower_ctx *c, int inner, tc_uop **t) {
     return opened;
 }
 
-/* the stores of one space once, in loops over the kept copies of the tile:
- * each copy's reduce values go to scratch arrays, the loops read them back
- * (the loops' values are a copy of their own, rep n_reps). false (nothing
- * emitted) when the stores read more than TILE_REDS reduces. */
-static bool lower_stores_looped(lower_ctx *c, tc_ast *sink, bool full) {
-    tc_ast *reds[TILE_REDS], **srcs = sink->srcs;
-    tc_uop *tmp[TILE_REDS], *t;
-    int n_reds = 0, mark = tc_lw_next_epoch(), n = sink->n_srcs;
-    for (int i = 0; i < n; i++) {
-        bool mine = tc_lw_store_is_full(c, srcs[i]) == full;
-        if (mine && !tile_reduces(srcs[i]->srcs[0], mark, reds, &n_reds)) return false;
-    }
-    for (int k = 0; k < n_reds; k++) {
-        tmp[k] = tc_ub_define_scratch(&c->ub, reds[k]->dtype, c->n_reps / c->split);
-        if (tmp[k]) store_tile(c, reds[k], tmp[k]);
-    }
+/* a blocked reduce's last block (an IF opened on it; false: none opened) */
+static bool if_last_block(lower_ctx *c) {
+    int64_t blocks = c->it->full_shape[c->kaxis] / c->kblock;
+    c->ub.index_mode = true;
+    tc_uop *last = ix(c, TC_OP_CMPLT, ic(c, blocks - 2), c->kb);
+    c->ub.index_mode = false;
+    return tc_ub_if(&c->ub, last);
+}
+
+/* what one looped pass stores: every value (f of the reduces, plus the
+ * earlier blocks' sums where the value is the blocked reduce itself), a
+ * blocked epilogue's reduce (plus the earlier blocks'), or that epilogue
+ * of the reduce's total read back from the output */
+typedef enum { PASS_VALUES, PASS_SUMS, PASS_EPILOGUE } store_pass;
+
+/* one pass of the looped stores over the tile's copies: the reduces' values
+ * from the scratch arrays tmp (PASS_EPILOGUE: epi's from the output) */
+static void looped_pass(lower_ctx *c, tc_ast *sink, bool full, tc_ast **reds, tc_uop **tmp, int n_reds,
+                        tc_ast *epi, store_pass pass) {
+    tc_ast **srcs = sink->srcs;
+    tc_uop *t;
+    int n = sink->n_srcs;
     const tc_st *first = NULL;
     for (int i = 0; i < n && !first; i++)
         if (tc_lw_store_is_full(c, srcs[i]) == full) first = srcs[i]->st;
     int opened = open_tile_loops(c, inner_tile_axis(c, first), &t), stage = full ? tc_lw_open_stage(c, false) : 0;
     c->rep = c->n_reps;
     c->epoch = tc_lw_next_epoch();
-    for (int k = 0; k < n_reds; k++)
+    for (int k = 0; k < n_reds && pass != PASS_EPILOGUE; k++)
         tc_lw_memo_put(c, reds[k], c->rep, tc_ub_load(&c->ub, tmp[k], t, NULL), c->epoch);
     tc_uop **vals = tc_arena_alloc(&c->ub.k->arena, sizeof(tc_uop *) * (size_t)n);
     c->ub.failed |= !vals;
     for (int i = 0; i < n && vals; i++) { /* every value first (an assign reads the old one) */
-        vals[i] = tc_lw_store_is_full(c, srcs[i]) == full ? tc_lw_lower(c, srcs[i]->srcs[0]) : NULL;
-        if (vals[i] && c->kaxis >= 0 && !full) vals[i] = block_sum(c, srcs[i], vals[i]);
+        tc_uop *idx, *valid;
+        vals[i] = NULL;
+        if (tc_lw_store_is_full(c, srcs[i]) != full) continue;
+        if (pass == PASS_EPILOGUE && tc_lw_st_index(c, srcs[i]->st, &idx, &valid) == TC_OK)
+            tc_lw_memo_put(c, epi, c->rep, tc_ub_load(&c->ub, c->globals[srcs[i]->buf], idx, NULL), c->epoch);
+        vals[i] = tc_lw_lower(c, pass == PASS_SUMS ? epi : srcs[i]->srcs[0]);
+        if (vals[i] && c->kaxis >= 0 && !full && pass != PASS_EPILOGUE) vals[i] = block_sum(c, srcs[i], vals[i]);
     }
     for (int i = 0; i < n && !c->ub.failed; i++) {
         tc_uop *idx, *valid;
@@ -204,6 +222,36 @@ static bool lower_stores_looped(lower_ctx *c, tc_ast *sink, bool full) {
     if (full) tc_lw_close_stage(c, stage);
     while (opened--) tc_ub_end_range(&c->ub);
     c->epoch = tc_lw_next_epoch();
+}
+
+/* the stores of one space once, in loops over the kept copies of the tile:
+ * each copy's reduce values go to scratch arrays, the loops read them back
+ * (the loops' values are a copy of their own, rep n_reps). A blocked
+ * reduce's epilogue (one store of f(reduce): opt.c's tc_opt_kblock_axis)
+ * takes two passes: the sums in every block, f of them after the last.
+ * false (nothing emitted) when the stores read more than TILE_REDS
+ * reduces. */
+static bool lower_stores_looped(lower_ctx *c, tc_ast *sink, bool full) {
+    tc_ast *reds[TILE_REDS], **srcs = sink->srcs;
+    tc_uop *tmp[TILE_REDS];
+    int n_reds = 0, mark = tc_lw_next_epoch(), n = sink->n_srcs;
+    for (int i = 0; i < n; i++) {
+        bool mine = tc_lw_store_is_full(c, srcs[i]) == full;
+        if (mine && !tile_reduces(srcs[i]->srcs[0], mark, reds, &n_reds)) return false;
+    }
+    for (int k = 0; k < n_reds; k++) {
+        tmp[k] = tc_ub_define_scratch(&c->ub, reds[k]->dtype, c->n_reps / c->split);
+        if (tmp[k]) store_tile(c, reds[k], tmp[k]);
+    }
+    tc_ast *epi = c->kaxis >= 0 && !full && n == 1 ? epilogue_reduce(c, srcs[0]) : NULL;
+    c->ub.failed |= c->kaxis >= 0 && !full && !epi && !tc_op_is_reduce(srcs[0]->srcs[0]->op); /* opt.c's rule */
+    looped_pass(c, sink, full, reds, tmp, n_reds, epi, epi ? PASS_SUMS : PASS_VALUES);
+    if (epi) {
+        bool gated = if_last_block(c);
+        looped_pass(c, sink, full, reds, tmp, n_reds, epi, PASS_EPILOGUE);
+        if (gated) tc_ub_end_if(&c->ub);
+        c->epoch = tc_lw_next_epoch();
+    }
     tc_lw_set_copy(c, 0);
     return true;
 }
@@ -253,6 +301,7 @@ void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
     bool any_epi = false;
     for (int i = 0; i < sink->n_srcs; i++) {
         epi[i] = full || tc_lw_store_is_full(c, sink->srcs[i]) ? NULL : epilogue_reduce(c, sink->srcs[i]);
+        c->ub.failed |= c->kaxis >= 0 && !full && !epi[i] && !tc_op_is_reduce(sink->srcs[i]->srcs[0]->op);
         any_epi |= epi[i] != NULL;
     }
     for (int r = 0; r < c->n_reps; r += step) {
@@ -291,7 +340,9 @@ void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
         }
         if (gated) tc_ub_end_if(&c->ub);
     }
-    for (int r = 0; r < c->n_reps && any_epi; r += step) { /* the epilogues' second pass */
+    /* the epilogues' second pass (a blocked reduce's: after its last block) */
+    bool last_gated = any_epi && c->kaxis >= 0 && if_last_block(c);
+    for (int r = 0; r < c->n_reps && any_epi; r += step) {
         tc_lw_set_copy(c, r);
         tc_uop *gate = tc_lw_copy_gate(c, r);
         bool gated = gate && tc_ub_if(&c->ub, gate);
@@ -310,6 +361,10 @@ void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
             else c->ub.failed = true;
         }
         if (gated) tc_ub_end_if(&c->ub);
+    }
+    if (last_gated) {
+        tc_ub_end_if(&c->ub);
+        c->epoch = tc_lw_next_epoch();
     }
     tc_lw_set_copy(c, 0);
     if (full) tc_lw_close_stage(c, opened);

@@ -844,12 +844,34 @@ static bool loads_buf(const tc_ast *a, int buf) {
     return false;
 }
 
+/* the one reduce under a store's value a (*red; walks stop at reduces,
+ * each node once: seen), false where a reads buffer out or holds reduces
+ * of two kinds */
+static bool epilogue_walk(const tc_ast *a, int out, tc_ptrmap *seen, const tc_ast **red) {
+    if (!tc_ptrset_add(seen, a)) return !seen->failed;
+    if (a->op == TC_OP_LOAD) return a->buf != out;
+    if (tc_op_is_reduce(a->op)) {
+        if (*red && *red != a) return false;
+        *red = a;
+        return true;
+    }
+    for (int i = 0; i < a->n_srcs; i++)
+        if (!epilogue_walk(a->srcs[i], out, seen, red)) return false;
+    return true;
+}
+
 int tc_opt_kblock_axis(const tc_sched_item *it) {
-    const tc_ast *sink = it->ast;
+    const tc_ast *sink = it->ast, *red = NULL;
     if (it->n_outs != 1 || it->bufs[0]->op == TC_OP_ASSIGN || sink->n_srcs != 1) return -1;
-    const tc_ast *red = sink->srcs[0]->srcs[0];
-    if (red->op != TC_OP_REDUCE_SUM || red->dtype != TC_FLOAT32 || sink->srcs[0]->dtype != TC_FLOAT32 ||
-        count_reduces(red->srcs[0]) != 0 || loads_buf(red, sink->srcs[0]->buf))
+    const tc_ast *st = sink->srcs[0];
+    const tc_view *v = &st->st->views[st->st->n_views - 1];
+    for (int a = 0; a < v->ndim; a++) /* stored in the reduced space */
+        if ((it->reduce_axes >> a) & 1 && v->shape[a] > 1) return -1;
+    tc_ptrmap seen = {0};
+    bool one = st->dtype == TC_FLOAT32 && epilogue_walk(st->srcs[0], st->buf, &seen, &red);
+    tc_ptrmap_free(&seen);
+    if (!one || !red || red->op != TC_OP_REDUCE_SUM || red->dtype != TC_FLOAT32 || count_reduces(red->srcs[0]) != 0 ||
+        loads_buf(red, st->buf))
         return -1;
     for (int a = 0; a < it->ndim; a++)
         if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) return a;
@@ -899,7 +921,10 @@ static int64_t plan_kblock(const tc_sched_item *it, int64_t cols, const tc_targe
  * gone before the next tile came: a.T @ b at 1024 185-197 GFLOPS unblocked,
  * blocks of 256 219-234; at 2048 142 -> 219 (blocks of 64-512: 216-228;
  * a @ b 229), 1 thread, Zen 5; at m = 1,008 the same plan unblocked ran at
- * 243. One reduced axis only (a conv's window: plan_kblock). */
+ * 243. With an epilogue (a.T @ b + r, blocked since the epilogue waits for
+ * the last block): 1024 184-194 -> 204-213, 2048 125-134 -> 201-208
+ * (`build/bench/plan_time`, LAYOUT=tn EPI=1). One reduced axis only (a
+ * conv's window: plan_kblock). */
 static int64_t rows_kblock(const tc_sched_item *it, const kinfo *k, const tc_target *tg, const tc_kopt *p) {
     int ka = tc_opt_kblock_axis(it);
     if (p->n != 2 || ka < 0 || reduce_inner(it) != 1) return 0;
@@ -1041,10 +1066,12 @@ static bool packs(const tc_sched_item *it, const kinfo *k, int64_t l, const tc_t
  * whole reduce where that fits half the L2 (and PACK_MAX_BYTES), else the
  * fewest blocks (kblock) whose panels do, where the reduce may be blocked,
  * else the most columns (whole vectors, the rows as planned) whose panel
- * does (false where none: GPT-2's x @ W.T + bias + residual over 3,072
- * inputs, not blockable for its epilogue, had a dot tile instead, 99.6
- * GFLOPS against 178.8 for 6 rows of 32 packed columns, 256 x 3072 x 768,
- * 1 thread, Zen 5). A packed panel is contiguous, so unlike plan_kblock's
+ * does (false where none: a kernel whose reduce may not be blocked, two
+ * reduces or an optimizer's update stored with a weight gradient, once had
+ * a dot tile instead, 99.6 GFLOPS against 178.8 for 6 rows of 32 packed
+ * columns, 256 x 3072 x 768, 1 thread, Zen 5; an epilogue, GPT-2's x @ W.T
+ * + bias + residual, is blocked since: 181-190 GFLOPS with 64 columns and
+ * blocks of 1,536, 189-195 with 32 unblocked). A packed panel is contiguous, so unlike plan_kblock's
  * strided one it need not stay in the L1d; fewer blocks mean fewer passes
  * over the output's partial sums, each a read and a write of all of it.
  * Measured (2048^3, one thread, thread CPU time, Zen 4 with a 1 MiB L2,
@@ -1061,7 +1088,7 @@ static bool plan_pack(const tc_sched_item *it, const kinfo *k, int64_t l, const 
     p->kblock = 0;
     if (tc_opt_panel_k(it, 0) * p->amt[1] * 4 <= limit) return true;
     int ka = tc_opt_kblock_axis(it);
-    if (ka < 0) { /* not blockable (an epilogue): fewer columns, whole vectors dividing the axis */
+    if (ka < 0) { /* not blockable: fewer columns, whole vectors dividing the axis */
         for (int64_t cols = p->amt[1] - l; cols >= l; cols -= l)
             if (it->full_shape[j] % cols == 0 && tc_opt_panel_k(it, 0) * cols * 4 <= limit) {
                 p->amt[1] = cols;

@@ -871,9 +871,12 @@ static void test_plan_kblock_conv(void **state) {
 /* a matmul whose panel of b (2048 x 64 floats: 512 KiB) passes the L1d
  * runs its reduce in blocks (tc_kopt.kblock) of the most indices whose
  * panel fits it: 6x64 tiles, rows clamped (100 = 16 * 6 + 4), the loop over
- * blocks inside the threads' loop; an epilogue (relu) keeps one block (a
- * conv's blocks: test_plan_kblock_conv). Forced plans: blocks of a split (vector partials
- * folded, then added to the stored sum) and of a dot tile */
+ * blocks inside the threads' loop (a conv's blocks: test_plan_kblock_conv).
+ * An epilogue f (relu, gelu of a sum plus a bias) is blocked too: every
+ * block stores the partial sums, the last f of their total, unrolled or in
+ * loops (/e); a kernel of two reduces is not. Forced plans: blocks of a
+ * split (vector partials folded, then added to the stored sum) and of a
+ * dot tile */
 static void test_plan_kblock(void **state) {
     (void)state;
     tc_tensor *c = matmul(100, 2048, 64);
@@ -892,13 +895,25 @@ static void test_plan_kblock(void **state) {
     check_plan(c, "1:4,2:32/16/k256", 1e-4, 1e-4); /* a split of the blocked axis */
     check_plan(c, "0:4,1:4/k64", 1e-4, 1e-4);       /* scalar copies */
     tc_tensor *y = tc_relu(c);
-    assert_int_equal(plan_of(y, &avx512v, NULL).kblock, 0);
+    assert_int_equal(plan_of(y, &avx512v, NULL).kblock, 128);
+    check_plan(y, "0:6,1:64/16/k512", 1e-4, 1e-4);   /* f unrolled, after the last block */
+    check_plan(y, "0:6,1:64/16/k256/e", 1e-4, 1e-4); /* f in loops after the last block */
+    check_plan(y, "0:4,1:4/k64", 1e-4, 1e-4);
+    int64_t sb[1] = {64};
+    tc_tensor *bias = tc_randn(1, sb, TC_FLOAT32, NULL), *cb = tc_add(c, bias), *g = tc_gelu(cb, true);
+    assert_int_equal(tc_realize(&bias, 1), TC_OK);
+    assert_int_equal(plan_of(g, &avx512v, NULL).kblock, 128);
+    check_plan(g, "0:6,1:64/16/k512/e", 1e-4, 1e-4);
+    check_plan(g, "0:3,1:16/16/k128", 1e-4, 1e-4);
+    tc_release(g), tc_release(cb), tc_release(bias);
+    tc_tensor *c2 = matmul(100, 2048, 64), *two = tc_add(c, c2); /* two reduces */
     tc_kopt bad;
-    tc_node *b = tc_node_base(tc_tensor_node(y));
+    tc_node *b = tc_node_base(tc_tensor_node(two));
     tc_schedule *s = tc_schedule_create(&b, 1);
-    assert_false(tc_opt_parse(&s->items[0], "0:6,1:64/16/k512", &bad)); /* the relu reads the sum */
+    assert_int_equal(s->n_items, 1);
+    assert_false(tc_opt_parse(&s->items[0], "0:6,1:64/16/k512", &bad));
     tc_schedule_free(s);
-    tc_release(y);
+    tc_release(two), tc_release(c2), tc_release(y);
     if (plan_of(c, &tc_device_get(0)->target, NULL).kblock) {
         /* the earlier blocks' partial sums are read in every block and
          * selected, not read by a load gated on the block (rendered as a
@@ -1015,8 +1030,8 @@ static void test_plan_packed(void **state) {
     check_plan(c, "0:6,1:64/16/p", 1e-4, 1e-4);
     check_plan(c, "0:6,1:64/16/k256/p", 1e-4, 1e-4);
     tc_release(c);
-    /* with an epilogue (+ r) the reduce cannot be blocked: a panel of all
-     * 1,024 inputs fits half the (assumed 256 KiB) L2 at 32 columns, not 64 */
+    /* with an epilogue (+ r) the reduce is blocked as without one: 64
+     * columns, blocks of 512 inputs (half the assumed 256 KiB L2) */
     c = matmul_t(192, 1024, 256, false);
     int64_t sr[2] = {192, 256};
     tc_tensor *r = tc_randn(2, sr, TC_FLOAT32, NULL);
@@ -1026,8 +1041,8 @@ static void test_plan_packed(void **state) {
     assert_true(p.pack);
     assert_int_equal(p.n, 2);
     assert_int_equal(p.amt[0], 6);
-    assert_int_equal(p.amt[1], 32);
-    assert_int_equal(p.kblock, 0);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.kblock, 512);
     assert_true(tc_opt_format(&p, text, sizeof text) > 0);
     check_plan(cr, text, 1e-4, 1e-4);
     tc_release(cr), tc_release(r), tc_release(c);
