@@ -96,6 +96,10 @@ TC_MUST_USE static tc_status lower_item(const tc_sched_item *it, tc_plan_item *p
     pi->dev_serial = dev->serial;
     counters.codegen_s += pi->low.codegen_s;
     counters.render_s += pi->low.render_s;
+    if (debug >= 3 && !dev->target.has_local) { /* the CPU optimizer's plan (opt.c's text) */
+        char text[96];
+        if (tc_opt_format(&plan, text, sizeof text) >= 0) fprintf(stderr, "plan %s %s\n", pi->low.name, text);
+    }
     if (debug >= 4) fprintf(stderr, "%s", pi->low.src);
     return TC_OK;
 }
