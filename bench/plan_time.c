@@ -13,7 +13,8 @@
  *
  *   CONV=Ci,Co,S,stride times a 3x3 convolution instead: BATCH (16) images
  *   of Ci channels, S x S, read already padded, a weight stored channels-last
- *   (Ci, 3, 3, Co) as the step's copy leaves it; GFLOPS counts 2 x its MACs.
+ *   (Ci, 3, 3, Co) as the step's copy leaves it, EPI=1 multiplies it by a
+ *   tensor of its shape; GFLOPS counts 2 x its MACs.
  *
  * Prints the heuristic's plan, then per plan the least of 7 launches in ms
  * and GFLOPS (2MKN / t); a plan the item does not accept is reported and
@@ -79,7 +80,12 @@ static tc_tensor *conv_case(const char *spec, tc_tensor **a, tc_tensor **b, int6
     tc_tensor *in[2] = {*a, *b}, *w = *a && *b && tc_realize(in, 2) == TC_OK ? tc_permute(*b, order) : NULL;
     tc_tensor *e = w ? tc_conv2d(*a, w, NULL, (int)st, 0) : NULL;
     tc_release(w);
-    int64_t out = (sz - 1) / st + 1;
+    int64_t out = (sz - 1) / st + 1, so[4] = {batch, co, out, out};
+    if (e && getenv("EPI")) { /* times a tensor of the output's shape: a relu mask's place */
+        tc_tensor *r = tc_rand(4, so, TC_FLOAT32, NULL), *er = r && tc_realize(&r, 1) == TC_OK ? tc_mul(e, r) : NULL;
+        tc_release(r), tc_release(e);
+        e = er;
+    }
     *m = batch * out * out, *k = ci * 9, *n = co;
     snprintf(label, size, "conv %lldx%lldx%lldx%lld by %lldx3x3x%lld stride %lld", (long long)batch, ci, sz, sz, ci,
              co, st);

@@ -639,35 +639,141 @@ static int64_t tile_max_rows(int64_t regs, int64_t vecs) {
 
 static bool packs(const tc_sched_item *it, const kinfo *k, int64_t l, const tc_target *tg, const tc_kopt *p);
 
+/* ---- a tile's line traffic ----
+ *
+ * A tile's reduce step does rows x vecs vector FMAs and rows + vecs loads,
+ * and refills the L1d with the lines of its operands that are not there:
+ * an operand whose lines over the whole reduce (the tile's footprint)
+ * pass half the L1d comes from the L2 at every step, its lines per step
+ * being the tile's copies along the axes it moves on (rows a line or more
+ * apart: a line each; closer: their share of one line, the next tiles
+ * reading the rest), over the reduce steps one line serves along the
+ * innermost reduced axis (a conv's window: 3 steps of an input row). We
+ * take two FMAs and two loads a cycle and about 0.4 lines a cycle from the
+ * L2 (half its 64-byte port: what a core sustains under streaming), so a
+ * line costs FILL_COST FMA slots; the tile's efficiency is its FMAs over
+ * the most of FMAs, loads and refills in those slots, times the share of
+ * its rows and lanes doing work, and, where its column operand streams,
+ * times rows / max_rows under the widest tile's rows (fewer rows re-read
+ * the column panel from the next cache more often per FMA). Measured
+ * (`build/bench/plan_time` with CONV, 1 thread, Zen 5): ResNet-18's 3x3
+ * convs, batch 16, channels-last weight: 128 channels 16x16 had 16 output
+ * channels x 16 columns (one vector, load-bound) at 189-201 GFLOPS, 8
+ * columns of a row x 32 output channels 230-252; 256 channels 8x8 had 6
+ * images x 64 channels (each image its own line: 179-185), 8 columns x 32
+ * channels 206-239; 512 channels 4x4 keep 6 images x 64 (176-192; 4
+ * columns x 64 channels 114-132, their panel re-read per 4 rows). In a
+ * ResNet-18 step (batch 16, 1 thread) the 16 kernels whose plan it changed
+ * took 99.7 -> 85.0 ms. Only a window's tiles (has_window) are chosen so:
+ * on a 1x1 conv the estimate picked 8 columns x 32 channels over 29
+ * channels x 16 columns and ran 1.39 -> 2.00 ms, and matmuls keep the
+ * reuse rule their plans were measured with. */
+enum {
+    FILL_COST = 5,  /* FMA slots a line refilled from the L2 costs */
+    FMA_CHAINS = 8, /* accumulators that keep two FMA pipes of latency 4 busy */
+};
+/* how much more efficient (tile_eff) a tile must be to win over more reuse:
+ * the estimate is rough (a weight gradient's 13x2 tile, estimated 2.6%
+ * better than 6x4, ran 7% slower) */
+#define EFF_MARGIN 1.1
+
+/* reduce steps one line of load st serves along the innermost reduced axis */
+static double steps_per_line(const tc_sched_item *it, const tc_st *st, int64_t size, int64_t line) {
+    int r = -1;
+    for (int a = 0; a < it->ndim; a++)
+        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) r = a;
+    if (r < 0) return 1;
+    int64_t s = tc_st_stride(st, r), n = it->full_shape[r];
+    if (s == 0) return (double)n;
+    if (s < 0 || s * size >= line) return 1;
+    double per = (double)line / (double)(s * size);
+    return per < (double)n ? per : (double)n;
+}
+
+/* lines per reduce step the copies of load st along axis a (amt of them) touch */
+static double lines_along(const tc_st *st, int a, int64_t amt, int64_t size, int64_t line) {
+    int64_t s = a >= 0 ? tc_st_stride(st, a) : 0;
+    if (s == 0) return 1;
+    if (s < 0 || s * size >= line) return (double)amt;
+    return (double)(amt * s * size) / (double)line;
+}
+
+/* the efficiency of a tile of ri rows of axis i (-1: none) and cj columns
+ * (vecs vectors) of axis j, per the charter above */
+static double tile_eff(const tc_sched_item *it, const kinfo *k, const tc_target *tg, int i, int64_t ri, int j,
+                       int64_t cj, int64_t vecs, int64_t l, int64_t max_rows) {
+    int64_t line = tc_opt_line_bytes(tg), half_l1 = l1d_bytes(tg) / 2, len = reduce_len(it);
+    double fills = 0;
+    bool col_streams = false;
+    for (int li = 0; li < k->n_loads; li++) {
+        const tc_st *st = k->loads[li]->st;
+        if (!varies_in_reduce(it, st)) continue;
+        int64_t size = tc_dtypes[k->loads[li]->dtype].size;
+        double per_step = lines_along(st, i, ri, size, line) * lines_along(st, j, cj, size, line) /
+                          steps_per_line(it, st, size, line);
+        if (per_step * (double)len * (double)line <= (double)half_l1) continue; /* stays in the L1d */
+        fills += per_step;
+        col_streams |= tc_st_stride(st, j) != 0;
+    }
+    double fma = (double)(ri * vecs), loads = (double)(ri + vecs), most = fma;
+    if (loads > most) most = loads;
+    if (fills * FILL_COST > most) most = fills * FILL_COST;
+    double eff = fma / most * lane_use(cj, l);
+    if (fma < FMA_CHAINS) eff *= fma / FMA_CHAINS; /* too few chains to hide the FMA's latency */
+    if (i >= 0) {
+        int64_t n = it->full_shape[i], steps = (n + ri - 1) / ri;
+        eff *= (double)n / (double)(steps * ri);
+    }
+    if (col_streams && ri < max_rows) eff *= (double)ri / (double)max_rows;
+    return eff;
+}
+
+/* a convolution's window: a load under the reduce slides along a kept
+ * axis by a step (the conv's stride, at most 4) of its stride along a
+ * reduced one (x[oh * s + kh]); a matmul's operands do not, nor does a
+ * reduce split over several axes (attention's merged heads) */
+static bool has_window(const tc_sched_item *it, const kinfo *k) {
+    for (int li = 0; li < k->n_loads; li++)
+        for (int i = 0; i < it->ndim; i++) {
+            int64_t si = tc_st_stride(k->loads[li]->st, i);
+            if (!is_kept(it, i) || si <= 0) continue;
+            for (int r = 0; r < it->ndim; r++) {
+                int64_t sr = tc_st_stride(k->loads[li]->st, r);
+                if ((it->reduce_axes >> r) & 1 && it->full_shape[r] > 1 && sr > 0 && si % sr == 0 && si / sr <= 4)
+                    return true;
+            }
+        }
+    return false;
+}
+
 static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, const tc_target *tg,
                       tc_kopt *p) {
     bool may_pack = tg->has_vec;
     /* the column axis j: a kept axis some load under the reduce reads
-     * contiguously (and along a reduced axis), filling the most vector
-     * lanes; contiguous stores break ties (a conv whose weight is stored
-     * channels-last: its output channels fill two vectors, its 20 output
-     * columns 62% of two) */
-    int best_j = -1, best_load = -1;
-    double best = 0;
+     * contiguously (and along a reduced axis); every such axis is tried
+     * (a conv's output channels in its channels-last weight, its output
+     * columns in its input) */
+    int js[TC_MAX_DIMS], n_js = 0;
+    const tc_st *jst[TC_MAX_DIMS];
+    bool window = has_window(it, k);
+    double best_lanes = 0;
     for (int j = it->ndim - 1; j >= 0; j--) {
         if (!is_kept(it, j)) continue;
-        bool stores_ok = stores_contiguous(k, j);
         for (int li = 0; li < k->n_loads; li++) {
             if (tc_st_stride(k->loads[li]->st, j) != 1 || !varies_in_reduce(it, k->loads[li]->st)) continue;
             int64_t cj = best_divisor(it->full_shape[j], TILE_VECS * l, l);
-            double score = cj < 2 ? 0 : lane_use(cj, l) + (stores_ok ? 0.01 : 0);
-            if (score > best) best = score, best_j = j, best_load = li;
+            double lanes = cj < 2 ? 0 : lane_use(cj, l) + (stores_contiguous(k, j) ? 0.01 : 0);
+            if (lanes > 0 && window) js[n_js] = j, jst[n_js++] = k->loads[li]->st;
+            else if (lanes > best_lanes) best_lanes = lanes, js[0] = j, jst[0] = k->loads[li]->st, n_js = 1;
             break;
         }
     }
-    const tc_st *vst = best_j >= 0 ? k->loads[best_load]->st : NULL;
     bool packed = false;
-    for (int j = it->ndim - 1; j >= 0 && best_j < 0 && may_pack; j--) { /* a packed tile */
+    for (int j = it->ndim - 1; j >= 0 && n_js == 0 && may_pack; j--) { /* a packed tile */
         const tc_ast *pl = pack_load(it, k, j);
-        if (pl && best_divisor(it->full_shape[j], TILE_VECS * l, l) >= l) best_j = j, vst = pl->st, packed = true;
+        if (pl && best_divisor(it->full_shape[j], TILE_VECS * l, l) >= l) js[n_js] = j, jst[n_js++] = pl->st, packed = true;
     }
-    if (best_j < 0) return false;
-    int j = best_j;
+    if (n_js == 0) return false;
     /* A kernel of several outputs (a weight gradient stored with its
      * optimizer update) gets the same tile as one of one: bound_plan puts
      * an epilogue past EPI_BUDGET in loops after the tile. (A cap of two
@@ -675,32 +781,50 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
      * cost GPT-2 124M's 147 weight-gradient + AdamW kernels 318-367 ms a
      * step against 290-306 without it, and an SGD step's 1024x1024 weight
      * gradient stored with its update 2.3-2.5 ms against 1.8; MNIST's step
-     * and gcc's time for GPT-2's 60 kernels unchanged. Zen 5, 2026-12-06.) */
-    double best_reuse = -1;
-    int64_t best_accs = 0;
-    for (int64_t nv = 1; nv <= TILE_VECS; nv++) {
-        int64_t cj = best_divisor(it->full_shape[j], nv * l, l), vecs = (cj + l - 1) / l;
-        if (vecs != nv) continue; /* a narrower shape has these columns */
-        int64_t max_rows = tile_max_rows(regs, vecs);
-        /* the rows: the kept axis along which that operand is reused giving
-         * the most (the innermost of equals) */
-        int best_i = -1;
-        int64_t best_ri = 1;
-        for (int i = it->ndim - 1; i >= 0; i--) {
-            if (i == j || !is_kept(it, i) || tc_st_stride(vst, i) != 0) continue;
-            int64_t ri = tile_rows(it->full_shape[i], max_rows, true);
-            if (ri > best_ri) best_ri = ri, best_i = i;
+     * and gcc's time for GPT-2's 60 kernels unchanged. Zen 5, 2026-12-06.)
+     * Of the tiles (j, vectors, rows axis i): the most efficient
+     * (tile_eff), then the most used lanes of FMAs per load (the tile's
+     * reuse), then the most accumulators (see tile_max_rows), then stores
+     * contiguous along j, then the innermost axes. */
+    double best_eff = -1, best_reuse = -1;
+    int64_t best_accs = 0, best_passes = 0, max_rows = tile_max_rows(regs, TILE_VECS);
+    bool best_stores = false;
+    for (int c = 0; c < n_js; c++) {
+        int j = js[c];
+        bool stores_ok = stores_contiguous(k, j);
+        /* what a column block re-reads past the L3's share (as the target
+         * reports it) streams from memory once per block: the fewest blocks
+         * first (a window's tiles) */
+        bool known = tg->cache[1].bytes > 0 || tg->cache[2].bytes > 0;
+        bool streams = window && known && tc_opt_reread_level(it, tg, j) == 3;
+        for (int64_t nv = 1; nv <= TILE_VECS; nv++) {
+            int64_t cj = best_divisor(it->full_shape[j], nv * l, l), vecs = (cj + l - 1) / l;
+            if (vecs != nv) continue; /* a narrower shape has these columns */
+            int64_t rows_max = tile_max_rows(regs, vecs);
+            for (int i = it->ndim - 1; i >= -1; i--) { /* -1: a tile of columns alone */
+                if (i >= 0 && (i == j || !is_kept(it, i) || tc_st_stride(jst[c], i) != 0)) continue;
+                int64_t ri = i >= 0 ? tile_rows(it->full_shape[i], rows_max, true) : 1;
+                if (i >= 0 && ri < 2) continue;
+                double eff = window ? tile_eff(it, k, tg, i, ri, j, cj, vecs, l, max_rows) : 1;
+                double reuse = (double)(ri * cj) / (double)l / (double)(ri + vecs);
+                int64_t accs = ri * vecs, passes = streams ? (it->full_shape[j] + cj - 1) / cj : 1;
+                bool better = best_eff < 0 || passes < best_passes ||
+                              (passes == best_passes &&
+                               (eff > best_eff * EFF_MARGIN ||
+                                (eff * EFF_MARGIN >= best_eff &&
+                                 (reuse > best_reuse ||
+                                  (reuse == best_reuse &&
+                                   (accs > best_accs || (accs == best_accs && stores_ok && !best_stores)))))));
+                if (!better) continue;
+                best_eff = eff, best_reuse = reuse, best_accs = accs, best_stores = stores_ok, best_passes = passes;
+                if (i >= 0) *p = (tc_kopt){.n = 2, .axis = {i, j}, .amt = {ri, cj}, .pack = packed};
+                else *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
+            }
         }
-        /* used lanes of FMAs per load, then accumulators (see tile_max_rows) */
-        double reuse = (double)(best_ri * cj) / (double)l / (double)(best_ri + vecs);
-        if (reuse < best_reuse || (reuse == best_reuse && best_ri * vecs <= best_accs)) continue;
-        best_reuse = reuse, best_accs = best_ri * vecs;
-        if (best_i >= 0) *p = (tc_kopt){.n = 2, .axis = {best_i, j}, .amt = {best_ri, cj}, .pack = packed};
-        else *p = (tc_kopt){.n = 1, .axis = {j}, .amt = {cj}};
     }
     /* a panel serves the rows of one column block: enough of them */
-    if (best_reuse >= 0 && packed && (p->n != 2 || !packs(it, k, l, tg, p))) return false;
-    return best_reuse >= 0;
+    if (best_eff >= 0 && packed && (p->n != 2 || !packs(it, k, l, tg, p))) return false;
+    return best_eff >= 0;
 }
 
 /* reused by some load under a reduce along kept axis a */

@@ -868,6 +868,73 @@ static void test_plan_kblock_conv(void **state) {
     tc_release(xwy[0]), tc_release(xwy[1]), tc_release(xwy[2]);
 }
 
+/* the tile of a conv (a window: tile_eff) on a Zen 5 core as it reports
+ * itself (48 KiB L1d, 1 MiB L2, 32 MiB L3 shared by 2): ResNet-18's
+ * 256-channel 8x8 conv takes 8 output columns of a row (one line of its
+ * input) as rows and 32 channels as columns, not 6 images (a line each,
+ * 64 channels: 24% slower); the 512-channel 4x4 conv keeps 6 images x 64
+ * (4 columns x 64 re-read the weight panel per 4 rows); MNIST's 64-channel
+ * conv over 512 images, whose 13 MB input passes the L3's share, keeps 64
+ * channels (each column block reads it again from memory); a 1x1 conv (no
+ * window) and a matmul are planned as before. The forced plan's numbers
+ * against the reference. */
+static void test_plan_conv_rows(void **state) {
+    (void)state;
+    tc_target zen5 = avx512v;
+    zen5.cache[0] = (tc_cache_level){.bytes = 48 << 10, .ways = 12, .line = 64, .shared = 1};
+    zen5.cache[1] = (tc_cache_level){.bytes = 1 << 20, .ways = 16, .line = 64, .shared = 1};
+    zen5.cache[2] = (tc_cache_level){.bytes = 32 << 20, .ways = 16, .line = 64, .shared = 2};
+    zen5.cores = 2;
+    const struct {
+        int64_t x[4], w[4];
+        int rows_axis, cols_axis;
+        int64_t rows, cols;
+    } cases[] = {
+        {{16, 256, 10, 10}, {256, 256, 3, 3}, 4, 2, 8, 32},
+        {{16, 512, 6, 6}, {512, 512, 3, 3}, 0, 2, 6, 64},
+        {{512, 64, 10, 10}, {64, 64, 3, 3}, 0, 2, 6, 64},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        tc_tensor *xwy[3];
+        tc_schedule *s = conv_schedule(cases[c].x, cases[c].w, xwy);
+        tc_kopt p;
+        tc_opt_choose(&s->items[1], &zen5, &p);
+        assert_int_equal(p.n, 2);
+        assert_int_equal(p.axis[0], cases[c].rows_axis);
+        assert_int_equal(p.axis[1], cases[c].cols_axis);
+        assert_int_equal(p.amt[0], cases[c].rows);
+        assert_int_equal(p.amt[1], cases[c].cols);
+        tc_schedule_free(s);
+        tc_release(xwy[0]), tc_release(xwy[1]), tc_release(xwy[2]);
+    }
+    tc_tensor *xwy[3];
+    tc_schedule *s = conv_schedule((int64_t[]){16, 256, 8, 8}, (int64_t[]){512, 256, 1, 1}, xwy);
+    tc_kopt p;
+    char text[64];
+    tc_opt_choose(&s->items[1], &zen5, &p);
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    assert_string_equal(text, "2:6,3:64/16/p"); /* as before tile_eff (no window) */
+    tc_schedule_free(s);
+    tc_release(xwy[0]), tc_release(xwy[1]), tc_release(xwy[2]);
+    tc_tensor *c = matmul(256, 256, 256);
+    p = plan_of(c, &zen5, NULL);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 64);
+    tc_release(c);
+    /* the weight already channels-last (one kernel, as check_plan wants) */
+    int64_t sx[4] = {2, 64, 10, 10}, sw[4] = {64, 3, 3, 64};
+    int order[4] = {3, 0, 1, 2};
+    tc_tensor *x = tc_rand(4, sx, TC_FLOAT32, NULL), *wl = tc_rand(4, sw, TC_FLOAT32, NULL), *in[2] = {x, wl};
+    assert_int_equal(tc_realize(in, 2), TC_OK);
+    tc_tensor *w = tc_permute(wl, order), *y = tc_conv2d(x, w, NULL, 1, 0);
+    p = plan_of(y, &zen5, NULL);
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    assert_string_equal(text, "4:8,2:32/16/e");
+    check_plan(y, "4:8,2:32/16/e", 1e-4, 1e-4); /* transposed stores in loops */
+    check_plan(y, "4:8,2:32/16/k16/e", 1e-4, 1e-4);
+    tc_release(x), tc_release(wl), tc_release(w), tc_release(y);
+}
+
 /* a matmul whose panel of b (2048 x 64 floats: 512 KiB) passes the L1d
  * runs its reduce in blocks (tc_kopt.kblock) of the most indices whose
  * panel fits it: 6x64 tiles, rows clamped (100 = 16 * 6 + 4), the loop over
@@ -1393,6 +1460,7 @@ int main(void) {
         cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
         cmocka_unit_test(test_plan_transpose), cmocka_unit_test(test_plan_kblock_conv),
+        cmocka_unit_test(test_plan_conv_rows),
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
         cmocka_unit_test(test_plan_packed_heads), cmocka_unit_test(test_shared_chain),
         cmocka_unit_test(test_plan_row_blocks), cmocka_unit_test(test_thread_share),
