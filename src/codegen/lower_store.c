@@ -205,8 +205,13 @@ static void looped_pass(lower_ctx *c, tc_ast *sink, bool full, tc_ast **reds, tc
         tc_uop *idx, *valid;
         vals[i] = NULL;
         if (tc_lw_store_is_full(c, srcs[i]) != full) continue;
-        if (pass == PASS_EPILOGUE && tc_lw_st_index(c, srcs[i]->st, &idx, &valid) == TC_OK)
+        if (pass == PASS_EPILOGUE) { /* the reduce's value: the total the sums pass stored */
+            if (tc_lw_st_index(c, srcs[i]->st, &idx, &valid) != TC_OK) {
+                c->ub.failed = true;
+                break;
+            }
             tc_lw_memo_put(c, epi, c->rep, tc_ub_load(&c->ub, c->globals[srcs[i]->buf], idx, NULL), c->epoch);
+        }
         vals[i] = tc_lw_lower(c, pass == PASS_SUMS ? epi : srcs[i]->srcs[0]);
         if (vals[i] && c->kaxis >= 0 && !full && pass != PASS_EPILOGUE) vals[i] = block_sum(c, srcs[i], vals[i]);
     }
