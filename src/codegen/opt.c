@@ -750,9 +750,10 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
                       tc_kopt *p) {
     bool may_pack = tg->has_vec;
     /* the column axis j: a kept axis some load under the reduce reads
-     * contiguously (and along a reduced axis); every such axis is tried
-     * (a conv's output channels in its channels-last weight, its output
-     * columns in its input) */
+     * contiguously (and along a reduced axis). Under a window every such
+     * axis is tried (a conv's output channels in its channels-last weight,
+     * its output columns in its input); elsewhere the one filling the most
+     * vector lanes, contiguous stores breaking ties */
     int js[TC_MAX_DIMS], n_js = 0;
     const tc_st *jst[TC_MAX_DIMS];
     bool window = has_window(it, k);
