@@ -11,7 +11,7 @@
  *   (an epilogue that keeps the reduce from being blocked), TC_THREADS,
  *   SRC=1 prints each plan's C source on stderr.
  *
- *   CONV=Ci,Co,S,stride times a 3x3 convolution instead: BATCH (16) images
+ *   CONV=Ci,Co,S,stride[,K] times a KxK (3x3) convolution instead: BATCH (16) images
  *   of Ci channels, S x S, read already padded, a weight stored channels-last
  *   (Ci, 3, 3, Co) as the step's copy leaves it, EPI=1 multiplies it by a
  *   tensor of its shape; GFLOPS counts 2 x its MACs.
@@ -66,15 +66,16 @@ static double time_plan(tc_dev *d, const tc_sched_item *it, const char *text, tc
 }
 
 /* CONV's kernel: e = conv of a (padded images) by b (channels-last weight
- * seen as (Co, Ci, 3, 3)); m, k, n become the matmul it counts as */
+ * seen as (Co, Ci, K, K)); m, k, n become the matmul it counts as */
 static tc_tensor *conv_case(const char *spec, tc_tensor **a, tc_tensor **b, int64_t *m, int64_t *k, int64_t *n,
                             char *label, size_t size) {
-    long long ci, co, sz, st;
-    if (sscanf(spec, "%lld,%lld,%lld,%lld", &ci, &co, &sz, &st) != 4 || ci < 1 || co < 1 || sz < 1 || st < 1) {
-        fprintf(stderr, "plan_time: CONV='%s' is not Ci,Co,S,stride\n", spec);
+    long long ci, co, sz, st, kk = 3;
+    int got = sscanf(spec, "%lld,%lld,%lld,%lld,%lld", &ci, &co, &sz, &st, &kk);
+    if (got < 4 || ci < 1 || co < 1 || sz < 1 || st < 1 || kk < 1) {
+        fprintf(stderr, "plan_time: CONV='%s' is not Ci,Co,S,stride[,K]\n", spec);
         return NULL;
     }
-    int64_t batch = env_int("BATCH", 16), sx[4] = {batch, ci, sz + 2, sz + 2}, sw[4] = {ci, 3, 3, co};
+    int64_t batch = env_int("BATCH", 16), sx[4] = {batch, ci, sz + kk - 1, sz + kk - 1}, sw[4] = {ci, kk, kk, co};
     int order[4] = {3, 0, 1, 2};
     *a = tc_rand(4, sx, TC_FLOAT32, NULL), *b = tc_rand(4, sw, TC_FLOAT32, NULL);
     tc_tensor *in[2] = {*a, *b}, *w = *a && *b && tc_realize(in, 2) == TC_OK ? tc_permute(*b, order) : NULL;
@@ -86,9 +87,9 @@ static tc_tensor *conv_case(const char *spec, tc_tensor **a, tc_tensor **b, int6
         tc_release(r), tc_release(e);
         e = er;
     }
-    *m = batch * out * out, *k = ci * 9, *n = co;
-    snprintf(label, size, "conv %lldx%lldx%lldx%lld by %lldx3x3x%lld stride %lld", (long long)batch, ci, sz, sz, ci,
-             co, st);
+    *m = batch * out * out, *k = ci * kk * kk, *n = co;
+    snprintf(label, size, "conv %lldx%lldx%lldx%lld by %lldx%lldx%lldx%lld stride %lld", (long long)batch, ci, sz, sz,
+             ci, kk, kk, co, st);
     return e;
 }
 
