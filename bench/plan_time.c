@@ -8,7 +8,7 @@
  *   environment: N (columns and, unless set, rows and reduce; 1024), M, K,
  *   LAYOUT (two letters, a's then b's: n as stored, t transposed, so "tn"
  *   is a.T @ b with a stored (K, M); default "nn"), EPI=1 adds a residual
- *   (an epilogue that keeps the reduce from being blocked), TC_THREADS,
+ *   (an epilogue, stored after the last of the reduce's blocks), TC_THREADS,
  *   SRC=1 prints each plan's C source on stderr.
  *
  *   CONV=Ci,Co,S,stride[,K] times a KxK (3x3) convolution instead: BATCH (16) images

@@ -30,16 +30,18 @@ bool tc_lw_store_is_full(const lower_ctx *c, const tc_ast *st) {
 }
 
 /* the distinct reduces under a (at most 2 counted; *red: the first), and
- * *loads_out: some load reads slot buf */
-static int count_reduces(const tc_ast *a, tc_ast **red, int buf, bool *loads_out) {
+ * *loads_out: some load reads slot buf; each node walked once (marked
+ * `mark`: a DAG sharing its reduce has exponentially many paths) */
+static int count_reduces(tc_ast *a, int mark, tc_ast **red, int buf, bool *loads_out) {
+    if (a->mark == mark) return 0;
+    a->mark = mark;
     if (tc_op_is_reduce(a->op)) {
-        if (*red == a) return 0;
-        if (!*red) *red = (tc_ast *)a;
+        if (!*red) *red = a;
         return 1;
     }
     if (a->op == TC_OP_LOAD) *loads_out |= a->buf == buf;
     int n = 0;
-    for (int i = 0; i < a->n_srcs && n < 2; i++) n += count_reduces(a->srcs[i], red, buf, loads_out);
+    for (int i = 0; i < a->n_srcs && n < 2; i++) n += count_reduces(a->srcs[i], mark, red, buf, loads_out);
     return n;
 }
 
@@ -59,7 +61,7 @@ static tc_ast *epilogue_reduce(const lower_ctx *c, const tc_ast *st) {
         if (c->it->bufs[i]->op == TC_OP_ASSIGN) return NULL;
     tc_ast *red = NULL;
     bool reads_out = false;
-    if (count_reduces(st->srcs[0], &red, st->buf, &reads_out) != 1 || reads_out) return NULL;
+    if (count_reduces(st->srcs[0], tc_lw_next_epoch(), &red, st->buf, &reads_out) != 1 || reads_out) return NULL;
     return red->dtype == st->dtype ? red : NULL;
 }
 

@@ -17,7 +17,10 @@
  *    (a conv whose weight is channels-last: its 32 output channels fill two
  *    vectors where its 20 output columns leave 12 of 32 lanes idle). The
  *    rows: the kept axis along which that operand is reused (stride 0)
- *    giving the most rows. The tile's shape comes from the register file
+ *    giving the most rows. A conv's window (has_window) tries every such
+ *    column and rows axis instead and ranks them by an estimate of their
+ *    L1d refills (tile_eff: 8 output columns x 32 channels for ResNet's
+ *    128- and 256-channel convs). The tile's shape comes from the register file
  *    (tile_max_rows: 6 rows of 2 vectors with 16 registers, 6 of 4 with
  *    32), its reduce's block from the L1d, a conv's from the L2
  *    (plan_kblock). Per reduce step the tile loads amt_j/L vectors and
@@ -730,16 +733,22 @@ static double tile_eff(const tc_sched_item *it, const kinfo *k, const tc_target 
 
 /* a convolution's window: a load under the reduce slides along a kept
  * axis by a step (the conv's stride, at most 4) of its stride along a
- * reduced one (x[oh * s + kh]); a matmul's operands do not, nor does a
- * reduce split over several axes (attention's merged heads) */
+ * reduced axis inside the outermost one (x[oh * s + kh]); a matmul's
+ * operands do not (its one reduced axis is the outermost, whatever its
+ * length), nor does a 1x1 conv, nor a reduce split over several axes
+ * (attention's merged heads) */
 static bool has_window(const tc_sched_item *it, const kinfo *k) {
+    int outer = -1;
+    for (int r = 0; r < it->ndim && outer < 0; r++)
+        if ((it->reduce_axes >> r) & 1 && it->full_shape[r] > 1) outer = r;
     for (int li = 0; li < k->n_loads; li++)
         for (int i = 0; i < it->ndim; i++) {
             int64_t si = tc_st_stride(k->loads[li]->st, i);
             if (!is_kept(it, i) || si <= 0) continue;
             for (int r = 0; r < it->ndim; r++) {
                 int64_t sr = tc_st_stride(k->loads[li]->st, r);
-                if ((it->reduce_axes >> r) & 1 && it->full_shape[r] > 1 && sr > 0 && si % sr == 0 && si / sr <= 4)
+                if ((it->reduce_axes >> r) & 1 && r != outer && it->full_shape[r] > 1 && sr > 0 && si % sr == 0 &&
+                    si / sr <= 4)
                     return true;
             }
         }
@@ -783,8 +792,10 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
      * step against 290-306 without it, and an SGD step's 1024x1024 weight
      * gradient stored with its update 2.3-2.5 ms against 1.8; MNIST's step
      * and gcc's time for GPT-2's 60 kernels unchanged. Zen 5, 2026-12-06.)
-     * Of the tiles (j, vectors, rows axis i): the most efficient
-     * (tile_eff), then the most used lanes of FMAs per load (the tile's
+     * Of the tiles (j, vectors, rows axis i): under a window the fewest
+     * passes over what a column block re-reads from memory, then the most
+     * efficient (tile_eff; within EFF_MARGIN of the current best counts
+     * as equal); then the most used lanes of FMAs per load (the tile's
      * reuse), then the most accumulators (see tile_max_rows), then stores
      * contiguous along j, then the innermost axes. */
     double best_eff = -1, best_reuse = -1;

@@ -921,6 +921,11 @@ static void test_plan_conv_rows(void **state) {
     assert_int_equal(p.amt[0], 6);
     assert_int_equal(p.amt[1], 64);
     tc_release(c);
+    c = matmul(16, 3, 64); /* a reduce of 3: no window either */
+    p = plan_of(c, &zen5, NULL);
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    assert_string_equal(text, "0:6,1:64/16");
+    tc_release(c);
     /* the weight already channels-last (one kernel, as check_plan wants) */
     int64_t sx[4] = {2, 64, 10, 10}, sw[4] = {64, 3, 3, 64};
     int order[4] = {3, 0, 1, 2};
@@ -933,6 +938,23 @@ static void test_plan_conv_rows(void **state) {
     check_plan(y, "4:8,2:32/16/e", 1e-4, 1e-4); /* transposed stores in loops */
     check_plan(y, "4:8,2:32/16/k16/e", 1e-4, 1e-4);
     tc_release(x), tc_release(wl), tc_release(w), tc_release(y);
+}
+
+/* an epilogue that reads its reduce along many paths (y = sin(y) + y, 40
+ * times over a row sum: 2^40 paths) is walked once per node when the
+ * stores look for its reduce: it lowers at once and matches the reference */
+static void test_epilogue_dag(void **state) {
+    (void)state;
+    tc_tensor *x = rand_scaled(2, (int64_t[]){12, 4096}, 0.01);
+    int ax = 1;
+    tc_tensor *y = tc_sum(x, 1, &ax, false);
+    for (int i = 0; i < 40; i++) {
+        tc_tensor *sn = tc_sin(y), *next = tc_add(sn, y);
+        tc_release(sn), tc_release(y);
+        y = next;
+    }
+    tc_check_schedule(y, 1, 1e-4, 1e-4, "40 levels of sin(y) + y over a row sum");
+    tc_release(y), tc_release(x);
 }
 
 /* a matmul whose panel of b (2048 x 64 floats: 512 KiB) passes the L1d
@@ -1460,7 +1482,7 @@ int main(void) {
         cmocka_unit_test(test_plan_short_rows),
         cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
         cmocka_unit_test(test_plan_transpose), cmocka_unit_test(test_plan_kblock_conv),
-        cmocka_unit_test(test_plan_conv_rows),
+        cmocka_unit_test(test_plan_conv_rows), cmocka_unit_test(test_epilogue_dag),
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
         cmocka_unit_test(test_plan_packed_heads), cmocka_unit_test(test_shared_chain),
         cmocka_unit_test(test_plan_row_blocks), cmocka_unit_test(test_thread_share),
