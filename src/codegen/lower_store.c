@@ -65,6 +65,22 @@ static tc_ast *epilogue_reduce(const lower_ctx *c, const tc_ast *st) {
     return red->dtype == st->dtype ? red : NULL;
 }
 
+/* epilogue_reduce of reduced-space store st; a blocked reduce's store must
+ * be the bare reduce or such an epilogue (opt.c's tc_opt_kblock_axis
+ * allows no other): anything else fails the kernel */
+static tc_ast *store_epilogue(lower_ctx *c, const tc_ast *st) {
+    tc_ast *epi = epilogue_reduce(c, st);
+    c->ub.failed |= c->kaxis >= 0 && !epi && !tc_op_is_reduce(st->srcs[0]->op);
+    return epi;
+}
+
+/* store st's f of its reduce epi at copy rep, the reduce's value read back
+ * from st's place idx (what the copy stored there before) */
+static tc_uop *epilogue_of_stored(lower_ctx *c, const tc_ast *st, tc_ast *epi, int rep, tc_uop *idx) {
+    tc_lw_memo_put(c, epi, rep, tc_ub_load(&c->ub, c->globals[st->buf], idx, NULL), c->epoch);
+    return tc_lw_lower(c, st->srcs[0]);
+}
+
 /* a blocked reduce (c->kaxis): v plus what the earlier blocks stored at
  * st's index (nothing in the first block). The element is read in every
  * block (the store writes it, so it is there) and the first block's value
@@ -212,10 +228,11 @@ static void looped_pass(lower_ctx *c, tc_ast *sink, bool full, tc_ast **reds, tc
                 c->ub.failed = true;
                 break;
             }
-            tc_lw_memo_put(c, epi, c->rep, tc_ub_load(&c->ub, c->globals[srcs[i]->buf], idx, NULL), c->epoch);
+            vals[i] = epilogue_of_stored(c, srcs[i], epi, c->rep, idx);
+            continue;
         }
         vals[i] = tc_lw_lower(c, pass == PASS_SUMS ? epi : srcs[i]->srcs[0]);
-        if (vals[i] && c->kaxis >= 0 && !full && pass != PASS_EPILOGUE) vals[i] = block_sum(c, srcs[i], vals[i]);
+        if (vals[i] && c->kaxis >= 0 && !full) vals[i] = block_sum(c, srcs[i], vals[i]);
     }
     for (int i = 0; i < n && !c->ub.failed; i++) {
         tc_uop *idx, *valid;
@@ -250,8 +267,7 @@ static bool lower_stores_looped(lower_ctx *c, tc_ast *sink, bool full) {
         tmp[k] = tc_ub_define_scratch(&c->ub, reds[k]->dtype, c->n_reps / c->split);
         if (tmp[k]) store_tile(c, reds[k], tmp[k]);
     }
-    tc_ast *epi = c->kaxis >= 0 && !full && n == 1 ? epilogue_reduce(c, srcs[0]) : NULL;
-    c->ub.failed |= c->kaxis >= 0 && !full && !epi && !tc_op_is_reduce(srcs[0]->srcs[0]->op); /* opt.c's rule */
+    tc_ast *epi = c->kaxis >= 0 && !full && n == 1 ? store_epilogue(c, srcs[0]) : NULL;
     looped_pass(c, sink, full, reds, tmp, n_reds, epi, epi ? PASS_SUMS : PASS_VALUES);
     if (epi) {
         bool gated = if_last_block(c);
@@ -307,8 +323,7 @@ void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
     }
     bool any_epi = false;
     for (int i = 0; i < sink->n_srcs; i++) {
-        epi[i] = full || tc_lw_store_is_full(c, sink->srcs[i]) ? NULL : epilogue_reduce(c, sink->srcs[i]);
-        c->ub.failed |= c->kaxis >= 0 && !full && !epi[i] && !tc_op_is_reduce(sink->srcs[i]->srcs[0]->op);
+        epi[i] = full || tc_lw_store_is_full(c, sink->srcs[i]) ? NULL : store_epilogue(c, sink->srcs[i]);
         any_epi |= epi[i] != NULL;
     }
     for (int r = 0; r < c->n_reps; r += step) {
@@ -361,9 +376,8 @@ void tc_lw_lower_stores(lower_ctx *c, tc_ast *sink, bool full) {
                 c->ub.failed = true;
                 break;
             }
-            /* the reduce's value is what this copy stored (created after that store) */
-            tc_lw_memo_put(c, epi[i], r, tc_ub_load(&c->ub, c->globals[st->buf], idx, NULL), c->epoch);
-            tc_uop *v = tc_lw_lower(c, st->srcs[0]);
+            /* the reduce's value is what this copy stored (loaded after that store) */
+            tc_uop *v = epilogue_of_stored(c, st, epi[i], r, idx);
             if (v) tc_ub_store(&c->ub, c->globals[st->buf], idx, tc_ub_cast(&c->ub, v, st->dtype, false));
             else c->ub.failed = true;
         }

@@ -198,6 +198,15 @@ static bool is_kept(const tc_sched_item *it, int a) {
     return !((it->reduce_axes >> a) & 1) && it->full_shape[a] > 1;
 }
 
+/* the outermost (innermost: the innermost) reduced axis of more than one
+ * index; -1: none */
+static int reduced_axis(const tc_sched_item *it, bool innermost) {
+    int r = -1;
+    for (int a = 0; a < it->ndim && (innermost || r < 0); a++)
+        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) r = a;
+    return r;
+}
+
 /* ---- vector partials ---- */
 
 typedef struct {
@@ -682,9 +691,7 @@ enum {
 
 /* reduce steps one line of load st serves along the innermost reduced axis */
 static double steps_per_line(const tc_sched_item *it, const tc_st *st, int64_t size, int64_t line) {
-    int r = -1;
-    for (int a = 0; a < it->ndim; a++)
-        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) r = a;
+    int r = reduced_axis(it, true);
     if (r < 0) return 1;
     int64_t s = tc_st_stride(st, r), n = it->full_shape[r];
     if (s == 0) return (double)n;
@@ -738,9 +745,7 @@ static double tile_eff(const tc_sched_item *it, const kinfo *k, const tc_target 
  * length), nor does a 1x1 conv, nor a reduce split over several axes
  * (attention's merged heads) */
 static bool has_window(const tc_sched_item *it, const kinfo *k) {
-    int outer = -1;
-    for (int r = 0; r < it->ndim && outer < 0; r++)
-        if ((it->reduce_axes >> r) & 1 && it->full_shape[r] > 1) outer = r;
+    int outer = reduced_axis(it, false);
     for (int li = 0; li < k->n_loads; li++)
         for (int i = 0; i < it->ndim; i++) {
             int64_t si = tc_st_stride(k->loads[li]->st, i);
@@ -801,13 +806,13 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
     double best_eff = -1, best_reuse = -1;
     int64_t best_accs = 0, best_passes = 0, max_rows = tile_max_rows(regs, TILE_VECS);
     bool best_stores = false;
+    /* what a column block re-reads past the L3's share (as the target
+     * reports it) streams from memory once per block: the fewest blocks
+     * first (a window's tiles) */
+    bool known = tg->cache[1].bytes > 0 || tg->cache[2].bytes > 0;
     for (int c = 0; c < n_js; c++) {
         int j = js[c];
         bool stores_ok = stores_contiguous(k, j);
-        /* what a column block re-reads past the L3's share (as the target
-         * reports it) streams from memory once per block: the fewest blocks
-         * first (a window's tiles) */
-        bool known = tg->cache[1].bytes > 0 || tg->cache[2].bytes > 0;
         bool streams = window && known && tc_opt_reread_level(it, tg, j) == 3;
         for (int64_t nv = 1; nv <= TILE_VECS; nv++) {
             int64_t cj = best_divisor(it->full_shape[j], nv * l, l), vecs = (cj + l - 1) / l;
@@ -868,9 +873,7 @@ static void plan_rows(const tc_sched_item *it, const kinfo *k, tc_kopt *p) {
  * with a tail where no multiple of l divides an axis of TAIL_STEPS steps
  * (a vocabulary of 50,257 = 29 x 1,733: 29 scalar chains before) */
 static int split_axis(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t *amt) {
-    int r = -1;
-    for (int a = 0; a < it->ndim; a++)
-        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) r = a;
+    int r = reduced_axis(it, true);
     if (r < 0) return -1;
     *amt = best_divisor(it->full_shape[r], 2 * l, l);
     if (*amt % l && it->full_shape[r] >= TAIL_STEPS * 2 * l) *amt = 2 * l; /* and a tail (lower.c) */
@@ -1009,9 +1012,7 @@ int tc_opt_kblock_axis(const tc_sched_item *it) {
     if (!one || !red || red->op != TC_OP_REDUCE_SUM || red->dtype != TC_FLOAT32 || count_reduces(red->srcs[0]) != 0 ||
         loads_buf(red, st->buf))
         return -1;
-    for (int a = 0; a < it->ndim; a++)
-        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) return a;
-    return -1;
+    return reduced_axis(it, false);
 }
 
 /* The block of a tile's reduce (tc_kopt.kblock; 0: none). Each row of
