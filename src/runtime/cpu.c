@@ -18,6 +18,7 @@
  * serialize compile, close and a program's first launch with a new argument
  * count (the API lock); launches keep their argument array on their stack.
  */
+#define _GNU_SOURCE /* pthread_attr_setaffinity_np, sched_getcpu: a worker's first CPU */
 #include "runtime/cpu.h"
 
 #include <dlfcn.h>
@@ -26,7 +27,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CPU_ALIGN     64  /* alignment of every buffer, in bytes */
@@ -305,7 +308,8 @@ TC_MUST_USE static tc_status prepare_cif(tc_program *p, int n) {
  * not use its parent's pool (its workers do not exist there). */
 
 #define MAX_THREADS 64
-#define SPIN_ROUNDS 4000 /* polls (tens of microseconds) before a thread sleeps */
+#define SPIN_ROUNDS 4000    /* polls with a pause (~90 us on Zen 5) before a waiter yields */
+#define YIELD_NS    2000000 /* then it yields the CPU until this long has passed, then sleeps */
 
 typedef struct {
     tc_program *p;   /* the kernel */
@@ -322,8 +326,16 @@ typedef struct {
  * slices of `job`; with no seat left it waits for the next generation. The
  * launcher takes the seats nobody took once every slice is gone, and waits
  * until `pending` (the workers seated) drops to 0. Waiting is a short spin,
- * then a sleep on a condition variable (`sleepers` says who sleeps). */
-typedef struct {
+ * then yields for up to YIELD_NS, then a sleep on a condition variable
+ * (`sleepers` says who sleeps); a worker woken from a sleep goes back to
+ * its first CPU (go_home) before it takes a seat. Both because a sleeping
+ * thread wakes late and may wake on the busy CPU: one matmul 256^3
+ * realized at TC_THREADS=2 every 0.2 to 2 ms (2 vCPUs, Zen 5; 131-139 us
+ * at 1 thread) took 96-205 us with a 90 us spin (the worker woken about
+ * 100 us late, or on the caller's CPU, where it preempts the caller); 71-72
+ * us with the yields up to 1 ms gaps, 135-137 us at 5 ms gaps with
+ * go_home, 196-205 without. */
+typedef struct thread_pool_s {
     _Atomic uint64_t state;      /* generation << 32 | seats left */
     atomic_int pending;          /* seated workers still running the job */
     atomic_bool stop;            /* workers exit */
@@ -336,6 +348,15 @@ typedef struct {
     pthread_t tids[MAX_THREADS]; /* workers */
     int n_workers;               /* started */
     pid_t pid;                   /* the process that started the workers */
+#ifdef __linux__
+    cpu_set_t cpus;         /* the creator's CPUs: each worker's once it runs */
+    bool placed;            /* cpus was read: workers take it when they start */
+    int home[MAX_THREADS];  /* the CPU each worker started on; -1: left to the kernel */
+#endif
+    struct worker_arg {
+        struct thread_pool_s *tp;
+        int i; /* the worker's index */
+    } args[MAX_THREADS];
 } thread_pool;
 
 static thread_pool *pool; /* NULL until the first split launch */
@@ -355,6 +376,25 @@ static void cpu_relax(void) {
 #endif
 }
 
+/* one more poll of a waiter that started at poll 0: a pause, or after
+ * SPIN_ROUNDS a sched_yield (so a thread that wants this CPU gets it, and
+ * the CPU stays awake); false once YIELD_NS have passed since the yields
+ * began: time to sleep. Waking a sleeping thread took ~100 us here (a
+ * halted vCPU), a launch of a 256^3 matmul at 2 threads takes 70. */
+static bool keep_polling(int *polls, struct timespec *t0) {
+    if (*polls < SPIN_ROUNDS) {
+        (*polls)++;
+        cpu_relax();
+        return true;
+    }
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((*polls)++ == SPIN_ROUNDS) *t0 = t;
+    if ((int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 + (t.tv_nsec - t0->tv_nsec) > YIELD_NS) return false;
+    sched_yield();
+    return true;
+}
+
 /* takes slices until none is left */
 static void run_parts(split_job *j) {
     void *values[ARGS_ON_STACK + 1];
@@ -371,15 +411,17 @@ static void run_parts(split_job *j) {
     }
 }
 
-/* the next state whose generation is not seen (spinning, then sleeping);
- * 0 when the pool stops */
-static uint64_t next_generation(thread_pool *tp, uint32_t seen) {
-    for (int i = 0; i < SPIN_ROUNDS; i++) {
+/* the next state whose generation is not seen (spinning, then sleeping:
+ * *slept); 0 when the pool stops */
+static uint64_t next_generation(thread_pool *tp, uint32_t seen, bool *slept) {
+    *slept = false;
+    struct timespec t0;
+    for (int polls = 0; keep_polling(&polls, &t0);) {
         uint64_t s = atomic_load_explicit(&tp->state, memory_order_acquire);
         if (atomic_load_explicit(&tp->stop, memory_order_relaxed)) return 0;
         if ((uint32_t)(s >> 32) != seen) return s;
-        cpu_relax();
     }
+    *slept = true;
     pthread_mutex_lock(&tp->mu);
     tp->sleepers++;
     uint64_t s = 0;
@@ -390,12 +432,33 @@ static uint64_t next_generation(thread_pool *tp, uint32_t seen) {
     return atomic_load(&tp->stop) ? 0 : s;
 }
 
+/* worker i back on its first CPU (start_workers), then free to move */
+static void go_home(thread_pool *tp, int i) {
+#ifdef __linux__
+    if (tp->home[i] < 0) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(tp->home[i], &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof tp->cpus, &tp->cpus);
+#else
+    (void)tp, (void)i;
+#endif
+}
+
 static void *worker_main(void *arg) {
-    thread_pool *tp = arg;
+    struct worker_arg *wa = arg;
+    thread_pool *tp = wa->tp;
     uint32_t seen = 0;
+    bool slept;
+#ifdef __linux__
+    pthread_setname_np(pthread_self(), "tc-worker"); /* as top -H and the tests see it */
+    if (tp->placed) pthread_setaffinity_np(pthread_self(), sizeof tp->cpus, &tp->cpus);
+#endif
     for (;;) {
-        uint64_t s = next_generation(tp, seen);
+        uint64_t s = next_generation(tp, seen, &slept);
         if (!s) return NULL;
+        if (slept) go_home(tp, wa->i);
         seen = (uint32_t)(s >> 32);
         bool is_seated = false;
         while ((uint32_t)s != 0 && (uint32_t)(s >> 32) == seen &&
@@ -424,6 +487,44 @@ static void pool_destroy(thread_pool *tp) {
     tc_free(tp);
 }
 
+/* Starts n workers. Linux may queue a new thread on its creator's CPU
+ * while another is idle and leave it there until a load balance moves it,
+ * milliseconds later; meanwhile the caller runs every slice itself: in 6
+ * of 8 fresh processes of `bench_ops --only matmul256` at TC_THREADS=2 (2
+ * vCPUs, Zen 5) the worker took no slice of the first 9 to 43 launches,
+ * and the median GFLOPS halved in 1 run of 4. So, on Linux, each worker
+ * starts allowed only on the next of the creator's CPUs after the last one
+ * used (the creator's first), and then takes all of the creator's CPUs
+ * back (worker_main): a first place, not a pin. */
+static void start_workers(thread_pool *tp, int n) {
+    pthread_attr_t attr, *at = NULL;
+#ifdef __linux__
+    int cpu = sched_getcpu();
+    tp->placed = cpu >= 0 && sched_getaffinity(0, sizeof tp->cpus, &tp->cpus) == 0 &&
+                 CPU_COUNT(&tp->cpus) > 1 && pthread_attr_init(&attr) == 0;
+    if (tp->placed) at = &attr;
+#endif
+    for (int i = 0; i < n; i++) {
+#ifdef __linux__
+        if (at) { /* the next of the creator's CPUs, round the set */
+            do cpu = (cpu + 1) % CPU_SETSIZE;
+            while (!CPU_ISSET(cpu, &tp->cpus));
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            if (pthread_attr_setaffinity_np(at, sizeof one, &one) != 0) at = NULL; /* the rest unplaced */
+        }
+        tp->home[tp->n_workers] = at ? cpu : -1;
+#endif
+        tp->args[tp->n_workers] = (struct worker_arg){tp, tp->n_workers};
+        if (pthread_create(&tp->tids[tp->n_workers], at, worker_main, &tp->args[tp->n_workers]) != 0) break;
+        tp->n_workers++;
+    }
+#ifdef __linux__
+    if (tp->placed) pthread_attr_destroy(&attr);
+#endif
+}
+
 /* the pool, started on first use; NULL when it has no workers to offer
  * (one thread wanted, no memory, or a forked child) */
 static thread_pool *pool_get(void) {
@@ -441,10 +542,7 @@ static thread_pool *pool_get(void) {
             atomic_init(&tp->stop, false);
             atomic_init(&tp->busy, false);
             tp->pid = getpid();
-            for (int i = 0; i < n; i++) {
-                if (pthread_create(&tp->tids[tp->n_workers], NULL, worker_main, tp) != 0) break;
-                tp->n_workers++;
-            }
+            start_workers(tp, n);
             pool = tp;
         }
     }
@@ -500,7 +598,9 @@ TC_MUST_USE static tc_status launch_split(tc_program *p, void **bufs, int n_bufs
            !atomic_compare_exchange_weak(&tp->state, &s, s & ~(uint64_t)UINT32_MAX)) {
     }
     if ((uint32_t)s) atomic_fetch_sub(&tp->pending, (int)(uint32_t)s);
-    for (int i = 0; i < SPIN_ROUNDS && atomic_load(&tp->pending) > 0; i++) cpu_relax();
+    struct timespec t0;
+    for (int polls = 0; atomic_load(&tp->pending) > 0 && keep_polling(&polls, &t0);) {
+    }
     if (atomic_load(&tp->pending) > 0) {
         pthread_mutex_lock(&tp->mu);
         while (atomic_load(&tp->pending) > 0) pthread_cond_wait(&tp->done, &tp->mu);

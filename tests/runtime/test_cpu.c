@@ -5,10 +5,12 @@
  * before the library reads it), nested two levels deep so that compile has
  * to create it, and removed at the end.
  */
+#define _GNU_SOURCE /* sched_getaffinity of a thread */
 #include "tc_test.h"
 
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -701,6 +703,83 @@ static void test_split_threads(void **state) {
     assert_int_equal(tc_cpu_pool_workers(), cores > 64 ? 63 : cores - 1);
 }
 
+#ifdef __linux__
+/* the caller and the pool's workers (threads named "tc-worker": not
+ * others, such as an OpenCL runtime's) may run on the CPUs in `want`;
+ * false when one may not (a worker left pinned) */
+static bool threads_allowed(const cpu_set_t *want) {
+    DIR *dir = opendir("/proc/self/task");
+    assert_non_null(dir);
+    bool same = true;
+    for (struct dirent *e; (e = readdir(dir)) && same;) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], name[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(name, sizeof name, f)) name[0] = '\0';
+            fclose(f);
+        }
+        cpu_set_t got;
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if ((tid == getpid() || !strncmp(name, "tc-worker", 9)) && sched_getaffinity(tid, sizeof got, &got) == 0)
+            same = CPU_EQUAL(&got, want);
+    }
+    closedir(dir);
+    return same;
+}
+
+/* true once the caller and the workers may run on the CPUs in `want`,
+ * within 2 s (a worker started or woken takes them back when it runs) */
+static bool threads_come_free(const cpu_set_t *want) {
+    for (int i = 0; i < 2000; i++) {
+        if (threads_allowed(want)) return true;
+        usleep(1000);
+    }
+    return false;
+}
+#endif
+
+/* Workers start each on a CPU of its own and go back to it after a sleep
+ * (cpu.c, start_workers and go_home) but are not left pinned: once started,
+ * and after sleeping and taking slices again, every thread of the process
+ * may run wherever the caller may (the caller's mask when the pool
+ * started, here the whole machine's and then one CPU's) */
+static void test_split_placement(void **state) {
+    (void)state;
+#ifdef __linux__
+    cpu_set_t all, one;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    for (int round = 0; round < 2; round++) {
+        tc_runtime_shutdown();
+        setenv("TC_THREADS", "3", 1);
+        tc_dev *d = tc_device_get(cpu());
+        tc_program *p = split_program(d);
+        const cpu_set_t *want = round == 0 ? &all : &one;
+        assert_true(run_split(d, p, split_a, SPLIT_N));
+        assert_int_equal(tc_cpu_pool_workers(), 2);
+        assert_true(threads_come_free(want));
+        usleep(20000); /* the workers sleep (past cpu.c's YIELD_NS of polling) */
+        for (int i = 0; i < 50; i++) assert_true(run_split(d, p, split_a, SPLIT_N));
+        assert_true(threads_come_free(want));
+        if (round == 0) { /* again with the caller on one CPU of its set */
+            CPU_ZERO(&one);
+            for (int c = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &all)) {
+                    CPU_SET(c, &one);
+                    break;
+                }
+            assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+        }
+    }
+    tc_runtime_shutdown();
+    assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+    unsetenv("TC_THREADS");
+#else
+    skip();
+#endif
+}
+
 typedef struct {
     tc_dev *d;
     tc_program *p;
@@ -785,6 +864,7 @@ int main(void) {
         cmocka_unit_test(test_processes_race),
         cmocka_unit_test(test_prebuild),
         cmocka_unit_test(test_split_threads),
+        cmocka_unit_test(test_split_placement),
         cmocka_unit_test(test_split_from_threads),
         cmocka_unit_test(test_split_after_fork),
     };
