@@ -1038,7 +1038,9 @@ int tc_opt_kblock_axis(const tc_sched_item *it) {
  * tiles: ResNet-18's 512-channel 3x3 convs on 4x4 images (a 1.2 MB panel
  * of 64 output channels, re-read by 48 rows of tiles) took 86.7 -> 78.5 ms
  * for their six kernels at one thread, 55.2 -> 44.3 ms at two (blocks of
- * 128 channels, Zen 4 with a 1 MiB L2; least of two step runs each) */
+ * 128 channels, Zen 4 with a 1 MiB L2; least of two step runs each). A
+ * tile over a window is blocked by window_kblock first, which counts the
+ * input planes a block reads again as well (blocks of 64 there). */
 static int64_t plan_kblock(const tc_sched_item *it, int64_t cols, const tc_target *tg) {
     int k = tc_opt_kblock_axis(it);
     if (k < 0) return 0;
@@ -1046,6 +1048,91 @@ static int64_t plan_kblock(const tc_sched_item *it, int64_t cols, const tc_targe
     int64_t n = it->full_shape[k], per_index = cols * 4 * inner;
     int64_t fit = inner == 1 ? l1d_bytes(tg) : l2_share(tg) / 2;
     return n * per_index <= fit ? 0 : block_of(n, fit / per_index);
+}
+
+/* Elements load st touches while each axis a runs over n[a] indices (1:
+ * held), the axes taken by stride, smallest first: one whose stride is
+ * past what the axes before it reach adds disjoint copies (the count times
+ * n[a]); one within it slides over what they touch (a conv's output
+ * columns and its window's: 8 + 3 - 1 of them, not 24) and adds what it
+ * reaches past. -1 where a stride is unknown. O(ndim^2). */
+static double load_footprint(const tc_st *st, const int64_t *n, int ndim) {
+    double count = 1, reach = 1;
+    uint32_t done = 0;
+    for (;;) {
+        int best = -1;
+        int64_t bs = 0;
+        for (int a = 0; a < ndim; a++) {
+            if ((done >> a) & 1 || n[a] <= 1) continue;
+            int64_t sa = tc_st_stride(st, a);
+            if (sa < 0) return -1;
+            if (sa > 0 && (best < 0 || sa < bs)) best = a, bs = sa;
+        }
+        if (best < 0) return count;
+        done |= 1u << best;
+        double m = (double)n[best], sb = (double)bs;
+        count *= sb >= reach ? m : (reach + (m - 1) * sb) / reach;
+        reach += (m - 1) * sb;
+    }
+}
+
+/* the kept axis whose loop lower.c opens first for tile p (loop_order:
+ * axis order, the columns' axis moved before the rows' where
+ * tc_opt_cols_first; an axis of one step opens none); -1: none */
+static int outer_loop_axis(const tc_sched_item *it, const tc_target *tg, const tc_kopt *p) {
+    int i = p->axis[0], j = p->axis[1];
+    bool cols_first = j > i && tc_opt_cols_first(it, tg, i, p->amt[0], j, p->amt[1]);
+    for (int o = 0; o < it->ndim; o++) {
+        int a = cols_first && o >= i && o <= j ? (o == i ? j : o - 1) : o;
+        int64_t step = a == i ? p->amt[0] : a == j ? p->amt[1] : 1;
+        if (is_kept(it, a) && it->full_shape[a] > step) return a;
+    }
+    return -1;
+}
+
+/* the fewest reduce steps a block of a conv's reduce holds: each block
+ * reads back and stores its tiles' partial sums and opens their loops
+ * again, as BLIS's kc (256 floats and more) amortizes a C micro-tile's
+ * update; a weight gradient of 16 images of 4x4 in blocks of 8 (128 steps)
+ * ran 10% slower than unblocked (ResNet-18, 1 thread, Zen 5) */
+enum { BLOCK_MIN_STEPS = 256 };
+
+/* The block of a conv's reduce (a tile over a window: has_window; 0: none,
+ * -1: plan_kblock's rule). lower.c opens the block loop inside the
+ * outermost kept loop, so what a block's loops read again is the rows'
+ * operand over every row of tiles in it (the tiles of rows come back to it
+ * for each column tile) and one column tile's panel (read again by each
+ * row of tiles, where the columns' loop runs outside the rows'; else the
+ * whole block's); and every block reads back the partial sums of the
+ * outputs of that outermost step. Half the L2 a core may count on holds
+ * the block's operands (the most channels that fit, counted by
+ * load_footprint over the loops inside), the other half the partial sums;
+ * where those do not fit, no block of two or more does, a block would hold
+ * fewer than BLOCK_MIN_STEPS, or a stride is unknown, plan_kblock's rule
+ * (the panel alone) stays. The panel alone
+ * left out the 16 images' planes that a 512-channel 4x4 conv reads again
+ * for each column tile. */
+static int64_t window_kblock(const tc_sched_item *it, const kinfo *k, const tc_target *tg, const tc_kopt *p) {
+    int ka = tc_opt_kblock_axis(it), outer = outer_loop_axis(it, tg, p), i = p->axis[0], j = p->axis[1];
+    if (ka < 0 || outer < 0) return -1;
+    int64_t n[TC_MAX_DIMS], fit = l2_share(tg) / 2, outs = 4; /* float32 sums */
+    for (int a = 0; a < it->ndim; a++) n[a] = it->full_shape[a];
+    n[outer] = outer == i ? p->amt[0] : outer == j ? p->amt[1] : 1;
+    for (int a = 0; a < it->ndim; a++) outs *= is_kept(it, a) ? n[a] : 1;
+    if (j < i || tc_opt_cols_first(it, tg, i, p->amt[0], j, p->amt[1])) n[j] = p->amt[1];
+    n[ka] = 1; /* per channel of the block */
+    double per = 0;
+    for (int li = 0; li < k->n_loads; li++) {
+        const tc_st *st = k->loads[li]->st;
+        if (!varies_in_reduce(it, st)) continue;
+        double f = load_footprint(st, n, it->ndim);
+        if (f < 0) return -1;
+        per += f * (double)tc_dtypes[k->loads[li]->dtype].size;
+    }
+    int64_t len = it->full_shape[ka];
+    if (per * (double)len <= (double)fit) return 0;
+    int64_t b = outs <= fit && per < (double)fit ? block_of(len, (int64_t)((double)fit / per)) : 0;
+    return b && b * reduce_inner(it) >= BLOCK_MIN_STEPS ? b : -1;
 }
 
 /* The block of a tile's reduce for its rows' operand (0: none needed): a
@@ -1259,7 +1346,10 @@ static void choose_plan(const tc_sched_item *it, const tc_target *tg, const kinf
         int j = tile.axis[tile.n - 1];
         if (!tile.pack && tg->has_vec && tile.amt[tile.n - 1] % l == 0 && tc_opt_vec_ok(it, j, true, NULL))
             tile.lanes = (int)l;
-        if (tile.n == 2 && !tile.pack) tile.kblock = plan_kblock(it, tile.amt[1], tg);
+        if (tile.n == 2 && !tile.pack) {
+            tile.kblock = has_window(it, k) ? window_kblock(it, k, tg, &tile) : -1;
+            if (tile.kblock < 0) tile.kblock = plan_kblock(it, tile.amt[1], tg);
+        }
         int64_t rb = rows_kblock(it, k, tg, &tile); /* the smaller of two divisors of the axis */
         if (rb && (!tile.kblock || rb < tile.kblock)) tile.kblock = rb;
         *p = tile;

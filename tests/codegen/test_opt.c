@@ -842,12 +842,43 @@ static void test_plan_transpose(void **state) {
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) tc_release(ts[i]);
 }
 
-/* a conv whose weight panel (input channels x window x the tile's output
- * channels) passes half the L2 a core may count on is blocked over its
- * input channels to fit it (plan_kblock): 512 -> 512 channels 3x3, 64
- * columns, 2,304 bytes per channel: blocks of 128 with a private 1 MiB L2,
- * of 32 with the 256 KiB assumed where the target gives none, none with 4
- * MiB; the host's plan gives the reference's numbers */
+/* a target as a Zen 5 core reports itself: 48 KiB L1d, 1 MiB L2, 32 MiB
+ * L3 shared by 2 */
+static tc_target zen5_target(void) {
+    tc_target t = avx512v;
+    t.cache[0] = (tc_cache_level){.bytes = 48 << 10, .ways = 12, .line = 64, .shared = 1};
+    t.cache[1] = (tc_cache_level){.bytes = 1 << 20, .ways = 16, .line = 64, .shared = 1};
+    t.cache[2] = (tc_cache_level){.bytes = 32 << 20, .ways = 16, .line = 64, .shared = 2};
+    t.cores = 2;
+    return t;
+}
+
+/* the kblock opt.c plans for the conv of x (padded) by w under tg */
+static int64_t conv_kblock(const int64_t sx[4], const int64_t sw[4], const tc_target *tg) {
+    tc_tensor *xwy[3];
+    tc_schedule *s = conv_schedule(sx, sw, xwy);
+    tc_kopt p;
+    tc_opt_choose(&s->items[1], tg, &p);
+    assert_int_equal(p.n, 2);
+    tc_schedule_free(s);
+    tc_release(xwy[0]), tc_release(xwy[1]), tc_release(xwy[2]);
+    return p.kblock;
+}
+
+/* A conv's reduce is blocked over its input channels so that what a block
+ * reads again fits half the L2 a core may count on (opt.c,
+ * window_kblock): the input planes of every row of tiles in the block and
+ * one column tile's panel of the weight. 512 -> 512 channels 3x3 over 2
+ * images, 64 columns, 288 + 2,304 bytes per channel: blocks of 128 with a
+ * private 1 MiB L2, of 32 with the 256 KiB assumed where the target gives
+ * none, none with 4 MiB; over 16 images (2,304 + 2,304 bytes) blocks of 64
+ * (the panel alone gave 128: 184-186 -> 207-209 GFLOPS, `CONV=512,512,4,1
+ * build/bench/plan_time`, 1 thread, Zen 5), of 32 with 512 KiB; ResNet-18's
+ * 2x2 512 -> 1024 conv (a stride-2 conv's input gradient) blocks of 128 (the
+ * panel alone none: 135-161 -> 179-184); the 256-channel 8x8 conv, a
+ * block being one image, none; a weight gradient (16 images of 4x4 reduced,
+ * blocks of 8 by the footprint: 128 steps, under BLOCK_MIN_STEPS) keeps the
+ * panel's rule, none. The host's plan gives the reference's numbers. */
 static void test_plan_kblock_conv(void **state) {
     (void)state;
     tc_tensor *xwy[3];
@@ -868,6 +899,40 @@ static void test_plan_kblock_conv(void **state) {
     tc_schedule_free(s);
     tc_check_schedule(xwy[2], 2, 1e-4, 1e-4, "conv 512->512 3x3, blocked channels");
     tc_release(xwy[0]), tc_release(xwy[1]), tc_release(xwy[2]);
+
+    tc_target zen5 = zen5_target(), half = zen5;
+    half.cache[1].bytes = 512 << 10;
+    const int64_t x512[4] = {16, 512, 6, 6}, w512[4] = {512, 512, 3, 3};
+    assert_int_equal(conv_kblock(x512, w512, &zen5), 64);
+    assert_int_equal(conv_kblock(x512, w512, &half), 32);
+    assert_int_equal(conv_kblock((int64_t[]){16, 512, 5, 5}, (int64_t[]){1024, 512, 2, 2}, &zen5), 128);
+    assert_int_equal(conv_kblock((int64_t[]){16, 256, 10, 10}, (int64_t[]){256, 256, 3, 3}, &zen5), 0);
+
+    /* the weight gradient of the 16-image 512-channel conv: dy . x over
+     * images and pixels, the images' axis blockable */
+    tc_tensor *x = tc_rand(4, x512, TC_FLOAT32, NULL), *w = tc_rand(4, w512, TC_FLOAT32, NULL);
+    tc_tensor *r = tc_rand(4, (int64_t[]){16, 512, 4, 4}, TC_FLOAT32, NULL);
+    tc_set_requires_grad(w, true);
+    tc_tensor *xwr[3] = {x, w, r};
+    assert_int_equal(tc_realize(xwr, 3), TC_OK);
+    tc_tensor *y = tc_conv2d(x, w, NULL, 1, 0), *yr = tc_mul(y, r), *l = tc_sum(yr, 0, NULL, false);
+    assert_int_equal(tc_backward(l), TC_OK);
+    tc_tensor *g = tc_grad(w);
+    tc_node *gb = tc_node_base(tc_tensor_node(g));
+    s = tc_schedule_create(&gb, 1);
+    assert_non_null(s);
+    int found = 0;
+    for (int i = 0; i < s->n_items; i++) {
+        it = &s->items[i];
+        if (!it->reduce_axes || tc_opt_kblock_axis(it) < 0 || it->full_shape[tc_opt_kblock_axis(it)] != 16) continue;
+        tc_opt_choose(it, &zen5, &p);
+        assert_int_equal(p.n, 2);
+        assert_int_equal(p.kblock, 0);
+        found++;
+    }
+    assert_int_equal(found, 1);
+    tc_schedule_free(s);
+    tc_release(g), tc_release(l), tc_release(yr), tc_release(y), tc_release(r), tc_release(w), tc_release(x);
 }
 
 /* the tile of a conv (a window: tile_eff) on a Zen 5 core as it reports
@@ -882,11 +947,7 @@ static void test_plan_kblock_conv(void **state) {
  * against the reference. */
 static void test_plan_conv_rows(void **state) {
     (void)state;
-    tc_target zen5 = avx512v;
-    zen5.cache[0] = (tc_cache_level){.bytes = 48 << 10, .ways = 12, .line = 64, .shared = 1};
-    zen5.cache[1] = (tc_cache_level){.bytes = 1 << 20, .ways = 16, .line = 64, .shared = 1};
-    zen5.cache[2] = (tc_cache_level){.bytes = 32 << 20, .ways = 16, .line = 64, .shared = 2};
-    zen5.cores = 2;
+    tc_target zen5 = zen5_target();
     const struct {
         int64_t x[4], w[4];
         int rows_axis, cols_axis;
