@@ -90,6 +90,7 @@
 #include "codegen.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -1423,8 +1424,8 @@ static bool unit_stride(const tc_st *st, int a) {
  * innermost axis and one of whose loads strides along it but is contiguous
  * (or reversed) along another kept axis: that axis upcast by a cache line of
  * the load's elements (the L1d's line as the host reports it; 64 bytes if
- * unknown). Nothing where the line's copies would pass the cost rule's
- * EPI_BUDGET. Cost: elem_collect's walk, then loads x axes. */
+ * unknown); bound_transpose keeps it or drops it by its copies' cost.
+ * Cost: elem_collect's walk, then loads x axes. */
 static void plan_transpose(const tc_sched_item *it, const tc_target *tg, const kinfo *k,
                            const elem_walk *w, tc_kopt *p) {
     int last = it->ndim - 1;
@@ -1445,6 +1446,87 @@ static void plan_transpose(const tc_sched_item *it, const tc_target *tg, const k
     }
 }
 
+static int cmp_i64(const void *x, const void *y) {
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+enum {
+    STAY_SETS = 1024,  /* L1d sets strided_lines_stay counts in, at most */
+    STAY_LINES = 2048, /* lines it counts, at most (half of a 256 KiB L1d) */
+};
+
+/* The lines that an elementwise kernel's loads striding along its
+ * innermost axis touch in the loops inside axis a (the axis they read
+ * contiguously, which a transposing plan upcasts) stay in the L1d until
+ * the next index of a comes back to them: at most half its bytes, and as
+ * many in any one set as half its ways. Lines a multiple of the set span
+ * apart share a few sets: ResNet-18's 64 channels of 32 x 32 pixels, 4 KiB
+ * apart, are 64 lines in one set of a 48 KiB 12-way L1d; MNIST's 32
+ * channels of 24 x 24, 2,304 bytes apart, 4 lines in each of 16 sets. Each
+ * load is taken to start at a set's first line; the L1d's geometry as the
+ * target reports it (8 ways where it does not). Cost: the lines counted,
+ * at most half the L1d's, sorted: O(L log L). */
+static bool strided_lines_stay(const tc_sched_item *it, const tc_target *tg, const elem_walk *w, int a) {
+    int64_t line = tc_opt_line_bytes(tg), ways = tg->cache[0].ways > 0 ? tg->cache[0].ways : 8;
+    int64_t sets = l1d_bytes(tg) / (ways * line), cap = l1d_bytes(tg) / 2 / line, last = it->ndim - 1;
+    if (sets < 1 || sets > STAY_SETS || cap > STAY_LINES) return false;
+    int64_t lines[STAY_LINES], total = 0;
+    int count[STAY_SETS] = {0};
+    bool stays = true;
+    for (int i = 0; i < w->n_loads && stays; i++) {
+        const tc_st *st = w->loads[i]->st;
+        int64_t s = tc_st_stride(st, (int)last), size = tc_dtypes[w->loads[i]->dtype].size, n = 1;
+        if (s == 0 || s == 1 || s == -1) continue;
+        for (int b = a + 1; b <= last; b++) n *= tc_st_stride(st, b) ? it->full_shape[b] : 1;
+        if (total + n > cap) { /* past half the L1d: no need to count */
+            stays = false;
+            break;
+        }
+        for (int64_t e = 0; e < n; e++) { /* index e over the axes inside a, the last fastest */
+            int64_t off = 0, rest = e;
+            for (int b = (int)last; b > a; b--) {
+                int64_t sb = tc_st_stride(st, b);
+                if (!sb) continue;
+                off += (rest % it->full_shape[b]) * sb * size;
+                rest /= it->full_shape[b];
+            }
+            lines[total + e] = off >= 0 ? off / line : -((-off + line - 1) / line);
+        }
+        qsort(lines + total, (size_t)n, sizeof *lines, cmp_i64);
+        for (int64_t e = 0; e < n; e++) {
+            if (e > 0 && lines[total + e] == lines[total + e - 1]) continue;
+            int64_t set = ((lines[total + e] % sets) + sets) % sets;
+            stays &= ++count[set] <= ways / 2;
+        }
+        total += n;
+    }
+    return stays;
+}
+
+/* A transposing plan's copies repeat the whole store unrolled, its loads
+ * included: within EPI_BUDGET weighted ops (a copy), or within BODY_OPS
+ * (what a reduce body's copies may hold) where the strided loads' lines
+ * would not stay in the L1d without it (strided_lines_stay); else none.
+ * Also none past STORE_BUDGET element stores. Per kernel in a step
+ * (TC_DEBUG=2, least of 2-3 processes, 1 thread, Zen 5): ResNet-18's
+ * BatchNorm gradient into a channels-last copy (`E_16_1024_64`: 7 loads,
+ * two of them 4 KiB apart per channel, 10 ops; 16 copies weigh 448) no
+ * plan -> 16 copies, 3.9-4.2 -> 0.8-0.9 ms; GPT-2's q, k, v gradients
+ * joined (`E_4_64_36_64`, 12 of them) 4.9-5.0 -> 3.0-3.4 ms; MNIST's relu
+ * gradient into channels-last (`E_512_576_32`, lines that stay) ran 7.8 ->
+ * 10.5 ms with the plan, so keeps none. Cost: a cost_walk, O(nodes). */
+static void bound_transpose(const tc_sched_item *it, const tc_target *tg, const kinfo *k, const elem_walk *w,
+                            tc_kopt *p) {
+    if (p->n != 1) return;
+    kcost c, set;
+    memset(&c, 0, sizeof c);
+    cost_walk(&c, &set, it->ast, false);
+    int64_t work = p->amt[0] * c.epi;
+    bool pays = work <= EPI_BUDGET || (work <= BODY_OPS && !strided_lines_stay(it, tg, w, p->axis[0]));
+    if (!pays || p->amt[0] * k->n_stores > STORE_BUDGET) *p = (tc_kopt){0};
+}
+
 void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
     *p = (tc_kopt){0};
     if (tg->has_local || tc_flag_get(TC_FLAG_NOOPT)) return;
@@ -1457,8 +1539,7 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
         elem_collect(&w, &k, it->ast);
         if (w.overflow) return;
         plan_transpose(it, tg, &k, &w, p);
-        bound_plan(it, &k, tg, p);
-        if (p->epi_loop || p->n != 1) *p = (tc_kopt){0}; /* its copies would not stay straight-line */
+        bound_transpose(it, tg, &k, &w, p);
         return;
     }
     collect(&k, it->ast);

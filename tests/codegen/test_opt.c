@@ -788,7 +788,11 @@ static void test_plan_packed_heads(void **state) {
  * clamped (100 = 6 * 16 + 4), a reversed axis (a flip) too; a 128-byte
  * line wants 32, and gets a divisor (25 of 100) where clamping 32 would
  * waste too much; none for a copy that reads along the rows, nor where a
- * line's copies of the stores' work pass the cost rule */
+ * line's copies of the stores' work pass the cost rule: a map of two
+ * transposed loads and two per-column values passes a copy's budget
+ * (EPI_BUDGET) and takes 16 where its loads' lines are 4 KiB apart (one
+ * set of the L1d for all 64 columns' lines), none where 400 bytes apart
+ * (they stay in the L1d as they are) */
 static void test_plan_transpose(void **state) {
     (void)state;
     int64_t sh[2] = {64, 100};
@@ -822,6 +826,19 @@ static void test_plan_transpose(void **state) {
     assert_int_equal(plan_of(tf, &avx512v, NULL).n, 1);
     tc_tensor *same = tc_contiguous(xf); /* no transposition */
     assert_int_equal(plan_of(same, &avx512v, NULL).n, 0);
+    for (int wide_rows = 0; wide_rows < 2; wide_rows++) {
+        int64_t sm[2] = {64, wide_rows ? 1024 : 100}, sc[1] = {64};
+        tc_tensor *m1 = tc_rand(2, sm, TC_FLOAT32, NULL), *m2 = tc_rand(2, sm, TC_FLOAT32, NULL);
+        tc_tensor *a = tc_rand(1, sc, TC_FLOAT32, NULL), *b = tc_rand(1, sc, TC_FLOAT32, NULL);
+        tc_tensor *m1t = tc_permute(m1, order), *m2t = tc_permute(m2, order);
+        tc_tensor *xa = tc_mul(m1t, a), *x2b = tc_mul(m2t, b), *map = tc_add(xa, x2b);
+        p = plan_of(map, &avx512v, NULL);
+        assert_int_equal(p.n, wide_rows ? 1 : 0);
+        assert_int_equal(p.amt[0], wide_rows ? 16 : 0);
+        tc_check_schedule(map, 1, 1e-6, 1e-6, "transposing map of two loads");
+        tc_tensor *ms[] = {m1, m2, a, b, m1t, m2t, xa, x2b, map};
+        for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) tc_release(ms[i]);
+    }
     tc_tensor *lg = tc_log(xt), *sn = tc_sin(lg), *heavy = tc_exp(sn); /* 16 copies: 3 polynomials */
     assert_int_equal(plan_of(heavy, &avx512v, NULL).n, 0);
     src = kernel_source(heavy);
