@@ -1110,9 +1110,8 @@ enum { BLOCK_MIN_STEPS = 256 };
  * load_footprint over the loops inside), the other half the partial sums;
  * where those do not fit, no block of two or more does, a block would hold
  * fewer than BLOCK_MIN_STEPS, or a stride is unknown, plan_kblock's rule
- * (the panel alone) stays. The panel alone
- * left out the 16 images' planes that a 512-channel 4x4 conv reads again
- * for each column tile. */
+ * (the panel alone) stays. The panel alone left out the 16 images' planes
+ * that a 512-channel 4x4 conv reads again for each column tile. */
 static int64_t window_kblock(const tc_sched_item *it, const kinfo *k, const tc_target *tg, const tc_kopt *p) {
     int ka = tc_opt_kblock_axis(it), outer = outer_loop_axis(it, tg, p), i = p->axis[0], j = p->axis[1];
     if (ka < 0 || outer < 0) return -1;
@@ -1453,7 +1452,7 @@ static int cmp_i64(const void *x, const void *y) {
 
 enum {
     STAY_SETS = 1024,  /* L1d sets strided_lines_stay counts in, at most */
-    STAY_LINES = 2048, /* lines it counts, at most (half of a 256 KiB L1d) */
+    STAY_LINES = 1024, /* lines it counts, at most (half of a 128 KiB L1d) */
 };
 
 /* The lines that an elementwise kernel's loads striding along its
@@ -1465,8 +1464,9 @@ enum {
  * apart, are 64 lines in one set of a 48 KiB 12-way L1d; MNIST's 32
  * channels of 24 x 24, 2,304 bytes apart, 4 lines in each of 16 sets. Each
  * load is taken to start at a set's first line; the L1d's geometry as the
- * target reports it (8 ways where it does not). Cost: the lines counted,
- * at most half the L1d's, sorted: O(L log L). */
+ * target reports it (8 ways where it does not); a stride that is unknown
+ * (or negative) inside a: no. Cost: the lines counted, at most half the
+ * L1d's, sorted: O(L log L). */
 static bool strided_lines_stay(const tc_sched_item *it, const tc_target *tg, const elem_walk *w, int a) {
     int64_t line = tc_opt_line_bytes(tg), ways = tg->cache[0].ways > 0 ? tg->cache[0].ways : 8;
     int64_t sets = l1d_bytes(tg) / (ways * line), cap = l1d_bytes(tg) / 2 / line, last = it->ndim - 1;
@@ -1478,8 +1478,12 @@ static bool strided_lines_stay(const tc_sched_item *it, const tc_target *tg, con
         const tc_st *st = w->loads[i]->st;
         int64_t s = tc_st_stride(st, (int)last), size = tc_dtypes[w->loads[i]->dtype].size, n = 1;
         if (s == 0 || s == 1 || s == -1) continue;
-        for (int b = a + 1; b <= last; b++) n *= tc_st_stride(st, b) ? it->full_shape[b] : 1;
-        if (total + n > cap) { /* past half the L1d: no need to count */
+        for (int b = a + 1; b <= last && stays; b++) {
+            int64_t sb = tc_st_stride(st, b);
+            stays = sb >= 0 || it->full_shape[b] == 1;
+            n *= sb ? it->full_shape[b] : 1;
+        }
+        if (!stays || total + n > cap) { /* past half the L1d: no need to count */
             stays = false;
             break;
         }
@@ -1515,16 +1519,22 @@ static bool strided_lines_stay(const tc_sched_item *it, const tc_target *tg, con
  * plan -> 16 copies, 3.9-4.2 -> 0.8-0.9 ms; GPT-2's q, k, v gradients
  * joined (`E_4_64_36_64`, 12 of them) 4.9-5.0 -> 3.0-3.4 ms; MNIST's relu
  * gradient into channels-last (`E_512_576_32`, lines that stay) ran 7.8 ->
- * 10.5 ms with the plan, so keeps none. Cost: a cost_walk, O(nodes). */
-static void bound_transpose(const tc_sched_item *it, const tc_target *tg, const kinfo *k, const elem_walk *w,
-                            tc_kopt *p) {
-    if (p->n != 1) return;
+ * 10.5 ms with the plan, so keeps none. Also none past SCALAR_COPIES
+ * copies (a 128-byte line of bytes). Cost: a cost_walk, O(nodes). */
+static int64_t epi_cost(const tc_sched_item *it) {
     kcost c, set;
     memset(&c, 0, sizeof c);
     cost_walk(&c, &set, it->ast, false);
-    int64_t work = p->amt[0] * c.epi;
+    return c.epi;
+}
+
+static void bound_transpose(const tc_sched_item *it, const tc_target *tg, const kinfo *k, const elem_walk *w,
+                            tc_kopt *p) {
+    if (p->n != 1) return;
+    int64_t work = p->amt[0] * epi_cost(it);
     bool pays = work <= EPI_BUDGET || (work <= BODY_OPS && !strided_lines_stay(it, tg, w, p->axis[0]));
-    if (!pays || p->amt[0] * k->n_stores > STORE_BUDGET) *p = (tc_kopt){0};
+    if (!pays || p->amt[0] * k->n_stores > STORE_BUDGET || (tg->has_vec && p->amt[0] > SCALAR_COPIES))
+        *p = (tc_kopt){0};
 }
 
 void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
