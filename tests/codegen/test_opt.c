@@ -1115,6 +1115,25 @@ static void test_plan_kblock(void **state) {
     tc_release(sum), tc_release(x);
 }
 
+/* the TC_CPU_* overrides this run was started with (ctest under
+ * TC_CPU_ISA=sse2, say): a test that fakes some puts these back */
+static const char *const cpu_env[4] = {"TC_CPU_ISA", "TC_CPU_L1D", "TC_CPU_L2", "TC_CPU_L3"};
+static char *cpu_env_at_start[4];
+
+static void save_cpu_env(void) {
+    for (int i = 0; i < 4; i++) {
+        const char *v = getenv(cpu_env[i]);
+        cpu_env_at_start[i] = v ? strdup(v) : NULL;
+    }
+}
+
+static void restore_cpu_env(void) {
+    for (int i = 0; i < 4; i++) {
+        if (cpu_env_at_start[i]) setenv(cpu_env[i], cpu_env_at_start[i], 1);
+        else unsetenv(cpu_env[i]);
+    }
+}
+
 /* plans follow what the CPU device reads of its host (tc_cpu_target), here
  * faked through the environment: TC_CPU_ISA sets the register tile's shape,
  * TC_CPU_L1D the reduce's blocks (the most indices whose panel of b fits),
@@ -1124,8 +1143,7 @@ static tc_kopt plan_under(tc_tensor *t, const char *isa, const char *l1d) {
     setenv("TC_CPU_L1D", l1d, 1);
     tc_target tg;
     assert_int_equal(tc_cpu_target(&tg, NULL, 0), TC_OK);
-    unsetenv("TC_CPU_ISA");
-    unsetenv("TC_CPU_L1D");
+    restore_cpu_env();
     tc_kopt p = plan_of(t, &tg, NULL);
     char text[64];
     assert_true(tc_opt_format(&p, text, sizeof text) > 0);
@@ -1243,7 +1261,7 @@ static void test_plan_packed(void **state) {
         assert_true(tc_opt_format(&p, text, sizeof text) > 0);
         check_plan(c, text, 1e-4, 1e-4);
     }
-    unsetenv("TC_CPU_ISA"), unsetenv("TC_CPU_L2");
+    restore_cpu_env();
     tc_release(c);
     /* a (192 x 1024) of 768 KiB re-read per column block from the L3, b
      * (1024 x 128) of 512 KiB per row block from the L2: rows outside,
@@ -1252,7 +1270,7 @@ static void test_plan_packed(void **state) {
     setenv("TC_CPU_ISA", "avx512", 1), setenv("TC_CPU_L2", "1M", 1), setenv("TC_CPU_L3", "32M", 1);
     tc_target tg;
     assert_int_equal(tc_cpu_target(&tg, NULL, 0), TC_OK);
-    unsetenv("TC_CPU_ISA"), unsetenv("TC_CPU_L2"), unsetenv("TC_CPU_L3");
+    restore_cpu_env();
     p = plan_of(c, &tg, NULL);
     assert_false(p.pack);
     assert_int_equal(p.amt[1], 64);
@@ -1547,6 +1565,7 @@ static int free_reference(void **state) {
 }
 
 int main(void) {
+    save_cpu_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_matmul),    cmocka_unit_test(test_plan_clamped_rows),
         cmocka_unit_test(test_plan_spread_rows),
@@ -1568,5 +1587,7 @@ int main(void) {
         cmocka_unit_test(test_plan_row_blocks), cmocka_unit_test(test_thread_share),
         cmocka_unit_test(test_store_loop_order), cmocka_unit_test(test_plan_rows_kblock),
     };
-    return cmocka_run_group_tests(tests, NULL, free_reference);
+    int failed = cmocka_run_group_tests(tests, NULL, free_reference);
+    for (int i = 0; i < 4; i++) free(cpu_env_at_start[i]);
+    return failed;
 }
