@@ -1077,12 +1077,19 @@ static double load_footprint(const tc_st *st, const int64_t *n, int ndim) {
     }
 }
 
-/* the kept axis whose loop lower.c opens first for tile p (loop_order:
- * axis order, the columns' axis moved before the rows' where
- * tc_opt_cols_first; an axis of one step opens none); -1: none */
-static int outer_loop_axis(const tc_sched_item *it, const tc_target *tg, const tc_kopt *p) {
+/* the columns' loop of tile p runs outside its rows' (lower.c's
+ * loop_order: axis order, the columns' axis moved before the rows' where
+ * tc_opt_cols_first) */
+static bool cols_outside(const tc_sched_item *it, const tc_target *tg, const tc_kopt *p) {
+    return p->axis[1] < p->axis[0] || tc_opt_cols_first(it, tg, p->axis[0], p->amt[0], p->axis[1], p->amt[1]);
+}
+
+/* the kept axis whose loop lower.c opens first for tile p, its columns'
+ * loop outside its rows' or not (cols_outside; an axis of one step opens
+ * none); -1: none */
+static int outer_loop_axis(const tc_sched_item *it, const tc_kopt *p, bool cols_out) {
     int i = p->axis[0], j = p->axis[1];
-    bool cols_first = j > i && tc_opt_cols_first(it, tg, i, p->amt[0], j, p->amt[1]);
+    bool cols_first = j > i && cols_out; /* moved before the rows */
     for (int o = 0; o < it->ndim; o++) {
         int a = cols_first && o >= i && o <= j ? (o == i ? j : o - 1) : o;
         int64_t step = a == i ? p->amt[0] : a == j ? p->amt[1] : 1;
@@ -1113,13 +1120,14 @@ enum { BLOCK_MIN_STEPS = 256 };
  * (the panel alone) stays. The panel alone left out the 16 images' planes
  * that a 512-channel 4x4 conv reads again for each column tile. */
 static int64_t window_kblock(const tc_sched_item *it, const kinfo *k, const tc_target *tg, const tc_kopt *p) {
-    int ka = tc_opt_kblock_axis(it), outer = outer_loop_axis(it, tg, p), i = p->axis[0], j = p->axis[1];
+    bool cols_out = cols_outside(it, tg, p);
+    int ka = tc_opt_kblock_axis(it), outer = outer_loop_axis(it, p, cols_out), i = p->axis[0], j = p->axis[1];
     if (ka < 0 || outer < 0) return -1;
     int64_t n[TC_MAX_DIMS], fit = l2_share(tg) / 2, outs = 4; /* float32 sums */
     for (int a = 0; a < it->ndim; a++) n[a] = it->full_shape[a];
     n[outer] = outer == i ? p->amt[0] : outer == j ? p->amt[1] : 1;
     for (int a = 0; a < it->ndim; a++) outs *= is_kept(it, a) ? n[a] : 1;
-    if (j < i || tc_opt_cols_first(it, tg, i, p->amt[0], j, p->amt[1])) n[j] = p->amt[1];
+    if (cols_out) n[j] = p->amt[1];
     n[ka] = 1; /* per channel of the block */
     double per = 0;
     for (int li = 0; li < k->n_loads; li++) {

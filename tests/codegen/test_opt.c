@@ -870,8 +870,8 @@ static tc_target zen5_target(void) {
     return t;
 }
 
-/* the kblock opt.c plans for the conv of x (padded) by w under tg */
-static int64_t conv_kblock(const int64_t sx[4], const int64_t sw[4], const tc_target *tg) {
+/* the tile opt.c plans for the conv of x (padded) by w under tg */
+static tc_kopt conv_plan(const int64_t sx[4], const int64_t sw[4], const tc_target *tg) {
     tc_tensor *xwy[3];
     tc_schedule *s = conv_schedule(sx, sw, xwy);
     tc_kopt p;
@@ -879,7 +879,7 @@ static int64_t conv_kblock(const int64_t sx[4], const int64_t sw[4], const tc_ta
     assert_int_equal(p.n, 2);
     tc_schedule_free(s);
     tc_release(xwy[0]), tc_release(xwy[1]), tc_release(xwy[2]);
-    return p.kblock;
+    return p;
 }
 
 /* A conv's reduce is blocked over its input channels so that what a block
@@ -920,10 +920,10 @@ static void test_plan_kblock_conv(void **state) {
     tc_target zen5 = zen5_target(), half = zen5;
     half.cache[1].bytes = 512 << 10;
     const int64_t x512[4] = {16, 512, 6, 6}, w512[4] = {512, 512, 3, 3};
-    assert_int_equal(conv_kblock(x512, w512, &zen5), 64);
-    assert_int_equal(conv_kblock(x512, w512, &half), 32);
-    assert_int_equal(conv_kblock((int64_t[]){16, 512, 5, 5}, (int64_t[]){1024, 512, 2, 2}, &zen5), 128);
-    assert_int_equal(conv_kblock((int64_t[]){16, 256, 10, 10}, (int64_t[]){256, 256, 3, 3}, &zen5), 0);
+    assert_int_equal(conv_plan(x512, w512, &zen5).kblock, 64);
+    assert_int_equal(conv_plan(x512, w512, &half).kblock, 32);
+    assert_int_equal(conv_plan((int64_t[]){16, 512, 5, 5}, (int64_t[]){1024, 512, 2, 2}, &zen5).kblock, 128);
+    assert_int_equal(conv_plan((int64_t[]){16, 256, 10, 10}, (int64_t[]){256, 256, 3, 3}, &zen5).kblock, 0);
 
     /* the weight gradient of the 16-image 512-channel conv: dy . x over
      * images and pixels, the images' axis blockable */
@@ -975,17 +975,11 @@ static void test_plan_conv_rows(void **state) {
         {{512, 64, 10, 10}, {64, 64, 3, 3}, 0, 2, 6, 64},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        tc_tensor *xwy[3];
-        tc_schedule *s = conv_schedule(cases[c].x, cases[c].w, xwy);
-        tc_kopt p;
-        tc_opt_choose(&s->items[1], &zen5, &p);
-        assert_int_equal(p.n, 2);
+        tc_kopt p = conv_plan(cases[c].x, cases[c].w, &zen5);
         assert_int_equal(p.axis[0], cases[c].rows_axis);
         assert_int_equal(p.axis[1], cases[c].cols_axis);
         assert_int_equal(p.amt[0], cases[c].rows);
         assert_int_equal(p.amt[1], cases[c].cols);
-        tc_schedule_free(s);
-        tc_release(xwy[0]), tc_release(xwy[1]), tc_release(xwy[2]);
     }
     tc_tensor *xwy[3];
     tc_schedule *s = conv_schedule((int64_t[]){16, 256, 8, 8}, (int64_t[]){512, 256, 1, 1}, xwy);
