@@ -123,6 +123,9 @@ typedef struct {
                         (tc_opt_pack_load) is copied into a panel, contiguous along the
                         columns, kblock (else all) reduce indices of the tile's columns,
                         before the rows of tiles that read it */
+    bool row_pack;   /* a packed tile whose rows' operand (tc_opt_row_load) is copied too,
+                        into a row panel of a row block's rows (mblock, else all) x the
+                        panel's reduce indices, before the columns' loop (BLIS's packed A) */
     int64_t mblock;  /* a tile of two kept axes whose column loop runs outside its rows':
                         the rows (axis[0]) in blocks of mblock, the loop over the blocks
                         outside the columns' (BLIS's mc); 0 = one pass over all rows */
@@ -159,6 +162,10 @@ bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int 
  * the threads share): not tc_opt_rows_outer, and enough column steps to
  * share between the target's cores, or a more even share than the rows' */
 bool tc_opt_cols_first(const tc_sched_item *it, const tc_target *tg, int i, int64_t amt_i, int j, int64_t amt_j);
+/* the load a row panel (tc_kopt.row_pack) of a tile of rows axis i and
+ * columns axis j holds: the only load under the kernel's reduce that moves
+ * along i, not along j, float32, moving along the reduce; NULL: none */
+const tc_ast *tc_opt_row_load(const tc_sched_item *it, int i, int j);
 /* the kept axis before whose loop a packed tile of rows axis i and column
  * axis j fills its panel of load pl (opt.c; the column loop outside it) */
 int tc_opt_pack_from(const tc_sched_item *it, const tc_ast *pl, int i, int j);

@@ -290,6 +290,13 @@ void tc_lw_take_plan(lower_ctx *c, tc_kopt p) {
     } else {
         c->pack_load = NULL;
     }
+    c->row_load = NULL;
+    if (p.row_pack && c->pack_load && (c->row_load = tc_opt_row_load(c->it, c->up_axis[0], c->up_axis[1]))) {
+        int64_t ri = c->up_amt[0];
+        c->row_rows = c->mblock ? c->mblock : ceil_div(c->it->full_shape[c->up_axis[0]], ri) * ri;
+        c->row_buf = tc_ub_define_scratch(&c->ub, TC_FLOAT32, c->row_rows * c->pack_k);
+        if (!c->row_buf) c->ub.failed = true;
+    }
 }
 
 static void choose_upcast(lower_ctx *c) {
@@ -437,8 +444,20 @@ static tc_uop *panel_load(lower_ctx *c) {
     return lanes ? tc_ub_load_vec(&c->ub, c->pack_buf, at, NULL, lanes) : tc_ub_load(&c->ub, c->pack_buf, at, NULL);
 }
 
+/* a row panel's load of the rows' operand, in the reduce stage: the
+ * panel at (tile within the row block, reduce index, row digit) */
+static tc_uop *row_panel_load(lower_ctx *c) {
+    c->ub.index_mode = true;
+    tc_uop *tile = ix(c, TC_OP_MUL, ix(c, TC_OP_ADD, c->up_base[0], c->row_off), ic(c, c->pack_k));
+    tc_uop *at = ix(c, TC_OP_ADD, ix(c, TC_OP_ADD, tile, ix(c, TC_OP_MUL, c->pack_kloc, ic(c, c->up_amt[0]))),
+                    ic(c, c->up_off[0]));
+    c->ub.index_mode = false;
+    return tc_ub_load(&c->ub, c->row_buf, at, NULL);
+}
+
 static tc_uop *lower_leaf(lower_ctx *c, tc_ast *a) {
     if (a == c->pack_load && c->pack_kloc) return panel_load(c);
+    if (a == c->row_load && c->pack_kloc) return row_panel_load(c);
     tc_uop *idx, *valid;
     if (tc_lw_st_index(c, a->st, &idx, &valid) != TC_OK) {
         c->ub.failed = true;
@@ -849,6 +868,47 @@ static void emit_pack(lower_ctx *c) {
     memcpy(c->idx, saved, sizeof saved);
 }
 
+/* a row panel (plan's row_pack), inside the loops over the row blocks and
+ * the reduce's blocks, outside the kept axes': panel[(t * pack_k + kk) *
+ * ri + d] = the rows' operand at row (block start +) t * ri + d (the axis'
+ * last row past its end, as a tile's clamped rows read) and flat reduce
+ * index (block start +) kk. The loops read the operand in order: its rows
+ * innermost where it is contiguous along them (a.T @ b), else the reduce */
+static void emit_row_pack(lower_ctx *c) {
+    const tc_sched_item *it = c->it;
+    int i = c->up_axis[0], r = -1, loops = 0;
+    for (int a = 0; a < it->ndim; a++)
+        if ((it->reduce_axes >> a) & 1 && it->full_shape[a] > 1) r = a;
+    int64_t ri = c->up_amt[0], n = it->full_shape[i], si = tc_st_stride(c->row_load->st, i);
+    bool rows_inner = si >= 0 && si < tc_st_stride(c->row_load->st, r);
+    tc_uop *saved[TC_MAX_DIMS];
+    memcpy(saved, c->idx, sizeof saved);
+    for (int a = 0; a < it->ndim; a++)
+        if (!c->idx[a]) c->idx[a] = ic(c, 0);
+    tc_uop *kk = rows_inner ? pack_reduce_loops(c, &loops, -1, 1) : NULL;
+    tc_uop *t = tc_ub_range(&c->ub, 2 * TC_MAX_DIMS + 6, c->idt, c->row_rows / ri);
+    tc_uop *d = tc_ub_range(&c->ub, 2 * TC_MAX_DIMS + 7, c->idt, ri);
+    if (!rows_inner) kk = pack_reduce_loops(c, &loops, -1, 1);
+    c->ub.index_mode = true;
+    tc_uop *row = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, t, ic(c, ri)), d);
+    if (c->mblock) row = ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, c->mb, ic(c, c->mblock)), row);
+    c->idx[i] = tc_ub_alu(&c->ub, TC_OP_WHERE, c->idt, 3, ix(c, TC_OP_CMPLT, row, ic(c, n)), row, ic(c, n - 1));
+    tc_uop *at = kk ? ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, ix(c, TC_OP_ADD, ix(c, TC_OP_MUL, t, ic(c, c->pack_k)), kk),
+                                        ic(c, ri)), d)
+                    : NULL;
+    c->ub.index_mode = false;
+    tc_uop *idx, *valid;
+    if (at && tc_lw_st_index(c, c->row_load->st, &idx, &valid) == TC_OK)
+        tc_ub_store(&c->ub, c->row_buf, at, tc_ub_load(&c->ub, c->globals[c->row_load->buf], idx, valid));
+    else
+        c->ub.failed = true;
+    for (int l = 0; l < loops + 2; l++) tc_ub_end_range(&c->ub);
+    memcpy(c->idx, saved, sizeof saved);
+    c->ub.index_mode = true;
+    c->row_off = c->mblock ? ix(c, TC_OP_MUL, c->mb, ic(c, -c->mblock)) : ic(c, 0);
+    c->ub.index_mode = false;
+}
+
 TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     const tc_sched_item *it = c->it;
     for (int i = 0; i < it->n_bufs; i++) c->globals[i] = tc_ub_global(&c->ub, i, it->bufs[i]->dtype);
@@ -870,6 +930,14 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     int order[TC_MAX_DIMS];
     loop_order(c, order);
     open_row_blocks(c, order);
+    if (c->row_load && c->row_rows == (c->mblock ? c->mblock : ceil_div(it->full_shape[c->up_axis[0]], c->up_amt[0]) *
+                                                                     c->up_amt[0])) {
+        if (c->kaxis >= 0) c->kb = block_range(c); /* the reduce's blocks outside the threads' loop */
+        c->outer0 = c->ub.depth;
+        emit_row_pack(c);
+    } else {
+        c->row_load = NULL;
+    }
     bool pack_due = false; /* the panel goes here, once the block loop is open */
     for (int o = 0; o < it->ndim; o++) {
         int a = order[o];

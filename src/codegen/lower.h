@@ -83,6 +83,11 @@ typedef struct {
     tc_uop *pack_buf;          /* packed tile: the panel, pack_k x the tile's columns */
     tc_uop *pack_kloc;         /* packed tile: the flat reduce index within the panel (its
                                   stage) */
+    const tc_ast *row_load;    /* row panel (plan's row_pack): the rows' load read from it */
+    int64_t row_rows;          /* row panel: the rows it holds (a row block's, whole tiles) */
+    tc_uop *row_buf;           /* row panel: row_rows x pack_k, tile by tile, each tile's
+                                  reduce indices outer and its rows inner */
+    tc_uop *row_off;           /* row panel: minus its first row (the row block's) */
     int64_t up_off[3];         /* upcast: the current copy's digit of each plan axis */
     int rep;                   /* upcast: the copy being lowered */
     struct rmemo *rbuckets[4096]; /* upcast: (AST node, copy) -> UOp */

@@ -631,6 +631,25 @@ const tc_ast *tc_opt_pack_load(const tc_sched_item *it, int j) {
     return k.overflow ? NULL : pack_load(it, &k, j);
 }
 
+/* the load a row panel of rows axis i, columns j holds (tc_opt_row_load) */
+static const tc_ast *row_load(const tc_sched_item *it, const kinfo *k, int i, int j) {
+    const tc_ast *found = NULL;
+    for (int li = 0; li < k->n_loads; li++) {
+        const tc_ast *l = k->loads[li];
+        if (tc_st_stride(l->st, i) == 0) continue;
+        if (found || tc_st_stride(l->st, j) != 0 || l->dtype != TC_FLOAT32 || !varies_in_reduce(it, l->st))
+            return NULL;
+        found = l;
+    }
+    return found;
+}
+
+const tc_ast *tc_opt_row_load(const tc_sched_item *it, int i, int j) {
+    kinfo k;
+    collect(&k, it->ast);
+    return k.overflow ? NULL : row_load(it, &k, i, j);
+}
+
 /* The rows of a register tile of `vecs` vectors per row (BLIS's micro-tile
  * mr x nr, nr = vecs lanes-wide vectors) that a file of `regs` SIMD
  * registers holds. Per reduce step the tile loads its vecs vectors of the
@@ -1272,7 +1291,7 @@ static void bound_plan(const tc_sched_item *it, const kinfo *k, const tc_target 
             (tg->has_vec && p->lanes <= 1 && plan_copies(p) > SCALAR_COPIES)) &&
            shrink_plan(it, p))
         shrunk = true;
-    if (shrunk) p->kblock = 0;
+    if (shrunk) p->kblock = 0, p->row_pack = false, p->mblock = 0;
     if (shrunk && p->n && !plan_valid(it, p)) *p = (tc_kopt){0};
     if (p->kblock) c.epi += COST_LOAD + 1;
     int64_t kept = kept_copies(it, p);
@@ -1332,6 +1351,66 @@ static bool plan_pack(const tc_sched_item *it, const kinfo *k, int64_t l, const 
     return p->kblock > 0;
 }
 
+/* ---- row panels (BLIS's packed A) ----
+ * A packed tile whose rows' operand lies a line or more apart along the
+ * reduce (a.T @ b, a stored (k, m): a weight gradient's x.T) reads a line
+ * of it per reduce step and row, from rows 4 KiB apart in a 1,024-wide a:
+ * a new page per step, that no prefetcher follows. rows_kblock keeps those
+ * lines in the L1d for the next tiles of rows; on AVX2's 6 x 16 tile that
+ * is a line per 12 FMAs, and a.T @ b ran at 72% of a @ b (88 against 122
+ * GFLOPS, 1024^3, one thread, Zen 5 planning for AVX2). A row panel copies
+ * a row block's rows of it (the copy reads a's rows in order) into a
+ * scratch array laid out tile by tile, each tile's rows innermost, before
+ * the columns' loop, and the tiles read the panel in order: BLIS's packed
+ * A (mc x kc in the L2), beside the column panel (its kc x nr). The panel
+ * holds the rows of a row block (mblock) times the reduce indices of a
+ * block (kblock) and fits half the L2 a core may count on: kblock passes
+ * read back the output's partial sums, and each row block fills its
+ * column panels anew (one more copy of b per block), so both go near the
+ * root of what fits (a block of the whole reduce where the rows fit with
+ * it). A hand-written 1024^3 kernel so: 88 -> 121 GFLOPS (blocks of 128
+ * of the reduce, all rows). A kernel whose reduce may not be blocked (a
+ * weight gradient stored with its optimizer's update) takes row blocks
+ * alone. The copies cost what a tile of more FMAs per line of a does not
+ * win back: AVX-512's 6 x 64 tile (24 vector FMAs a step) ran a.T @ b at
+ * the speed of a @ b without a panel (226-238 GFLOPS at 1024, 237 at 512)
+ * and 8-12% slower with one (196-207, 208), the copy being scalar; AVX2's
+ * 6 x 16 (12 FMAs a step) 86-90 -> 112-119. So a tile of fewer than
+ * ROW_PACK_FMAS vector FMAs per reduce step takes a row panel. O(AST
+ * nodes). */
+enum { ROW_PACK_FMAS = 2 * FMA_CHAINS };
+static void plan_row_pack(const tc_sched_item *it, const kinfo *k, const tc_target *tg, tc_kopt *p) {
+    int r = reduced_axis(it, true);
+    if (!p->pack || !plain_tile(it, p) || reduce_inner(it) != 1 || r < 0 || p->lanes < 2 ||
+        p->amt[0] * (p->amt[1] / p->lanes) >= ROW_PACK_FMAS)
+        return;
+    int i = p->axis[0];
+    const tc_ast *rl = row_load(it, k, i, p->axis[1]);
+    int64_t s = rl ? tc_st_stride(rl->st, r) : -1;
+    if (s < 0 || s * 4 < tc_opt_line_bytes(tg)) return;
+    int64_t limit = l2_share(tg) / 2;
+    if (limit > PACK_MAX_BYTES) limit = PACK_MAX_BYTES;
+    limit /= 4; /* floats */
+    int64_t ri = p->amt[0], steps = (it->full_shape[i] + ri - 1) / ri, rows = steps * ri;
+    int64_t len = reduce_len(it), kb = p->kblock ? p->kblock : len, root = 1;
+    while ((root + 1) * (root + 1) <= limit) root++;
+    if (rows * kb > limit && tc_opt_kblock_axis(it) >= 0) {
+        int64_t want = limit / rows > root ? limit / rows : root;
+        int64_t b = want < kb ? block_of(len, want) : 0;
+        if (b) kb = b;
+    }
+    int64_t mb = 0;
+    if (rows * kb > limit) { /* row blocks, as even as whole tiles allow */
+        int64_t per = limit / kb / ri;
+        if (per < 1) return;
+        int64_t blocks = (steps + per - 1) / per;
+        mb = (steps + blocks - 1) / blocks * ri;
+    }
+    p->row_pack = true;
+    p->kblock = kb == len ? 0 : kb;
+    p->mblock = mb;
+}
+
 /* the plan of a kernel by its shape (see the charter) */
 static void choose_plan(const tc_sched_item *it, const tc_target *tg, const kinfo *k, tc_kopt *p) {
     int64_t l = tg->simd_floats > 1 ? tg->simd_floats : 4;
@@ -1358,7 +1437,8 @@ static void choose_plan(const tc_sched_item *it, const tc_target *tg, const kinf
             tile.kblock = has_window(it, k) ? window_kblock(it, k, tg, &tile) : -1;
             if (tile.kblock < 0) tile.kblock = plan_kblock(it, tile.amt[1], tg);
         }
-        int64_t rb = rows_kblock(it, k, tg, &tile); /* the smaller of two divisors of the axis */
+        plan_row_pack(it, k, tg, &tile);
+        int64_t rb = tile.row_pack ? 0 : rows_kblock(it, k, tg, &tile); /* the smaller of two divisors */
         if (rb && (!tile.kblock || rb < tile.kblock)) tile.kblock = rb;
         *p = tile;
         return;
@@ -1564,7 +1644,7 @@ void tc_opt_choose(const tc_sched_item *it, const tc_target *tg, tc_kopt *p) {
     if (k.overflow) return;
     choose_plan(it, tg, &k, p);
     bound_plan(it, &k, tg, p);
-    p->mblock = plan_mblock(it, tg, p);
+    if (!p->row_pack) p->mblock = plan_mblock(it, tg, p);
 }
 
 /* ---- search (TC_BEAM): the plans one step away from a plan ---- */
@@ -1610,6 +1690,12 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
         const tc_ast *pl = p->n == 2 ? tc_opt_pack_load(it, p->axis[1]) : NULL;
         if (kept != 2 || p->lanes < 2 || !pl || !pack_axes_ok(it, pl, p->axis[0], p->axis[1])) return false;
         if (tc_opt_panel_k(it, p->kblock) * p->amt[1] * 4 > PACK_MAX_BYTES) return false;
+    }
+    if (p->row_pack) { /* a packed plain tile over one reduced axis, its row panel within PACK_MAX_BYTES */
+        if (!p->pack || !plain_tile(it, p) || reduce_inner(it) != 1 || !tc_opt_row_load(it, p->axis[0], p->axis[1]))
+            return false;
+        int64_t ri = p->amt[0], rows = p->mblock ? p->mblock : (it->full_shape[p->axis[0]] + ri - 1) / ri * ri;
+        if (rows * tc_opt_panel_k(it, p->kblock) * 4 > PACK_MAX_BYTES) return false;
     }
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
 }
@@ -1670,6 +1756,9 @@ int tc_opt_neighbors(const tc_sched_item *it, const tc_kopt *base, tc_kopt *out,
     e = *base; /* the columns' operand from a panel, or not */
     e.pack = !e.pack;
     add_plan(it, &k, &c, out, &n, max, &e);
+    e = *base; /* the rows' operand from a row panel too, or not */
+    e.row_pack = !e.row_pack;
+    add_plan(it, &k, &c, out, &n, max, &e);
     e = *base; /* the rows in one pass (row blocks are read from what the machine reports) */
     e.mblock = 0;
     add_plan(it, &k, &c, out, &n, max, &e);
@@ -1709,6 +1798,7 @@ int tc_opt_format(const tc_kopt *p, char *buf, size_t size) {
     if (p->kblock > 0 && len < size) len += (size_t)snprintf(buf + len, size - len, "/k%lld", (long long)p->kblock);
     if (p->epi_loop && len < size) len += (size_t)snprintf(buf + len, size - len, "/e");
     if (p->pack && len < size) len += (size_t)snprintf(buf + len, size - len, "/p");
+    if (p->row_pack && len < size) len += (size_t)snprintf(buf + len, size - len, "/a");
     if (p->mblock > 0 && len < size) len += (size_t)snprintf(buf + len, size - len, "/m%lld", (long long)p->mblock);
     return len < size ? (int)len : -1;
 }
@@ -1729,6 +1819,7 @@ bool tc_opt_parse(const tc_sched_item *it, const char *s, tc_kopt *p) {
         if (*s == '/' && sscanf(s, "/k%lld%n", &kb, &used) == 1 && kb > 0) p->kblock = kb, s += used;
         if (s[0] == '/' && s[1] == 'e') p->epi_loop = true, s += 2;
         if (s[0] == '/' && s[1] == 'p') p->pack = true, s += 2;
+        if (s[0] == '/' && s[1] == 'a') p->row_pack = true, s += 2;
         long long mb = 0;
         if (*s == '/' && sscanf(s, "/m%lld%n", &mb, &used) == 1 && mb > 0) p->mblock = mb, s += used;
     }

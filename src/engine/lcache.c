@@ -76,8 +76,8 @@ static bool make_key(ser *s, const tc_dev *dev, const tc_sched_item *it, const t
     memset(s, 0, sizeof *s);
     tc_sb_printf(&s->b, "dev %d noopt %lld plan", dev->id, (long long)tc_flag_get(TC_FLAG_NOOPT));
     for (int i = 0; i < plan->n; i++) tc_sb_printf(&s->b, " %d:%lld", plan->axis[i], (long long)plan->amt[i]);
-    tc_sb_printf(&s->b, " lanes %d kblock %lld epi %d", plan->lanes, (long long)plan->kblock,
-                 plan->epi_loop);
+    tc_sb_printf(&s->b, " lanes %d kblock %lld epi %d pack %d %d mblock %lld", plan->lanes,
+                 (long long)plan->kblock, plan->epi_loop, plan->pack, plan->row_pack, (long long)plan->mblock);
     tc_sb_printf(&s->b, " space %d %u %d %d:", it->ndim, (unsigned)it->reduce_axes, it->n_outs, it->n_bufs);
     for (int d = 0; d < it->ndim; d++) put_i64(s, it->full_shape[d]);
     for (int i = 0; i < it->n_bufs; i++) put_i64(s, it->bufs[i]->dtype);

@@ -23,6 +23,7 @@
 static const tc_target avx512 = {.simd_floats = 16, .simd_regs = 32};
 static const tc_target avx2 = {.simd_floats = 8, .simd_regs = 16};
 static const tc_target avx512v = {.simd_floats = 16, .simd_regs = 32, .has_vec = true};
+static const tc_target avx2v = {.simd_floats = 8, .simd_regs = 16, .has_vec = true};
 
 /* the plan of the only kernel of t's schedule */
 static tc_kopt plan_of(tc_tensor *t, const tc_target *tg, tc_schedule **keep) {
@@ -1415,32 +1416,86 @@ static void test_store_loop_order(void **state) {
     tc_release(c), tc_release(at), tc_release(bt), tc_release(a), tc_release(b);
 }
 
-/* a.T @ b (a stored (k, m), a weight gradient's x.T): the tile's rows read
- * a line of a per reduce step, so the reduce runs in blocks whose lines fit
- * half the L1d (32 KiB assumed: 256 lines); a @ b reads its rows along the
- * reduce and is not blocked for them; a 1 MiB L1d needs no block; the
- * blocked kernel gives the reference's numbers */
-static void test_plan_rows_kblock(void **state) {
-    (void)state;
-    int64_t sa[2] = {512, 192}, sb[2] = {512, 256};
+/* a.T @ b, a stored (k, m) (a weight gradient's x.T), plus a residual r
+ * where r is not NULL (*r: the sum): its tile's rows read a new line of a
+ * per reduce step */
+static tc_tensor *matmul_tn(int64_t m, int64_t k, int64_t n, tc_tensor **r) {
+    int64_t sa[2] = {k, m}, sb[2] = {k, n}, sr[2] = {m, n};
     tc_tensor *a = tc_randn(2, sa, TC_FLOAT32, NULL), *b = tc_randn(2, sb, TC_FLOAT32, NULL);
-    tc_tensor *ab[2] = {a, b};
-    assert_int_equal(tc_realize(ab, 2), TC_OK);
+    tc_tensor *res = r ? tc_randn(2, sr, TC_FLOAT32, NULL) : NULL;
+    tc_tensor *ab[3] = {a, b, res};
+    assert_int_equal(tc_realize(ab, r ? 3 : 2), TC_OK);
     tc_tensor *at = tc_transpose(a, 0, 1), *c = tc_matmul(at, b);
-    tc_target tg = avx512v;
+    if (r) {
+        tc_tensor *e = tc_add(c, res);
+        tc_release(c), tc_release(res);
+        c = e;
+        *r = c;
+    }
+    tc_release(at), tc_release(a), tc_release(b);
+    return c;
+}
+
+/* a.T @ b: a packed tile of fewer than 16 vector FMAs a reduce step
+ * (AVX2's 6 x 16) copies its rows' operand into a row panel too (BLIS's
+ * A), the panel of a row block's rows (all rows where they fit) times a
+ * block of the reduce, which half the L2 holds (256 KiB assumed: 32 K
+ * floats, blocks near its root: 128 of 512, 192 rows); a 4 MiB L2 holds
+ * the whole reduce; 1,024 rows take row blocks (5 of 210 rows: 1,026 x 128
+ * floats do not fit); AVX-512's 6 x 64 tile (24 FMAs a step) blocks its
+ * reduce for the lines of a instead (rows_kblock: half a 32 KiB L1d, 256
+ * lines), as does a tile too short to pack (96 rows of 16 columns); a @ b
+ * reads its rows along the reduce and has neither. The lowered plans, with
+ * row blocks, a clamped last row tile (170 rows), an epilogue, the whole
+ * reduce and 4 or 2 vectors of columns, give the reference's numbers. */
+static void test_plan_row_pack(void **state) {
+    (void)state;
+    tc_tensor *c = matmul_tn(192, 512, 256, NULL);
+    tc_target tg = avx2v;
     tc_kopt p = plan_of(c, &tg, NULL);
-    assert_int_equal(p.n, 2);
-    assert_int_equal(p.amt[1], 64);
-    assert_int_equal(p.kblock, 256);
     char text[64];
     assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    assert_string_equal(text, "0:6,1:16/8/k128/e/p/a");
     check_plan(c, text, 1e-4, 1e-4);
-    tg.cache[0] = (tc_cache_level){.bytes = 1 << 20, .ways = 8, .line = 64};
-    assert_int_equal(plan_of(c, &tg, NULL).kblock, 0);
+    check_plan(c, "0:6,1:16/8/k128/p/a/m96", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:64/16/k128/p/a/m96", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:64/16/p/a/m48", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:32/16/k256/e/p/a", 1e-4, 1e-4);
+    tg.cache[1] = (tc_cache_level){.bytes = 4 << 20, .ways = 16, .line = 64};
+    assert_true(tc_opt_format((p = plan_of(c, &tg, NULL), &p), text, sizeof text) > 0);
+    assert_string_equal(text, "0:6,1:16/8/p/a");
+    check_plan(c, text, 1e-4, 1e-4);
+    p = plan_of(c, &avx512v, NULL);
+    assert_false(p.row_pack);
+    assert_int_equal(p.amt[1], 64);
+    assert_int_equal(p.kblock, 256);
+    tc_release(c);
+    c = matmul_tn(1024, 512, 128, NULL);
+    p = plan_of(c, &avx2v, NULL);
+    assert_true(p.row_pack);
+    assert_int_equal(p.kblock, 128);
+    assert_int_equal(p.mblock, 210);
+    tc_release(c);
+    tc_tensor *r = NULL;
+    c = matmul_tn(170, 256, 192, &r);
+    p = plan_of(c, &avx2v, NULL);
+    assert_true(p.row_pack);
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    check_plan(c, text, 1e-4, 1e-4);
+    check_plan(c, "0:6,1:64/16/k64/p/a/m48", 1e-4, 1e-4);
+    tc_release(c);
+    c = matmul_tn(96, 512, 16, NULL);
+    p = plan_of(c, &avx512v, NULL);
+    assert_false(p.row_pack);
+    assert_int_equal(p.kblock, 256);
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    check_plan(c, text, 1e-4, 1e-4);
     tc_release(c);
     c = matmul(192, 512, 256);
-    assert_int_equal(plan_of(c, &avx512v, NULL).kblock, 0);
-    tc_release(c), tc_release(at), tc_release(a), tc_release(b);
+    p = plan_of(c, &avx2v, NULL);
+    assert_false(p.row_pack);
+    assert_int_equal(p.kblock, 0);
+    tc_release(c);
 }
 
 /* a tile's loop that the threads share is the columns' where that shares
@@ -1579,7 +1634,7 @@ int main(void) {
         cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
         cmocka_unit_test(test_plan_packed_heads), cmocka_unit_test(test_shared_chain),
         cmocka_unit_test(test_plan_row_blocks), cmocka_unit_test(test_thread_share),
-        cmocka_unit_test(test_store_loop_order), cmocka_unit_test(test_plan_rows_kblock),
+        cmocka_unit_test(test_store_loop_order), cmocka_unit_test(test_plan_row_pack),
     };
     int failed = cmocka_run_group_tests(tests, NULL, free_reference);
     for (int i = 0; i < 4; i++) free(cpu_env_at_start[i]);
