@@ -1,8 +1,9 @@
 /* plan_time.c - one matmul kernel of any operand layout timed under the CPU
  * optimizer's plan and under plans given as text (TC_BEAM's form, e.g.
  * "0:6,1:64/16/k256/p": axis:amount entries, /lanes, /k<block>, /e stores
- * in loops, /p packed panel, /m<rows> row blocks), for asking what a plan
- * change is worth before teaching the heuristic it.
+ * in loops, /p packed panel, /a row panel of the rows' operand, /m<rows>
+ * row blocks), for asking what a plan change is worth before teaching the
+ * heuristic it.
  *
  *   build/bench/plan_time [PLAN ...]
  *   environment: N (columns and, unless set, rows and reduce; 1024), M, K,

@@ -930,8 +930,8 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     int order[TC_MAX_DIMS];
     loop_order(c, order);
     open_row_blocks(c, order);
-    if (c->row_load && c->row_rows == (c->mblock ? c->mblock : ceil_div(it->full_shape[c->up_axis[0]], c->up_amt[0]) *
-                                                                     c->up_amt[0])) {
+    int64_t all_rows = c->n_up ? ceil_div(it->full_shape[c->up_axis[0]], c->up_amt[0]) * c->up_amt[0] : 0;
+    if (c->row_load && c->row_rows == (c->mblock ? c->mblock : all_rows)) { /* the rows it was sized for */
         if (c->kaxis >= 0) c->kb = block_range(c); /* the reduce's blocks outside the threads' loop */
         c->outer0 = c->ub.depth;
         emit_row_pack(c);
