@@ -177,7 +177,7 @@ def side_llmc(cfg, steps, init_path, binary):
 def run_side(name, config, threads, steps, init_path, llmc):
     env = dict(os.environ, TC_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
                OPENBLAS_NUM_THREADS=str(threads))
-    if name != "tinyc":  # peers at their best (peers.md); never in tests
+    if name != "tinyc" and not os.environ.get("TC_BENCH_AS_AVX2"):  # peers at their best (peers.md)
         env.pop("OPENBLAS_CORETYPE", None)
         env.pop("OPENBLAS_L2_SIZE", None)
     cmd = [PY, os.path.abspath(__file__), "--side", name, "--configs", config, "--steps",

@@ -160,7 +160,7 @@ def side_torch(args):
 def run_side(name, threads, args, init):
     env = dict(os.environ, TC_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
                OPENBLAS_NUM_THREADS=str(threads))
-    if name == "torch":  # the peer at its best: OpenBLAS picks its own kernels
+    if name == "torch" and not os.environ.get("TC_BENCH_AS_AVX2"):  # the peer at its best (not run.sh --as-avx2)
         env.pop("OPENBLAS_CORETYPE", None), env.pop("OPENBLAS_L2_SIZE", None)
     cmd = [PY, os.path.abspath(__file__), "--side", name, "--threads", str(threads),
            "--batch", str(args.batch), "--steps", str(args.steps), "--init", init]

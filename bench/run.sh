@@ -4,7 +4,7 @@
 # same thread count on both sides, every result checked against its peer.
 #
 # usage: bash bench/run.sh [--threads N | --one-thread] [--quick] [--out FILE]
-#                          [--no-install] [--keep-coretype] [build-dir]
+#                          [--no-install] [--keep-coretype] [--as-avx2] [build-dir]
 #   --threads N   threads on both sides (TC_THREADS, OPENBLAS_NUM_THREADS,
 #                 torch.set_num_threads); default: all cores
 #   --one-thread  the same as --threads 1
@@ -13,6 +13,11 @@
 #   --no-install  do not apt-get missing peers (their columns stay empty)
 #   --keep-coretype  obey an OPENBLAS_CORETYPE that forces AVX2 kernels on an
 #                 AVX-512 CPU (by default it is dropped: peers at their best)
+#   --as-avx2     both sides as on a CPU without AVX-512 (a Zen 3, a Xeon
+#                 before Skylake-SP): libtinyc plans for AVX2 (TC_CPU_ISA=avx2),
+#                 OpenBLAS runs its Haswell kernels, PyTorch its AVX2 ones
+#                 (ATEN_CPU_CAPABILITY=avx2) and oneDNN's convs too
+#                 (ONEDNN_MAX_CPU_ISA=AVX2); caches stay this machine's
 #   build-dir     default: build (configured as Release if it does not exist)
 # What it runs (all in bench/): bench_ops + peers.py (matmul 256 to 4096, two
 # skinny ones, x @ W.T, a.T @ b and a.T @ b.T,
@@ -34,6 +39,7 @@ quick=()
 out=""
 install=1
 keep_coretype=0
+as_avx2=0
 build=build
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -43,7 +49,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --no-install) install=0; shift ;;
     --keep-coretype) keep_coretype=1; shift ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    --as-avx2) as_avx2=1; shift ;;
+    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) build=$1; shift ;;
     esac
@@ -74,7 +81,11 @@ fi
 # AVX-512, where OpenBLAS reaches about half its speed, is dropped and
 # OpenBLAS picks its own (--keep-coretype obeys the environment and warns)
 coretype="OpenBLAS's own choice"
-if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+if [ "$as_avx2" = 1 ]; then
+    # every side on AVX2: the scripts that start a peer keep these (TC_BENCH_AS_AVX2)
+    export TC_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 TC_BENCH_AS_AVX2=1
+    coretype="Haswell (--as-avx2: every side on AVX2 kernels, libtinyc included)"
+elif [ -n "${OPENBLAS_CORETYPE:-}" ]; then
     coretype="$OPENBLAS_CORETYPE, from the environment"
     avx512=1
     for f in avx512f avx512cd avx512bw avx512dq avx512vl; do grep -qw "$f" /proc/cpuinfo || avx512=0; done

@@ -75,7 +75,7 @@ def side(who, classes, calls):
 
 def run(who, threads, classes, calls):
     env = dict(os.environ, TC_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    if who == "torch":
+    if who == "torch" and not os.environ.get("TC_BENCH_AS_AVX2"):  # not run.sh --as-avx2
         for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # the peer at its best
             env.pop(k, None)
     code = ("import sys; sys.path.insert(0, %r); import vocab_rows, torch; torch.set_num_threads(%d); "
