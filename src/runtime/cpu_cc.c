@@ -41,6 +41,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,6 +63,19 @@ extern char **environ; /* passed to the compiler */
 static const char *const cc_flags[] = {
     "-O2", "-march=native", "-fno-predictive-commoning", "-fPIC", "-shared", "-fno-math-errno", "-fwrapv", "-fexcess-precision=standard", "-std=gnu11", NULL};
 /* clang-format on */
+
+/* TC_CPU_ISA=avx2 holds the compiler to AVX2 too (the words it adds after
+ * cc_flags into w, their count): a plan for AVX2's 16 registers compiled
+ * with -march=native on an AVX-512 host got AVX-512VL's 32 ymm registers,
+ * so the AVX2 figures measured here were not a Zen 3's. sse2 and avx stay
+ * plans only: without FMA, src/render/cmath.c's range reductions lose
+ * accuracy (sin at |x| near 1e6 within 0.03, not 2e-5: render_test_cmath),
+ * and the machines this library targets all have it. Part of the key. */
+static int isa_words(const char *w[1]) {
+    const char *v = getenv("TC_CPU_ISA");
+    if (v && !strcasecmp(v, "avx2")) return w[0] = "-mno-avx512f", 1;
+    return 0;
+}
 
 static int64_t compile_count; /* compiler runs in this process */
 static int64_t build_count;   /* kernels those runs built (a batch counts its kernels) */
@@ -204,6 +218,8 @@ TC_MUST_USE tc_status tc_cpu_cc_key(const char *src, char key[33]) {
     for (int i = 0; i < n_words; i++) tc_sb_printf(&b, "%s ", words[i]);
     tc_sb_printf(&b, "\n");
     for (int i = 0; cc_flags[i]; i++) tc_sb_printf(&b, "%s ", cc_flags[i]);
+    const char *isa[1];
+    for (int i = 0, n = isa_words(isa); i < n; i++) tc_sb_printf(&b, "%s ", isa[i]);
     tc_sb_printf(&b, "\n%s", src);
     tc_free(cc);
     if (b.failed || !b.s) {
@@ -315,10 +331,12 @@ TC_MUST_USE static tc_status job_start(cc_job *j, const char *dir, const char *k
         return TC_ERR_MEMORY;
     }
     j->argv0 = words[0];
-    const char *argv[MAX_CC_WORDS + 16];
+    const char *argv[MAX_CC_WORDS + 32]; /* words, cc_flags, ISA words, the files */
     int k = 0;
     for (int i = 0; i < n; i++) argv[k++] = words[i];
     for (int i = 0; cc_flags[i]; i++) argv[k++] = cc_flags[i];
+    const char *isa[1];
+    for (int i = 0, n_isa = isa_words(isa); i < n_isa; i++) argv[k++] = isa[i];
     const char *tail[] = {"-x", "c", j->c_path, "-o", j->tmp_so, "-lm", NULL};
     for (int i = 0; i < 7; i++) argv[k++] = tail[i];
     int rc = spawn_logged(&j->pid, argv, j->log_path);

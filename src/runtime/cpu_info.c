@@ -19,8 +19,9 @@
  * Overrides (for tests, and to plan for another machine): TC_CPU_L1D,
  * TC_CPU_L2, TC_CPU_L3 (bytes, or with a K, M or G suffix: 48K, 2M) and
  * TC_CPU_ISA (sse2, avx, avx2, avx512: the lanes and registers plans assume;
- * kernels are still compiled for the host, where a GCC vector wider than
- * its registers becomes several). A malformed one fails the device's
+ * avx2 holds the kernels' compiler to it too, cpu_cc.c; otherwise kernels
+ * are compiled for the host, where a GCC vector wider than its registers
+ * becomes several). A malformed one fails the device's
  * opening with TC_ERR_DEVICE naming it.
  * Cost: about twenty small file reads per opening; nothing is kept.
  */

@@ -464,6 +464,29 @@ static void test_processes_repair(void **state) {
 /* tc_cache_store seals what it writes; tc_cache_load gives it back, and
  * gives nothing for each damage (removing the damaged file, but not a full
  * directory), so the caller builds and stores it again */
+/* TC_CPU_ISA=avx2 holds the compiler to AVX2 (cpu_cc.c's isa_words), part
+ * of a kernel's key: the same source keys otherwise under avx2, as the
+ * host's under avx512 and sse2 (plans only) */
+static void test_isa_key(void **state) {
+    (void)state;
+    const char *src = "void f(float *a) { a[0] += 1.0f; }\n", *was = getenv("TC_CPU_ISA");
+    char *saved = was ? strdup(was) : NULL, host[33], k512[33], k2[33], k_sse[33];
+    unsetenv("TC_CPU_ISA");
+    key_of(src, host);
+    setenv("TC_CPU_ISA", "avx512", 1);
+    key_of(src, k512);
+    setenv("TC_CPU_ISA", "AVX2", 1);
+    key_of(src, k2);
+    setenv("TC_CPU_ISA", "sse2", 1);
+    key_of(src, k_sse);
+    if (saved) setenv("TC_CPU_ISA", saved, 1);
+    else unsetenv("TC_CPU_ISA");
+    free(saved);
+    assert_string_equal(host, k512);
+    assert_string_not_equal(host, k2);
+    assert_string_equal(host, k_sse);
+}
+
 static void test_program_cache(void **state) {
     (void)state;
     const char *bin = "not really a binary\n", *key = "0123456789abcdef0123456789abcdef";
@@ -536,6 +559,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_batch_entry, NULL, fresh_cache),
         cmocka_unit_test_setup_teardown(test_processes_repair, NULL, fresh_cache),
         cmocka_unit_test_setup_teardown(test_program_cache, NULL, fresh_cache),
+        cmocka_unit_test(test_isa_key),
         cmocka_unit_test(test_sum),
     };
     /* clang-format on */
