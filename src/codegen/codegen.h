@@ -55,7 +55,8 @@ struct tc_uop {
     tc_uop *srcs[4];   /* operands */
     int64_t arg;       /* DEFINE_GLOBAL: slot; RANGE: axis; SPECIAL: dim; DEFINE_LOCAL: number */
     double value;      /* CONST: float value */
-    int64_t ivalue;    /* CONST: integer value; SPECIAL: size; DEFINE_LOCAL: elements */
+    int64_t ivalue;    /* CONST: integer value; SPECIAL: size; DEFINE_LOCAL: elements; RANGE:
+                          steps per run where fewer than its index's range (a row block's), else 0 */
     bool is_lane;      /* SPECIAL: lane id in the work-group (lidx), else work-group id (gidx) */
     bool is_scratch;   /* DEFINE_LOCAL: an array private to one run of a CPU kernel (tile<arg>:
                           one thread, no barriers), not a work-group's */

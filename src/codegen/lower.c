@@ -669,7 +669,7 @@ static void estimate(tc_kernel_uops *k, const tc_sched_item *it) {
     for (int i = 0; i < k->n_uops; i++) {
         const tc_uop *u = k->uops[i];
         if (u->op == TC_UOP_RANGE && d + 1 < TC_UB_MAX_DEPTH + 2) {
-            mult[d + 1] = mult[d] * (u->vmax - u->vmin + 1);
+            mult[d + 1] = mult[d] * (u->ivalue > 0 ? u->ivalue : u->vmax - u->vmin + 1);
             d++;
         } else if (u->op == TC_UOP_ENDRANGE && d > 0) {
             d--;
@@ -781,7 +781,9 @@ static tc_uop *row_block_steps(lower_ctx *c, int64_t steps) {
     tc_uop *start = ix(c, TC_OP_MUL, c->mb, ic(c, per)), *end = ix(c, TC_OP_ADD, start, ic(c, per));
     end = tc_ub_alu(&c->ub, TC_OP_WHERE, c->idt, 3, ix(c, TC_OP_CMPLT, end, ic(c, steps)), end, ic(c, steps));
     c->ub.index_mode = false;
-    return tc_ub_range_in(&c->ub, c->up_axis[0], c->idt, start, end, steps);
+    tc_uop *r = tc_ub_range_in(&c->ub, c->up_axis[0], c->idt, start, end, steps);
+    if (r) r->ivalue = per; /* its steps per block (estimate), not the axis' */
+    return r;
 }
 
 /* a blocked reduce's loop over its blocks, opened inside the outermost kept

@@ -1416,6 +1416,21 @@ static void test_store_loop_order(void **state) {
     tc_release(c), tc_release(at), tc_release(bt), tc_release(a), tc_release(b);
 }
 
+/* the ops lowering t's only kernel under plan text estimates (est_ops) */
+static int64_t plan_ops(tc_tensor *t, const char *text) {
+    tc_dev *d = tc_device_get(0);
+    tc_node *b = tc_node_base(tc_tensor_node(t));
+    tc_schedule *s = tc_schedule_create(&b, 1);
+    assert_non_null(s);
+    tc_kopt p;
+    assert_true(tc_opt_parse(&s->items[0], text, &p));
+    tc_lowered l;
+    assert_int_equal(tc_lcache_lower(d, &s->items[0], &p, &l), TC_OK);
+    free(l.src);
+    tc_schedule_free(s);
+    return l.est_ops;
+}
+
 /* a.T @ b, a stored (k, m) (a weight gradient's x.T), plus a residual r
  * where r is not NULL (*r: the sum): its tile's rows read a new line of a
  * per reduce step */
@@ -1475,6 +1490,10 @@ static void test_plan_row_pack(void **state) {
     assert_true(p.row_pack);
     assert_int_equal(p.kblock, 128);
     assert_int_equal(p.mblock, 210);
+    /* row blocks run each row once: the kernel's estimated ops as without
+     * them, give or take the last block's (5 x 35 steps of 6 rows for 171) */
+    int64_t blocked = plan_ops(c, "0:6,1:16/8/k128/p/a/m210"), plain = plan_ops(c, "0:6,1:16/8/k128/p");
+    assert_true(blocked >= plain && blocked <= plain * 175 / 171);
     tc_release(c);
     tc_tensor *r = NULL;
     c = matmul_tn(170, 256, 192, &r);
