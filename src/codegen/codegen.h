@@ -167,6 +167,9 @@ bool tc_opt_cols_first(const tc_sched_item *it, const tc_target *tg, int i, int6
  * columns axis j holds: the only load under the kernel's reduce that moves
  * along i, not along j, float32, moving along the reduce; NULL: none */
 const tc_ast *tc_opt_row_load(const tc_sched_item *it, int i, int j);
+/* the rows a row panel of plan p holds: a row block's (mblock), else all
+ * of the rows' axis in whole tiles */
+int64_t tc_opt_row_rows(const tc_sched_item *it, const tc_kopt *p);
 /* the kept axis before whose loop a packed tile of rows axis i and column
  * axis j fills its panel of load pl (opt.c; the column loop outside it) */
 int tc_opt_pack_from(const tc_sched_item *it, const tc_ast *pl, int i, int j);

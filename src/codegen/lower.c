@@ -292,8 +292,7 @@ void tc_lw_take_plan(lower_ctx *c, tc_kopt p) {
     }
     c->row_load = NULL;
     if (p.row_pack && c->pack_load && (c->row_load = tc_opt_row_load(c->it, c->up_axis[0], c->up_axis[1]))) {
-        int64_t ri = c->up_amt[0];
-        c->row_rows = c->mblock ? c->mblock : ceil_div(c->it->full_shape[c->up_axis[0]], ri) * ri;
+        c->row_rows = tc_opt_row_rows(c->it, &p);
         c->row_buf = tc_ub_define_scratch(&c->ub, TC_FLOAT32, c->row_rows * c->pack_k);
         if (!c->row_buf) c->ub.failed = true;
     }
@@ -765,6 +764,7 @@ static void open_row_blocks(lower_ctx *c, const int *order) {
         if (order[o] == j) at_j = o;
     }
     if (!c->mblock || c->tg->has_local || at_j > at_i) {
+        if (c->mblock) c->row_load = NULL; /* its row panel was sized for the blocks */
         c->mblock = 0;
         return;
     }
@@ -932,13 +932,10 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     int order[TC_MAX_DIMS];
     loop_order(c, order);
     open_row_blocks(c, order);
-    int64_t all_rows = c->n_up ? ceil_div(it->full_shape[c->up_axis[0]], c->up_amt[0]) * c->up_amt[0] : 0;
-    if (c->row_load && c->row_rows == (c->mblock ? c->mblock : all_rows)) { /* the rows it was sized for */
+    if (c->row_load) {
         if (c->kaxis >= 0) c->kb = block_range(c); /* the reduce's blocks outside the threads' loop */
         c->outer0 = c->ub.depth;
         emit_row_pack(c);
-    } else {
-        c->row_load = NULL;
     }
     bool pack_due = false; /* the panel goes here, once the block loop is open */
     for (int o = 0; o < it->ndim; o++) {

@@ -519,6 +519,13 @@ static bool plain_tile(const tc_sched_item *it, const tc_kopt *p) {
  * unblocked 195-216 GFLOPS, blocks of 516 rows 215-225, of 1026 rows
  * 202-230; 2048^3 (a of 16 MiB): unblocked 236-244, blocks of 1026 rows
  * 234-241 (equal). O(AST nodes). */
+/* the rows of each of `blocks` row blocks over `steps` tiles of ri rows, as
+ * even as whole tiles allow; 0 where one block holds them all */
+static int64_t even_row_blocks(int64_t steps, int64_t blocks, int64_t ri) {
+    int64_t per = (steps + blocks - 1) / blocks;
+    return per < steps ? per * ri : 0;
+}
+
 static int64_t plan_mblock(const tc_sched_item *it, const tc_target *tg, const tc_kopt *p) {
     if (!plain_tile(it, p) || it->n_bufs > REREAD_BUFS) return 0;
     int i = p->axis[0], j = p->axis[1];
@@ -527,9 +534,8 @@ static int64_t plan_mblock(const tc_sched_item *it, const tc_target *tg, const t
     bool seen[REREAD_BUFS] = {false};
     int64_t bytes = reread_bytes(it, it->ast, j, false, seen);
     if (half <= 0 || bytes <= half) return 0;
-    int64_t steps = (it->full_shape[i] + p->amt[0] - 1) / p->amt[0], blocks = (bytes + half - 1) / half;
-    int64_t per = (steps + blocks - 1) / blocks;
-    return per < steps ? per * p->amt[0] : 0;
+    int64_t steps = (it->full_shape[i] + p->amt[0] - 1) / p->amt[0];
+    return even_row_blocks(steps, (bytes + half - 1) / half, p->amt[0]);
 }
 
 /* ---- packed panels ----
@@ -551,6 +557,13 @@ enum {
     PACK_MAX_BYTES = 512 << 10 /* the largest panel: a stack array of the kernel (glibc's
                                   threads have 8 MiB of stack) */
 };
+
+/* the bytes a packed panel may take: half the L2 a core may count on, at
+ * most PACK_MAX_BYTES */
+static int64_t panel_limit(const tc_target *tg) {
+    int64_t limit = l2_share(tg) / 2;
+    return limit < PACK_MAX_BYTES ? limit : PACK_MAX_BYTES;
+}
 
 /* the load a packed tile along kept axis j copies into its panel: the only
  * load under the reduces that moves along j, moving along the reduce too,
@@ -648,6 +661,11 @@ const tc_ast *tc_opt_row_load(const tc_sched_item *it, int i, int j) {
     kinfo k;
     collect(&k, it->ast);
     return k.overflow ? NULL : row_load(it, &k, i, j);
+}
+
+int64_t tc_opt_row_rows(const tc_sched_item *it, const tc_kopt *p) {
+    int64_t ri = p->amt[0];
+    return p->mblock ? p->mblock : (it->full_shape[p->axis[0]] + ri - 1) / ri * ri;
 }
 
 /* The rows of a register tile of `vecs` vectors per row (BLIS's micro-tile
@@ -1334,8 +1352,7 @@ static bool plan_pack(const tc_sched_item *it, const kinfo *k, int64_t l, const 
     const tc_ast *pl = pack_load(it, k, j);
     if (!pl || p->amt[1] % l || !tc_opt_vec_ok(it, j, true, pl)) return false;
     p->lanes = (int)l;
-    int64_t limit = l2_share(tg) / 2, per_index = p->amt[1] * 4 * reduce_inner(it);
-    if (limit > PACK_MAX_BYTES) limit = PACK_MAX_BYTES;
+    int64_t limit = panel_limit(tg), per_index = p->amt[1] * 4 * reduce_inner(it);
     p->kblock = 0;
     if (tc_opt_panel_k(it, 0) * p->amt[1] * 4 <= limit) return true;
     int ka = tc_opt_kblock_axis(it);
@@ -1388,10 +1405,8 @@ static void plan_row_pack(const tc_sched_item *it, const kinfo *k, const tc_targ
     const tc_ast *rl = row_load(it, k, i, p->axis[1]);
     int64_t s = rl ? tc_st_stride(rl->st, r) : -1;
     if (s < 0 || s * 4 < tc_opt_line_bytes(tg)) return;
-    int64_t limit = l2_share(tg) / 2;
-    if (limit > PACK_MAX_BYTES) limit = PACK_MAX_BYTES;
-    limit /= 4; /* floats */
-    int64_t ri = p->amt[0], steps = (it->full_shape[i] + ri - 1) / ri, rows = steps * ri;
+    int64_t limit = panel_limit(tg) / 4; /* floats */
+    int64_t ri = p->amt[0], rows = tc_opt_row_rows(it, p), steps = rows / ri;
     int64_t len = reduce_len(it), kb = p->kblock ? p->kblock : len, root = 1;
     while ((root + 1) * (root + 1) <= limit) root++;
     if (rows * kb > limit && tc_opt_kblock_axis(it) >= 0) {
@@ -1400,11 +1415,10 @@ static void plan_row_pack(const tc_sched_item *it, const kinfo *k, const tc_targ
         if (b) kb = b;
     }
     int64_t mb = 0;
-    if (rows * kb > limit) { /* row blocks, as even as whole tiles allow */
+    if (rows * kb > limit) { /* row blocks of at most the tiles that fit */
         int64_t per = limit / kb / ri;
         if (per < 1) return;
-        int64_t blocks = (steps + per - 1) / per;
-        mb = (steps + blocks - 1) / blocks * ri;
+        mb = even_row_blocks(steps, (steps + per - 1) / per, ri);
     }
     p->row_pack = true;
     p->kblock = kb == len ? 0 : kb;
@@ -1694,8 +1708,7 @@ static bool plan_valid(const tc_sched_item *it, const tc_kopt *p) {
     if (p->row_pack) { /* a packed plain tile over one reduced axis, its row panel within PACK_MAX_BYTES */
         if (!p->pack || !plain_tile(it, p) || reduce_inner(it) != 1 || !tc_opt_row_load(it, p->axis[0], p->axis[1]))
             return false;
-        int64_t ri = p->amt[0], rows = p->mblock ? p->mblock : (it->full_shape[p->axis[0]] + ri - 1) / ri * ri;
-        if (rows * tc_opt_panel_k(it, p->kblock) * 4 > PACK_MAX_BYTES) return false;
+        if (tc_opt_row_rows(it, p) * tc_opt_panel_k(it, p->kblock) * 4 > PACK_MAX_BYTES) return false;
     }
     return kept <= 2 && red <= 1 && plan_copies(p) <= MAX_COPIES;
 }

@@ -725,20 +725,26 @@ static void run_kernel(tc_tensor *t, const tc_sched_item *it, const char *src, c
 
 /* runs t's only kernel on the CPU device with the plan written `text` (as
  * TC_BEAM stores it) and compares it with the reference */
-static void check_plan(tc_tensor *t, const char *text, double rtol, double atol) {
-    tc_dev *d = tc_device_get(0);
+/* t's only kernel lowered on the CPU device under plan text (parsed into
+ * *p, written back the same); its schedule (free it) */
+static tc_schedule *lower_plan(tc_tensor *t, const char *text, tc_kopt *p, tc_lowered *l) {
     tc_node *b = tc_node_base(tc_tensor_node(t));
     tc_schedule *s = tc_schedule_create(&b, 1);
     assert_non_null(s);
     assert_int_equal(s->n_items, 1);
-    const tc_sched_item *it = &s->items[0];
-    tc_kopt p;
-    assert_true(tc_opt_parse(it, text, &p));
+    assert_true(tc_opt_parse(&s->items[0], text, p));
     char back[64];
-    assert_true(tc_opt_format(&p, back, sizeof back) > 0);
+    assert_true(tc_opt_format(p, back, sizeof back) > 0);
     assert_string_equal(back, text);
+    assert_int_equal(tc_lcache_lower(tc_device_get(0), &s->items[0], p, l), TC_OK);
+    return s;
+}
+
+static void check_plan(tc_tensor *t, const char *text, double rtol, double atol) {
+    tc_kopt p;
     tc_lowered l;
-    assert_int_equal(tc_lcache_lower(d, it, &p, &l), TC_OK);
+    tc_schedule *s = lower_plan(t, text, &p, &l);
+    const tc_sched_item *it = &s->items[0];
     if (p.epi_loop) assert_non_null(strstr(l.src, "tile0[")); /* the scratch array of the loops */
     run_kernel(t, it, l.src, l.name, &l.dims, rtol, atol, text);
     free(l.src);
@@ -1418,14 +1424,9 @@ static void test_store_loop_order(void **state) {
 
 /* the ops lowering t's only kernel under plan text estimates (est_ops) */
 static int64_t plan_ops(tc_tensor *t, const char *text) {
-    tc_dev *d = tc_device_get(0);
-    tc_node *b = tc_node_base(tc_tensor_node(t));
-    tc_schedule *s = tc_schedule_create(&b, 1);
-    assert_non_null(s);
     tc_kopt p;
-    assert_true(tc_opt_parse(&s->items[0], text, &p));
     tc_lowered l;
-    assert_int_equal(tc_lcache_lower(d, &s->items[0], &p, &l), TC_OK);
+    tc_schedule *s = lower_plan(t, text, &p, &l);
     free(l.src);
     tc_schedule_free(s);
     return l.est_ops;
