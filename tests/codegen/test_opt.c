@@ -895,12 +895,15 @@ static tc_kopt conv_plan(const int64_t sx[4], const int64_t sw[4], const tc_targ
  * one column tile's panel of the weight. 512 -> 512 channels 3x3 over 2
  * images, 64 columns, 288 + 2,304 bytes per channel: blocks of 128 with a
  * private 1 MiB L2, of 32 with the 256 KiB assumed where the target gives
- * none, none with 4 MiB; over 16 images (2,304 + 2,304 bytes) blocks of 64
- * (the panel alone gave 128: 184-186 -> 207-209 GFLOPS, `CONV=512,512,4,1
- * build/bench/plan_time`, 1 thread, Zen 5), of 32 with 512 KiB; ResNet-18's
- * 2x2 512 -> 1024 conv (a stride-2 conv's input gradient) blocks of 128 (the
- * panel alone none: 135-161 -> 179-184); the 256-channel 8x8 conv, a
- * block being one image, none; a weight gradient (16 images of 4x4 reduced,
+ * none, none with 4 MiB. Over 16 images a panel of the weight serves 256
+ * rows (6 images at a time, each image's 16 pixels: pack_rows), so it is
+ * packed, in blocks of 128 (half the L2: plan_pack), of 64 with 512 KiB
+ * (unpacked in window_kblock's blocks of 64 it ran at 161, packed 182-197
+ * GFLOPS, `CONV=512,512,4,1 build/bench/plan_time`, 1 thread, Zen 5);
+ * ResNet-18's 2x2 512 -> 1024 conv (a stride-2 conv's input gradient)
+ * packed whole (177-191 -> 193-205 in the step, `bench/step_kernels.py`);
+ * the 256-channel 8x8 conv, 8 columns of a row (too few rows for a panel),
+ * none; a weight gradient (16 images of 4x4 reduced,
  * blocks of 8 by the footprint: 128 steps, under BLOCK_MIN_STEPS) keeps the
  * panel's rule, none. The host's plan gives the reference's numbers. */
 static void test_plan_kblock_conv(void **state) {
@@ -927,10 +930,16 @@ static void test_plan_kblock_conv(void **state) {
     tc_target zen5 = zen5_target(), half = zen5;
     half.cache[1].bytes = 512 << 10;
     const int64_t x512[4] = {16, 512, 6, 6}, w512[4] = {512, 512, 3, 3};
-    assert_int_equal(conv_plan(x512, w512, &zen5).kblock, 64);
-    assert_int_equal(conv_plan(x512, w512, &half).kblock, 32);
-    assert_int_equal(conv_plan((int64_t[]){16, 512, 5, 5}, (int64_t[]){1024, 512, 2, 2}, &zen5).kblock, 128);
-    assert_int_equal(conv_plan((int64_t[]){16, 256, 10, 10}, (int64_t[]){256, 256, 3, 3}, &zen5).kblock, 0);
+    tc_kopt q = conv_plan(x512, w512, &zen5);
+    assert_true(q.pack);
+    assert_int_equal(q.kblock, 128);
+    assert_int_equal(conv_plan(x512, w512, &half).kblock, 64);
+    q = conv_plan((int64_t[]){16, 512, 5, 5}, (int64_t[]){1024, 512, 2, 2}, &zen5);
+    assert_true(q.pack);
+    assert_int_equal(q.kblock, 0);
+    q = conv_plan((int64_t[]){16, 256, 10, 10}, (int64_t[]){256, 256, 3, 3}, &zen5);
+    assert_false(q.pack);
+    assert_int_equal(q.kblock, 0);
 
     /* the weight gradient of the 16-image 512-channel conv: dy . x over
      * images and pixels, the images' axis blockable */
@@ -956,7 +965,56 @@ static void test_plan_kblock_conv(void **state) {
     }
     assert_int_equal(found, 1);
     tc_schedule_free(s);
-    tc_release(g), tc_release(l), tc_release(yr), tc_release(y), tc_release(r), tc_release(w), tc_release(x);
+    tc_release(g), tc_release(l), tc_release(yr), tc_release(y), tc_release(r), tc_release(w),
+        tc_release(x);
+}
+
+/* the tiles of convs on the same Zen 5 core planning for AVX2 (16
+ * registers of 8 floats): ResNet-18's 512-channel 4x4 conv takes 6 images
+ * x 16 channels from a packed panel of the weight (4 columns x 16 read a
+ * weight line 2 KiB from the last per 8 FMAs: 45-54 GFLOPS, packed 85-97,
+ * `TC_CPU_ISA=avx2 CONV=512,512,4,1 build/bench/plan_time`); the
+ * 64-channel 32x32 conv keeps 6 channels x 16 columns (13 x 1 vectors,
+ * a load per FMA, ran 76 against 94); MNIST's conv2 input gradient over
+ * 512 images (32 channels, 24x24) takes 6 columns x 16 channels in two
+ * passes over its 51 MB input, not 3 channels x 24 columns in one (60 ->
+ * 107 GFLOPS); no conv takes columns that are not whole vectors (a scalar
+ * tile: 10 columns of MNIST's 10x10 conv). The packed plan's numbers
+ * against the reference. */
+static void test_plan_conv_avx2(void **state) {
+    (void)state;
+    tc_target zen5 = zen5_target();
+    zen5.simd_floats = 8, zen5.simd_regs = 16;
+    const struct {
+        int64_t x[4], w[4];
+        int rows_axis, cols_axis;
+        int64_t rows, cols;
+        bool pack;
+    } cases[] = {
+        {{16, 512, 6, 6}, {512, 512, 3, 3}, 0, 2, 6, 16, true},
+        {{16, 64, 34, 34}, {64, 64, 3, 3}, 2, 4, 6, 16, false},
+        {{512, 32, 28, 28}, {32, 32, 5, 5}, 4, 2, 6, 16, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        tc_kopt p = conv_plan(cases[c].x, cases[c].w, &zen5);
+        assert_int_equal(p.axis[0], cases[c].rows_axis);
+        assert_int_equal(p.axis[1], cases[c].cols_axis);
+        assert_int_equal(p.amt[0], cases[c].rows);
+        assert_int_equal(p.amt[1], cases[c].cols);
+        assert_int_equal(p.pack, cases[c].pack);
+    }
+    tc_kopt p = conv_plan((int64_t[]){512, 64, 12, 12}, (int64_t[]){32, 64, 3, 3}, &zen5);
+    assert_int_equal(p.amt[1] % 8, 0);
+    /* the weight already channels-last (one kernel, as check_plan wants) */
+    int64_t sx[4] = {8, 64, 6, 6}, sw[4] = {64, 3, 3, 64};
+    int order[4] = {3, 0, 1, 2};
+    tc_tensor *x = tc_rand(4, sx, TC_FLOAT32, NULL), *wl = tc_rand(4, sw, TC_FLOAT32, NULL),
+              *in[2] = {x, wl};
+    assert_int_equal(tc_realize(in, 2), TC_OK);
+    tc_tensor *w = tc_permute(wl, order), *y = tc_conv2d(x, w, NULL, 1, 0);
+    check_plan(y, "0:6,2:16/8/p", 1e-4, 1e-4);
+    check_plan(y, "0:6,2:16/8/k16/p", 1e-4, 1e-4);
+    tc_release(y), tc_release(w), tc_release(wl), tc_release(x);
 }
 
 /* the tile of a conv (a window: tile_eff) on a Zen 5 core as it reports
@@ -1648,13 +1706,21 @@ int main(void) {
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_gather_vectorized),
         cmocka_unit_test(test_plan_gather_layernorm),
         cmocka_unit_test(test_plan_short_rows),
-        cmocka_unit_test(test_plan_kblock),    cmocka_unit_test(test_plan_epi_loop),
-        cmocka_unit_test(test_plan_transpose), cmocka_unit_test(test_plan_kblock_conv),
-        cmocka_unit_test(test_plan_conv_rows), cmocka_unit_test(test_epilogue_dag),
-        cmocka_unit_test(test_plan_from_host), cmocka_unit_test(test_dot_loop_order),
-        cmocka_unit_test(test_plan_packed_heads), cmocka_unit_test(test_shared_chain),
-        cmocka_unit_test(test_plan_row_blocks), cmocka_unit_test(test_thread_share),
-        cmocka_unit_test(test_store_loop_order), cmocka_unit_test(test_plan_row_pack),
+        cmocka_unit_test(test_plan_kblock),
+        cmocka_unit_test(test_plan_epi_loop),
+        cmocka_unit_test(test_plan_transpose),
+        cmocka_unit_test(test_plan_kblock_conv),
+        cmocka_unit_test(test_plan_conv_rows),
+        cmocka_unit_test(test_plan_conv_avx2),
+        cmocka_unit_test(test_epilogue_dag),
+        cmocka_unit_test(test_plan_from_host),
+        cmocka_unit_test(test_dot_loop_order),
+        cmocka_unit_test(test_plan_packed_heads),
+        cmocka_unit_test(test_shared_chain),
+        cmocka_unit_test(test_plan_row_blocks),
+        cmocka_unit_test(test_thread_share),
+        cmocka_unit_test(test_store_loop_order),
+        cmocka_unit_test(test_plan_row_pack),
     };
     int failed = cmocka_run_group_tests(tests, NULL, free_reference);
     for (int i = 0; i < 4; i++) free(cpu_env_at_start[i]);
