@@ -42,6 +42,8 @@ typedef enum {
     TC_UOP_IF,            /* srcs[0] = condition; opens a block (body) closed by ENDIF */
     TC_UOP_ENDIF,         /* end of the block srcs[0] */
     TC_UOP_GEP,           /* lane arg of the vector srcs[0] */
+    TC_UOP_PREFETCH,      /* srcs: buffer, index: the element is read soon (a hint: no value;
+                             rendered where the dialect has one, else nothing) */
     TC_UOP_COUNT
 } tc_uop_op;
 
@@ -267,6 +269,7 @@ tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid);
  * partial sums) */
 tc_uop *tc_ub_load_here(tc_ub *ub, tc_uop *buf, tc_uop *idx);
 tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value);
+tc_uop *tc_ub_prefetch(tc_ub *ub, tc_uop *buf, tc_uop *idx);
 /* later loads of buffers the kernel writes (outputs, scratch arrays) are new
  * UOps, not earlier ones of the same place (which may read older values) */
 void tc_ub_forget_written_loads(tc_ub *ub);

@@ -554,6 +554,13 @@ enum {
                                   a tenth (x @ w.T, one thread, AVX-512: 64 rows 49 vs 59
                                   GFLOPS for the dot tile, 128 rows 57 vs 60, 256 rows 58-72
                                   vs 42-59) */
+    PACK_JUMP_ROWS_PER_LANE = 4, /* the same where the tile would jump from page to page of
+                                    the operand without a panel (b of a @ b, a row of it per
+                                    reduce step, the rows a page or more apart): GPT-2's skinny (64, 768) @ (768,
+                                    50304), 64 rows, AVX2's 6 x 2 vectors: 76-77 GFLOPS
+                                    unpacked, 92-93 packed (the copy prefetching: lower.c) */
+    PAGE_BYTES = 4096,           /* a page (x86-64's and AArch64's smallest): no prefetcher
+                                    crosses one */
     PACK_MAX_BYTES = 512 << 10 /* the largest panel: a stack array of the kernel (glibc's
                                   threads have 8 MiB of stack) */
 };
@@ -1445,9 +1452,19 @@ static void bound_plan(const tc_sched_item *it, const kinfo *k, const tc_target 
 static bool packs(const tc_sched_item *it, const kinfo *k, int64_t l, const tc_target *tg,
                   const tc_kopt *p) {
     const tc_ast *pl = pack_load(it, k, p->axis[1]);
+    if (!pl) return false;
     bool in_order =
         reads_in_order(it, k, p) && (reduce_inner(it) > 1 || !plan_kblock(it, p->amt[1], tg));
-    return pl && !in_order && pack_rows(it, pl, p->axis[0], p->axis[1]) >= PACK_ROWS_PER_LANE * l &&
+    /* a jump to a new page per step costs the tile (tile_eff) where it does
+     * fewer FMAs than the jump takes (b's rows 256 bytes apart do not: 64
+     * x 2048 x 64 ran 108-112 GFLOPS unpacked, 99-104 packed, AVX2) */
+    int r = reduced_axis(it, true);
+    bool jumps = r >= 0 && p->amt[0] * ((p->amt[1] + l - 1) / l) < JUMP_COST &&
+                 tc_st_stride(pl->st, r) * (int64_t)tc_dtypes[pl->dtype].size >= PAGE_BYTES &&
+                 far_lines(it, pl->st, p->axis[0], p->amt[0], p->axis[1], p->amt[1],
+                           (int64_t)tc_dtypes[pl->dtype].size, tc_opt_line_bytes(tg));
+    int64_t rows = (jumps ? PACK_JUMP_ROWS_PER_LANE : PACK_ROWS_PER_LANE) * l;
+    return !in_order && pack_rows(it, pl, p->axis[0], p->axis[1]) >= rows &&
            pack_axes_ok(it, pl, p->axis[0], p->axis[1]) &&
            !tc_opt_rows_outer(it, tg, p->axis[0], p->axis[1]);
 }

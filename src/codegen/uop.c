@@ -24,7 +24,7 @@ const char *const tc_uop_names[TC_UOP_COUNT] = {
     [TC_UOP_BITCAST] = "BITCAST",             [TC_UOP_ASSIGN] = "ASSIGN",
     [TC_UOP_DEFINE_LOCAL] = "DEFINE_LOCAL",   [TC_UOP_BARRIER] = "BARRIER",
     [TC_UOP_IF] = "IF",                       [TC_UOP_ENDIF] = "ENDIF",
-    [TC_UOP_GEP] = "GEP",
+    [TC_UOP_GEP] = "GEP",                     [TC_UOP_PREFETCH] = "PREFETCH",
 };
 
 static const int64_t BIG = (int64_t)1 << 62; /* bounds beyond this are "unknown" */
@@ -560,6 +560,12 @@ tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value) {
     return u ? place(ub, u, true) : NULL;
 }
 
+tc_uop *tc_ub_prefetch(tc_ub *ub, tc_uop *buf, tc_uop *idx) {
+    tc_uop *s[2] = {buf, idx};
+    tc_uop *u = new_uop(ub, TC_UOP_PREFETCH, buf ? buf->dtype : TC_FLOAT32, 2, s);
+    return u ? place(ub, u, true) : NULL; /* in its place, as a store */
+}
+
 tc_uop *tc_ub_acc(tc_ub *ub, tc_uop *init) {
     return tc_ub_acc_vec(ub, init, 1);
 }
@@ -705,6 +711,7 @@ static bool has_effect(const tc_uop *u) {
     case TC_UOP_RANGE:
     case TC_UOP_ENDRANGE:
     case TC_UOP_STORE:
+    case TC_UOP_PREFETCH:
     case TC_UOP_ASSIGN:
     case TC_UOP_BARRIER:
     case TC_UOP_IF:

@@ -48,6 +48,7 @@ const tc_dialect tc_dialect_c = {
      * tiles of opt.c lose their SLP packing under it (matmul 240 -> 1.5
      * GFLOPS). */
     .map_prefix = "__attribute__((optimize(\"vect-cost-model=dynamic\"))) ",
+    .prefetch = "__builtin_prefetch(&%1$s[%2$s]);",
     .buf_prefix = "",
     .restrict_kw = "restrict ",
     .half_type = "_Float16",
@@ -756,6 +757,7 @@ static char *render_gpu(rctx *r, const tc_uop *u) {
     case TC_UOP_ENDRANGE:
     case TC_UOP_LOAD:
     case TC_UOP_STORE:
+    case TC_UOP_PREFETCH:
     case TC_UOP_ALU:
     case TC_UOP_CAST:
     case TC_UOP_BITCAST:
@@ -821,6 +823,12 @@ static char *render_uop(rctx *r, const tc_uop *u) {
     case TC_UOP_GEP: return bind(r, u, "alu", fmt("%s[%lld]", e[u->srcs[0]->id], (long long)u->arg));
     case TC_UOP_LOAD: return render_load(r, u);
     case TC_UOP_STORE: return render_store(r, u);
+    case TC_UOP_PREFETCH: {
+        char *x = r->d->prefetch ? fmt(r->d->prefetch, e[u->srcs[0]->id], e[u->srcs[1]->id]) : NULL;
+        if (x) line(r, "%s", x);
+        tc_free(x);
+        return fmt("%s", "");
+    }
     case TC_UOP_ALU: return bind(r, u, "alu", render_alu_value(r, u));
     case TC_UOP_CAST:
     case TC_UOP_BITCAST: return render_cast(r, u);

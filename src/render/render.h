@@ -62,6 +62,8 @@ typedef struct {
                                    compiler may store vectors into it with aligned stores,
                                    and a kernel's stack on entry may be only 8-byte aligned */
     const char *barrier;       /* the work-group barrier statement */
+    const char *prefetch;      /* printf: %1$s buffer, %2$s index -> a prefetch statement
+                                  (NULL: PREFETCH renders nothing) */
     const char *bitcast;       /* printf: %1$s type, %2$s value; between 4- or 8-byte types */
     const char *bitcast_any;   /* printf: %1$s from type, %2$s to type, %3$s value: between
                                   any two types of one size (NULL: `bitcast`, or in C a GCC

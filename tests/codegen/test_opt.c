@@ -1229,6 +1229,43 @@ static void test_plan_from_host(void **state) {
     tc_release(c);
 }
 
+/* a @ b with 64 rows and b's rows 16 KiB apart (4,096 columns): AVX2's
+ * 6 x 2 tile (12 FMAs a step, fewer than a jump costs) reads b from a
+ * panel though 64 rows are under PACK_ROWS_PER_LANE's 80 (GPT-2's skinny
+ * (64, 768) @ (768, 50304) 70-76 -> 90-92 GFLOPS, `TC_CPU_ISA=avx2
+ * bench_ops --only skinny_n`), AVX-512's 6 x 4 (24 FMAs) does not; a panel
+ * copied from rows a line or more apart prefetches the next column
+ * block's line of each row (a C kernel: __builtin_prefetch; the portable
+ * C99 dialect prints nothing for it), and the packed plan gives the
+ * reference's numbers */
+static void test_plan_pack_jumps(void **state) {
+    (void)state;
+    tc_tensor *c = matmul(64, 96, 4096);
+    tc_kopt p = plan_of(c, &avx2v, NULL);
+    assert_true(p.pack);
+    assert_int_equal(p.amt[0], 6);
+    assert_int_equal(p.amt[1], 16);
+    assert_false(plan_of(c, &avx512v, NULL).pack);
+    tc_target host = tc_device_get(0)->target;
+    host.simd_floats = 8, host.simd_regs = 16;
+    char *src = kernel_source_for(c, &host);
+    assert_non_null(strstr(src, "__builtin_prefetch(&data2["));
+    free(src);
+    tc_schedule *s = NULL;
+    plan_of(c, &host, &s);
+    tc_kernel_uops *k = tc_codegen(&s->items[0], &host);
+    assert_non_null(k);
+    char *plain = tc_render(&tc_dialect_c_plain, k);
+    assert_non_null(plain);
+    assert_null(strstr(plain, "prefetch"));
+    free(plain);
+    tc_kernel_uops_free(k);
+    tc_schedule_free(s);
+    check_plan(c, "0:6,1:16/8/p", 1e-4, 1e-4);
+    check_plan(c, "0:6,1:64/16/p", 1e-4, 1e-4);
+    tc_release(c);
+}
+
 /* x @ w.T with w (out, in): no operand moves contiguously along the output
  * columns, so a register tile reads w's columns from a packed panel
  * (tc_kopt.pack: copied contiguous along them before the rows of tiles
@@ -1701,7 +1738,7 @@ int main(void) {
         cmocka_unit_test(test_plan_conv),      cmocka_unit_test(test_plan_split_sum),
         cmocka_unit_test(test_small_shapes),   cmocka_unit_test(test_vectorized),
         cmocka_unit_test(test_epilogue_vectorized), cmocka_unit_test(test_beam),
-        cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_plan_packed),       cmocka_unit_test(test_vector_partials),
+        cmocka_unit_test(test_plan_dot),       cmocka_unit_test(test_plan_packed), cmocka_unit_test(test_plan_pack_jumps),       cmocka_unit_test(test_vector_partials),
         cmocka_unit_test(test_conv_weight_grad), cmocka_unit_test(test_dot_vectorized),
         cmocka_unit_test(test_tile_vectors),   cmocka_unit_test(test_gather_vectorized),
         cmocka_unit_test(test_plan_gather_layernorm),
