@@ -969,6 +969,25 @@ static void test_plan_kblock_conv(void **state) {
         tc_release(x);
 }
 
+/* a conv's expected tile: its rows and columns axes and amounts, packed */
+typedef struct {
+    int64_t x[4], w[4];
+    int rows_axis, cols_axis;
+    int64_t rows, cols;
+    bool pack;
+} conv_tile;
+
+static void check_conv_tiles(const conv_tile *cases, size_t n, const tc_target *tg) {
+    for (size_t c = 0; c < n; c++) {
+        tc_kopt p = conv_plan(cases[c].x, cases[c].w, tg);
+        assert_int_equal(p.axis[0], cases[c].rows_axis);
+        assert_int_equal(p.axis[1], cases[c].cols_axis);
+        assert_int_equal(p.amt[0], cases[c].rows);
+        assert_int_equal(p.amt[1], cases[c].cols);
+        assert_int_equal(p.pack, cases[c].pack);
+    }
+}
+
 /* the tiles of convs on the same Zen 5 core planning for AVX2 (16
  * registers of 8 floats): ResNet-18's 512-channel 4x4 conv takes 6 images
  * x 16 channels from a packed panel of the weight (4 columns x 16 read a
@@ -985,24 +1004,12 @@ static void test_plan_conv_avx2(void **state) {
     (void)state;
     tc_target zen5 = zen5_target();
     zen5.simd_floats = 8, zen5.simd_regs = 16;
-    const struct {
-        int64_t x[4], w[4];
-        int rows_axis, cols_axis;
-        int64_t rows, cols;
-        bool pack;
-    } cases[] = {
+    const conv_tile cases[] = {
         {{16, 512, 6, 6}, {512, 512, 3, 3}, 0, 2, 6, 16, true},
         {{16, 64, 34, 34}, {64, 64, 3, 3}, 2, 4, 6, 16, false},
         {{512, 32, 28, 28}, {32, 32, 5, 5}, 4, 2, 6, 16, false},
     };
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        tc_kopt p = conv_plan(cases[c].x, cases[c].w, &zen5);
-        assert_int_equal(p.axis[0], cases[c].rows_axis);
-        assert_int_equal(p.axis[1], cases[c].cols_axis);
-        assert_int_equal(p.amt[0], cases[c].rows);
-        assert_int_equal(p.amt[1], cases[c].cols);
-        assert_int_equal(p.pack, cases[c].pack);
-    }
+    check_conv_tiles(cases, sizeof cases / sizeof *cases, &zen5);
     tc_kopt p = conv_plan((int64_t[]){512, 64, 12, 12}, (int64_t[]){32, 64, 3, 3}, &zen5);
     assert_int_equal(p.amt[1] % 8, 0);
     /* the weight already channels-last (one kernel, as check_plan wants) */
@@ -1022,30 +1029,22 @@ static void test_plan_conv_avx2(void **state) {
  * 256-channel 8x8 conv takes 8 output columns of a row (one line of its
  * input) as rows and 32 channels as columns, not 6 images (a line each,
  * 64 channels: 24% slower); the 512-channel 4x4 conv keeps 6 images x 64
- * (4 columns x 64 re-read the weight panel per 4 rows); MNIST's 64-channel
- * conv over 512 images, whose 13 MB input passes the L3's share, keeps 64
- * channels (each column block reads it again from memory); a 1x1 conv (no
+ * (4 columns x 64 re-read the weight panel per 4 rows), packed
+ * (test_plan_kblock_conv); MNIST's 64-channel conv over 512 images, whose
+ * 13 MB input passes the L3's share, keeps 64 channels (a second pass over
+ * it from memory costs more than 8 columns x 32 channels gain: stream_eff),
+ * reading the weight in order (no panel); a 1x1 conv (no
  * window) and a matmul are planned as before. The forced plan's numbers
  * against the reference. */
 static void test_plan_conv_rows(void **state) {
     (void)state;
     tc_target zen5 = zen5_target();
-    const struct {
-        int64_t x[4], w[4];
-        int rows_axis, cols_axis;
-        int64_t rows, cols;
-    } cases[] = {
-        {{16, 256, 10, 10}, {256, 256, 3, 3}, 4, 2, 8, 32},
-        {{16, 512, 6, 6}, {512, 512, 3, 3}, 0, 2, 6, 64},
-        {{512, 64, 10, 10}, {64, 64, 3, 3}, 0, 2, 6, 64},
+    const conv_tile cases[] = {
+        {{16, 256, 10, 10}, {256, 256, 3, 3}, 4, 2, 8, 32, false},
+        {{16, 512, 6, 6}, {512, 512, 3, 3}, 0, 2, 6, 64, true},
+        {{512, 64, 10, 10}, {64, 64, 3, 3}, 0, 2, 6, 64, false},
     };
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        tc_kopt p = conv_plan(cases[c].x, cases[c].w, &zen5);
-        assert_int_equal(p.axis[0], cases[c].rows_axis);
-        assert_int_equal(p.axis[1], cases[c].cols_axis);
-        assert_int_equal(p.amt[0], cases[c].rows);
-        assert_int_equal(p.amt[1], cases[c].cols);
-    }
+    check_conv_tiles(cases, sizeof cases / sizeof *cases, &zen5);
     tc_tensor *xwy[3];
     tc_schedule *s = conv_schedule((int64_t[]){16, 256, 8, 8}, (int64_t[]){512, 256, 1, 1}, xwy);
     tc_kopt p;
