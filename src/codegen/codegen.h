@@ -269,7 +269,9 @@ tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid);
  * partial sums) */
 tc_uop *tc_ub_load_here(tc_ub *ub, tc_uop *buf, tc_uop *idx);
 tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value);
-tc_uop *tc_ub_prefetch(tc_ub *ub, tc_uop *buf, tc_uop *idx);
+/* a PREFETCH of buf[idx] where the address is valid everywhere (valid NULL
+ * or constant true); none (NULL) where it is gated */
+tc_uop *tc_ub_prefetch(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid);
 /* later loads of buffers the kernel writes (outputs, scratch arrays) are new
  * UOps, not earlier ones of the same place (which may read older values) */
 void tc_ub_forget_written_loads(tc_ub *ub);

@@ -835,11 +835,9 @@ static int64_t pack_line(const lower_ctx *c, int *last) {
  * panel). The copy prefetches the next column block's line of the row as
  * it goes (the last block its own), so that panel comes from the caches:
  * 70 -> 63 ms there on AVX2's 16-column panels (a hand-edited kernel,
- * Zen 5). */
-static void prefetch_next_panel(lower_ctx *c) {
-    int j = c->up_axis[1], r = -1;
-    for (int a = 0; a < c->it->ndim; a++)
-        if ((c->it->reduce_axes >> a) & 1 && c->it->full_shape[a] > 1) r = a;
+ * Zen 5). r: the innermost reduced axis (pack_line's). */
+static void prefetch_next_panel(lower_ctx *c, int r) {
+    int j = c->up_axis[1];
     const tc_st *st = c->pack_load->st;
     int64_t size = (int64_t)tc_dtypes[c->pack_load->dtype].size;
     if (r < 0 || tc_st_stride(st, j) != 1 || tc_st_stride(st, r) * size < tc_opt_line_bytes(c->tg)) return;
@@ -849,8 +847,7 @@ static void prefetch_next_panel(lower_ctx *c) {
                           next, c->up_base[1]);
     c->ub.index_mode = false;
     tc_uop *idx, *valid;
-    if (tc_lw_st_index(c, st, &idx, &valid) == TC_OK && (!valid || (valid->op == TC_UOP_CONST && valid->ivalue == 1)))
-        tc_ub_prefetch(&c->ub, c->globals[c->pack_load->buf], idx);
+    if (tc_lw_st_index(c, st, &idx, &valid) == TC_OK) tc_ub_prefetch(&c->ub, c->globals[c->pack_load->buf], idx, valid);
 }
 
 /* a packed tile's panel, before the loop over axis pack_from (the column
@@ -875,7 +872,7 @@ static void emit_pack(lower_ctx *c) {
     for (int a = 0; a < it->ndim; a++)
         if (!c->idx[a]) c->idx[a] = ic(c, 0);
     tc_uop *kk = pack_reduce_loops(c, &loops, last, line);
-    if (line == 1) prefetch_next_panel(c);
+    if (line == 1) prefetch_next_panel(c, last);
     tc_uop *jj = tc_ub_range(&c->ub, TC_MAX_DIMS + 4, c->idt, cols);
     if (line > 1) { /* the line's indices */
         tc_uop *l = tc_ub_range(&c->ub, TC_MAX_DIMS + 5 + loops++, c->idt, line);

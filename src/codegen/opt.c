@@ -469,15 +469,25 @@ static int64_t reread_bytes(const tc_sched_item *it, const tc_ast *x, int a, boo
 
 enum { REREAD_BUFS = 64 }; /* buffers of a kernel tc_opt_reread_level looks at, at most */
 
-int tc_opt_reread_level(const tc_sched_item *it, const tc_target *tg, int a) {
+/* what a loop over kept axis a re-reads at each step (reread_bytes); -1:
+ * more buffers than REREAD_BUFS */
+static int64_t reread_total(const tc_sched_item *it, int a) {
     bool seen[REREAD_BUFS] = {false};
-    if (it->n_bufs > REREAD_BUFS) return 3;
-    int64_t bytes = reread_bytes(it, it->ast, a, false, seen);
+    return it->n_bufs > REREAD_BUFS ? -1 : reread_bytes(it, it->ast, a, false, seen);
+}
+
+/* the cache level (1, 2; 3: past them) whose share holds `bytes` (-1: unknown) */
+static int reread_level_of(const tc_target *tg, int64_t bytes) {
+    if (bytes < 0) return 3;
     for (int l = 1; l < 3; l++) {
         int64_t share = core_share(&tg->cache[l]);
         if (share > 0 && bytes <= share / 2) return l;
     }
     return 3;
+}
+
+int tc_opt_reread_level(const tc_sched_item *it, const tc_target *tg, int a) {
+    return reread_level_of(tg, reread_total(it, a));
 }
 
 bool tc_opt_rows_outer(const tc_sched_item *it, const tc_target *tg, int i, int j) {
@@ -871,12 +881,11 @@ static double tile_eff(const tc_sched_item *it, const kinfo *k, const tc_target 
 }
 
 /* FMA slots one pass over what a column block of axis j re-reads costs
- * from memory (tc_opt_reread_level 3) */
+ * where it streams from memory (tc_opt_reread_level 3), else 0 */
 static double stream_slots(const tc_sched_item *it, const tc_target *tg, int j) {
-    bool seen[REREAD_BUFS] = {false};
-    if (it->n_bufs > REREAD_BUFS) return 0;
-    return (double)reread_bytes(it, it->ast, j, false, seen) / (double)tc_opt_line_bytes(tg) *
-           MEM_FILL_COST;
+    int64_t bytes = reread_total(it, j);
+    if (bytes < 0 || reread_level_of(tg, bytes) < 3) return 0;
+    return (double)bytes / (double)tc_opt_line_bytes(tg) * MEM_FILL_COST;
 }
 
 /* a tile of efficiency eff whose `passes` column blocks each re-read
@@ -970,8 +979,7 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
     for (int c = 0; c < n_js; c++) {
         int j = js[c];
         bool stores_ok = stores_contiguous(k, j);
-        double pass_slots =
-            window && known && tc_opt_reread_level(it, tg, j) == 3 ? stream_slots(it, tg, j) : 0;
+        double pass_slots = window && known ? stream_slots(it, tg, j) : 0;
         for (int64_t nv = 1; nv <= TILE_VECS; nv++) {
             int64_t cj = best_divisor(it->full_shape[j], nv * l, l), vecs = (cj + l - 1) / l;
             if (vecs != nv) continue; /* a narrower shape has these columns */

@@ -560,7 +560,8 @@ tc_uop *tc_ub_store(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *value) {
     return u ? place(ub, u, true) : NULL;
 }
 
-tc_uop *tc_ub_prefetch(tc_ub *ub, tc_uop *buf, tc_uop *idx) {
+tc_uop *tc_ub_prefetch(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
+    if (valid && !is_iconst(valid, 1)) return NULL;
     tc_uop *s[2] = {buf, idx};
     tc_uop *u = new_uop(ub, TC_UOP_PREFETCH, buf ? buf->dtype : TC_FLOAT32, 2, s);
     return u ? place(ub, u, true) : NULL; /* in its place, as a store */
