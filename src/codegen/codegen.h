@@ -290,6 +290,9 @@ tc_uop *tc_ub_acc_update(tc_ub *ub, tc_op op, tc_uop *acc, tc_uop *x); /* acc = 
 tc_uop *tc_ub_range(tc_ub *ub, int axis, tc_dtype dt, int64_t n); /* opens a loop */
 /* opens a loop over [start, end), a part of [0, n) known only at run time */
 tc_uop *tc_ub_range_in(tc_ub *ub, int axis, tc_dtype dt, tc_uop *start, tc_uop *end, int64_t n);
+/* opens a loop over [lo, hi), known when lowering: its index's bounds are
+ * lo and hi - 1, so comparisons of it with constants fold */
+tc_uop *tc_ub_range_span(tc_ub *ub, int axis, tc_dtype dt, int64_t lo, int64_t hi);
 void tc_ub_end_range(tc_ub *ub);                       /* closes the innermost loop or block */
 /* GPU UOps (has_local targets; gpu.c). Loads and stores of a DEFINE_LOCAL
  * go through tc_ub_load/tc_ub_store like global ones (no valid mask). */

@@ -786,6 +786,25 @@ static tc_uop *row_block_steps(lower_ctx *c, int64_t steps) {
     return r;
 }
 
+void tc_lw_open_kept(lower_ctx *c, tc_kernel_uops *k, int a, bool may_share) {
+    const tc_sched_item *it = c->it;
+    if (it->full_shape[a] == 1) c->idx[a] = ic(c, 0);
+    else if (!tc_lw_is_upcast(c, a))
+        c->idx[a] = may_share ? tc_lw_outer_range(c, k, a, it->full_shape[a])
+                              : tc_ub_range(&c->ub, a, c->idt, it->full_shape[a]);
+    for (int i = 0; i < c->n_up; i++) { /* an upcast axis steps by its amount */
+        if (c->up_axis[i] != a) continue;
+        int64_t steps = ceil_div(it->full_shape[a], c->up_amt[i]);
+        tc_uop *r = c->mblock && i == 0 ? row_block_steps(c, steps)
+                    : steps < 2         ? ic(c, 0)
+                    : may_share         ? tc_lw_outer_range(c, k, a, steps)
+                                        : tc_ub_range(&c->ub, a, c->idt, steps);
+        c->ub.index_mode = true;
+        c->up_base[i] = ix(c, TC_OP_MUL, r, ic(c, c->up_amt[i]));
+        c->ub.index_mode = false;
+    }
+}
+
 /* a blocked reduce's loop over its blocks, opened inside the outermost kept
  * loop (which threads share: each thread owns its outputs in every block)
  * and outside the others, so one block's panel serves every row of tiles */
@@ -955,6 +974,11 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     bool is_empty = false;
     int order[TC_MAX_DIMS];
     loop_order(c, order);
+    if (tc_lw_split_loops(c, k, order, it->ndim, it->ast, true)) {
+        tc_status st = tc_ub_linearize(&c->ub);
+        if (st == TC_OK) estimate(k, it);
+        return st;
+    }
     open_row_blocks(c, order);
     if (c->row_load) {
         if (c->kaxis >= 0) c->kb = block_range(c); /* the reduce's blocks outside the threads' loop */
@@ -969,19 +993,7 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
         if (pack_due && (c->kaxis < 0 || c->kb)) emit_pack(c), pack_due = false;
         if ((it->reduce_axes >> a) & 1) continue;
         is_empty |= it->full_shape[a] == 0;
-        if (c->tg->has_local) continue;
-        if (it->full_shape[a] == 1) c->idx[a] = tc_ub_iconst(&c->ub, c->idt, 0);
-        else if (!tc_lw_is_upcast(c, a)) c->idx[a] = tc_lw_outer_range(c, k, a, it->full_shape[a]);
-        for (int i = 0; i < c->n_up; i++) { /* an upcast axis steps by its amount */
-            if (c->up_axis[i] != a) continue;
-            int64_t steps = ceil_div(it->full_shape[a], c->up_amt[i]);
-            tc_uop *r = c->mblock && i == 0 ? row_block_steps(c, steps)
-                        : steps > 1       ? tc_lw_outer_range(c, k, a, steps)
-                                          : ic(c, 0);
-            c->ub.index_mode = true;
-            c->up_base[i] = ix(c, TC_OP_MUL, r, ic(c, c->up_amt[i]));
-            c->ub.index_mode = false;
-        }
+        if (!c->tg->has_local) tc_lw_open_kept(c, k, a, true);
     }
     if (c->kaxis >= 0 && !c->kb) c->kb = block_range(c);
     if (pack_due) emit_pack(c);

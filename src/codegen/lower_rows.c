@@ -70,27 +70,15 @@ static void open_rows(lower_ctx *c, tc_kernel_uops *k) {
 
 /* the loops over part's kept axes past the rows (nr); upcast axes step by
  * their amounts */
-static void open_part_loops(lower_ctx *c, int nr) {
+static void open_part_loops(lower_ctx *c, tc_kernel_uops *k, int nr) {
     const tc_sched_item *it = c->it;
-    for (int a = nr; a < it->ndim; a++) {
-        if ((it->reduce_axes >> a) & 1) continue;
-        if (it->full_shape[a] == 1) c->idx[a] = ic(c, 0);
-        else if (!tc_lw_is_upcast(c, a))
-            c->idx[a] = tc_ub_range(&c->ub, a, c->idt, it->full_shape[a]);
-        for (int i = 0; i < c->n_up; i++) {
-            if (c->up_axis[i] != a) continue;
-            int64_t steps = ceil_div(it->full_shape[a], c->up_amt[i]);
-            tc_uop *r = steps > 1 ? tc_ub_range(&c->ub, a, c->idt, steps) : ic(c, 0);
-            c->ub.index_mode = true;
-            c->up_base[i] = ix(c, TC_OP_MUL, r, ic(c, c->up_amt[i]));
-            c->ub.index_mode = false;
-        }
-    }
+    for (int a = nr; a < it->ndim; a++)
+        if (!((it->reduce_axes >> a) & 1)) tc_lw_open_kept(c, k, a, false);
     if (c->n_up) tc_lw_set_copy(c, 0);
 }
 
 /* one part: a kernel over its own loop space whose rows are indexed */
-static void lower_part(lower_ctx *c, const tc_sched_item *rows, tc_ast *part) {
+static void lower_part(lower_ctx *c, tc_kernel_uops *k, const tc_sched_item *rows, tc_ast *part) {
     tc_sched_item pi = *rows;
     const tc_view *v = &part->st->views[0];
     pi.has_parts = false;
@@ -113,12 +101,15 @@ static void lower_part(lower_ctx *c, const tc_sched_item *rows, tc_ast *part) {
     c->rep = 0;
     tc_lw_take_plan(c, p);
     c->kaxis = -1;
-    int depth = c->ub.depth;
-    open_part_loops(c, rows->ndim);
-    c->outer_depth = c->ub.depth;
-    tc_lw_prelower_reduces(c, part);
-    tc_lw_lower_stores(c, part, false);
-    tc_lw_lower_stores(c, part, true);
+    int depth = c->ub.depth, order[TC_MAX_DIMS];
+    for (int a = rows->ndim; a < pi.ndim; a++) order[a - rows->ndim] = a;
+    if (!tc_lw_split_loops(c, k, order, pi.ndim - rows->ndim, part, false)) {
+        open_part_loops(c, k, rows->ndim);
+        c->outer_depth = c->ub.depth;
+        tc_lw_prelower_reduces(c, part);
+        tc_lw_lower_stores(c, part, false);
+        tc_lw_lower_stores(c, part, true);
+    }
     while (c->ub.depth > depth) tc_ub_end_range(&c->ub);
     for (int a = rows->ndim; a < pi.ndim; a++) c->idx[a] = NULL;
     c->epoch = tc_lw_next_epoch();
@@ -134,7 +125,7 @@ TC_MUST_USE tc_status tc_lw_rows_kernel(lower_ctx *c, tc_kernel_uops *k) {
     if (st != TC_OK) return st;
     c->ub.scratch_floor = c->ub.depth;
     k->n_parts = it->ast->n_srcs;
-    for (int i = 0; i < it->ast->n_srcs && !c->ub.failed; i++) lower_part(c, it, it->ast->srcs[i]);
+    for (int i = 0; i < it->ast->n_srcs && !c->ub.failed; i++) lower_part(c, k, it, it->ast->srcs[i]);
     while (c->ub.depth > 0) tc_ub_end_range(&c->ub);
     return tc_ub_linearize(&c->ub);
 }

@@ -531,6 +531,7 @@ tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
 
 tc_uop *tc_ub_load_vec(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid, int lanes) {
     if (valid && is_iconst(valid, 1)) valid = NULL;
+    if (valid && is_iconst(valid, 0) && buf) return tc_ub_broadcast(ub, tc_ub_const(ub, buf->dtype, 0, 0), lanes);
     tc_uop *s[3] = {buf, idx, valid};
     tc_uop *u = new_uop(ub, TC_UOP_LOAD, buf ? buf->dtype : TC_FLOAT32, valid ? 3 : 2, s);
     if (!u) return NULL;
@@ -628,6 +629,12 @@ tc_uop *tc_ub_range_in(tc_ub *ub, int axis, tc_dtype dt, tc_uop *start, tc_uop *
     u->vmin = 0;
     u->vmax = n - 1;
     u->is_index = true;
+    return u;
+}
+
+tc_uop *tc_ub_range_span(tc_ub *ub, int axis, tc_dtype dt, int64_t lo, int64_t hi) {
+    tc_uop *u = tc_ub_range_in(ub, axis, dt, tc_ub_iconst(ub, dt, lo), tc_ub_iconst(ub, dt, hi), hi);
+    if (u) u->vmin = lo, u->vmax = hi - 1;
     return u;
 }
 
