@@ -91,7 +91,7 @@ static void lower_part(lower_ctx *c, tc_kernel_uops *k, const tc_sched_item *row
         tc_sched_item shown = pi;
         for (int a = 0; a < rows->ndim; a++) shown.full_shape[a] = 1;
         tc_opt_choose(&shown, c->tg, &p);
-        p.kblock = 0;
+        p.kblock = 0, p.mblock = 0; /* a part's loops block neither */
     }
     c->it = &pi;
     tc_ub_forget_written_loads(&c->ub); /* an earlier part's reload of what it stored */

@@ -75,6 +75,15 @@ static bool find_cuts(const tc_ast *a, int ax, int64_t n, int ndim, int64_t *cut
     return true;
 }
 
+/* kept axis a has a loop (tc_lw_open_kept): more than one index, or steps */
+static bool opens_loop(const lower_ctx *c, int a) {
+    const tc_sched_item *it = c->it;
+    if ((it->reduce_axes >> a) & 1 || it->full_shape[a] < 2) return false;
+    for (int i = 0; i < c->n_up; i++)
+        if (c->up_axis[i] == a) return it->full_shape[a] > c->up_amt[i];
+    return true;
+}
+
 /* the axes to split among order[from..n), innermost first */
 static void plan_split(lower_ctx *c, const int *order, int from, int n, const tc_ast *root, split_plan *sp) {
     const tc_sched_item *it = c->it;
@@ -133,8 +142,8 @@ bool tc_lw_split_loops(lower_ctx *c, tc_kernel_uops *k, const int *order, int n,
     const tc_sched_item *it = c->it;
     if (c->tg->has_local || it->reduce_axes) return false;
     int from = 0;
-    if (may_share) { /* past the first loop (the threads') */
-        while (from < n && it->full_shape[order[from]] < 2) from++;
+    if (may_share) { /* past the first loop opened (the threads') */
+        while (from < n && !opens_loop(c, order[from])) from++;
         from++;
     }
     split_plan sp;

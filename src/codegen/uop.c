@@ -531,7 +531,6 @@ tc_uop *tc_ub_load(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid) {
 
 tc_uop *tc_ub_load_vec(tc_ub *ub, tc_uop *buf, tc_uop *idx, tc_uop *valid, int lanes) {
     if (valid && is_iconst(valid, 1)) valid = NULL;
-    if (valid && is_iconst(valid, 0) && buf) return tc_ub_broadcast(ub, tc_ub_const(ub, buf->dtype, 0, 0), lanes);
     tc_uop *s[3] = {buf, idx, valid};
     tc_uop *u = new_uop(ub, TC_UOP_LOAD, buf ? buf->dtype : TC_FLOAT32, valid ? 3 : 2, s);
     if (!u) return NULL;

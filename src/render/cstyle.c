@@ -881,12 +881,19 @@ static bool has_gated_load(const tc_kernel_uops *k) {
     return false;
 }
 
-/* every store writes a value loaded as is: a copy (a transposing one builds
- * a lane transpose under the dynamic cost model) */
+/* every store writes a value loaded as is, or a constant beside such stores
+ * (a padded copy whose loops lower_split.c split: the pad's zeros): a copy
+ * (a transposing one builds a lane transpose under the dynamic cost model;
+ * a fill alone is no copy) */
 static bool is_copy(const tc_kernel_uops *k) {
-    for (int i = 0; i < k->n_uops; i++)
-        if (k->uops[i]->op == TC_UOP_STORE && k->uops[i]->srcs[2]->op != TC_UOP_LOAD) return false;
-    return true;
+    bool loaded = false;
+    for (int i = 0; i < k->n_uops; i++) {
+        const tc_uop *u = k->uops[i];
+        if (u->op != TC_UOP_STORE) continue;
+        if (u->srcs[2]->op != TC_UOP_LOAD && u->srcs[2]->op != TC_UOP_CONST) return false;
+        loaded |= u->srcs[2]->op == TC_UOP_LOAD;
+    }
+    return loaded;
 }
 
 static bool uses_vec(const tc_kernel_uops *k) {
