@@ -88,12 +88,46 @@ static void test_left_gated(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tc_release(all[i]);
 }
 
+/* an int32 crop, then a pad on three axes: the two innermost are split,
+ * the third stays gated (its test folds nowhere), values exact */
+static void test_int_crop_three_axes(void **state) {
+    (void)state;
+    tc_tensor *f = tc_test_randn(4, (int64_t[]){2, 5, 6, 7}, 10, -50, 50);
+    tc_tensor *x = tc_cast(f, TC_INT32);
+    tc_tensor *c = tc_shrink(x, (int64_t[]){0, 2, 0, 4, 1, 6, 0, 5});
+    tc_tensor *p = tc_pad(c, (int64_t[]){0, 0, 2, 1, 1, 3, 1, 2});
+    tc_tensor *y = tc_contiguous(p);
+    assert_true(gated_loads(y) > 0);
+    tc_check_schedule(y, 1, 0, 0, "int32 crop + pad on three axes");
+    tc_tensor *all[] = {y, p, c, x, f};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tc_release(all[i]);
+}
+
+/* a concat of five pieces has four bounds on its axis, past what a split
+ * takes (SPLIT_CUTS): the loads stay gated, the values right */
+static void test_too_many_cuts(void **state) {
+    (void)state;
+    tc_tensor *parts[5], *pads[5], *sums[4];
+    for (int i = 0; i < 5; i++) {
+        parts[i] = tc_test_randn(2, (int64_t[]){3, 4}, 11 + (uint64_t)i, -1, 1);
+        pads[i] = tc_pad(parts[i], (int64_t[]){0, 0, 4 * i, 16 - 4 * i});
+    }
+    sums[0] = tc_add(pads[0], pads[1]);
+    for (int i = 1; i < 4; i++) sums[i] = tc_add(sums[i - 1], pads[i + 1]);
+    assert_true(gated_loads(sums[3]) > 0);
+    tc_check_schedule(sums[3], 1, 0, 0, "a concat of five pads");
+    for (int i = 0; i < 4; i++) tc_release(sums[i]);
+    for (int i = 0; i < 5; i++) tc_release(pads[i]), tc_release(parts[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pad_copy),
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_norm_relu_padded),
         cmocka_unit_test(test_left_gated),
+        cmocka_unit_test(test_int_crop_three_axes),
+        cmocka_unit_test(test_too_many_cuts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
