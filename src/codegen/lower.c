@@ -974,7 +974,8 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     bool is_empty = false;
     int order[TC_MAX_DIMS];
     loop_order(c, order);
-    if (tc_lw_split_loops(c, k, order, it->ndim, it->ast, true)) {
+    if (!it->reduce_axes && !c->tg->has_local) { /* a map kernel: its loops and stores alone */
+        tc_lw_kept_loops(c, k, order, it->ndim, it->ast, true);
         tc_status st = tc_ub_linearize(&c->ub);
         if (st == TC_OK) estimate(k, it);
         return st;

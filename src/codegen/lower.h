@@ -144,10 +144,11 @@ tc_uop *tc_lw_outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n);
  * copies' base); may_share: the first one opened may be the threads' */
 void tc_lw_open_kept(lower_ctx *c, tc_kernel_uops *k, int a, bool may_share);
 
-/* lower_split.c: opens the kept loops order[0..n) and lowers root's stores
- * inside them, the loops over masked axes split at the masks' bounds;
- * false (nothing emitted) where no loop is split */
-bool tc_lw_split_loops(lower_ctx *c, tc_kernel_uops *k, const int *order, int n, tc_ast *root, bool may_share);
+/* lower_split.c: opens the kept loops order[0..n) (reduced axes skipped)
+ * and lowers root's stores inside them; in a kernel or part without a
+ * reduce, on the CPU, the loops over masked axes split at the masks'
+ * bounds */
+void tc_lw_kept_loops(lower_ctx *c, tc_kernel_uops *k, const int *order, int n, tc_ast *root, bool may_share);
 
 /* lower_rows.c: the whole kernel of a row kernel (has_parts) */
 TC_MUST_USE tc_status tc_lw_rows_kernel(lower_ctx *c, tc_kernel_uops *k);

@@ -68,15 +68,6 @@ static void open_rows(lower_ctx *c, tc_kernel_uops *k) {
             it->full_shape[a] == 1 ? ic(c, 0) : tc_lw_outer_range(c, k, a, it->full_shape[a]);
 }
 
-/* the loops over part's kept axes past the rows (nr); upcast axes step by
- * their amounts */
-static void open_part_loops(lower_ctx *c, tc_kernel_uops *k, int nr) {
-    const tc_sched_item *it = c->it;
-    for (int a = nr; a < it->ndim; a++)
-        if (!((it->reduce_axes >> a) & 1)) tc_lw_open_kept(c, k, a, false);
-    if (c->n_up) tc_lw_set_copy(c, 0);
-}
-
 /* one part: a kernel over its own loop space whose rows are indexed */
 static void lower_part(lower_ctx *c, tc_kernel_uops *k, const tc_sched_item *rows, tc_ast *part) {
     tc_sched_item pi = *rows;
@@ -103,13 +94,7 @@ static void lower_part(lower_ctx *c, tc_kernel_uops *k, const tc_sched_item *row
     c->kaxis = -1;
     int depth = c->ub.depth, order[TC_MAX_DIMS];
     for (int a = rows->ndim; a < pi.ndim; a++) order[a - rows->ndim] = a;
-    if (!tc_lw_split_loops(c, k, order, pi.ndim - rows->ndim, part, false)) {
-        open_part_loops(c, k, rows->ndim);
-        c->outer_depth = c->ub.depth;
-        tc_lw_prelower_reduces(c, part);
-        tc_lw_lower_stores(c, part, false);
-        tc_lw_lower_stores(c, part, true);
-    }
+    tc_lw_kept_loops(c, k, order, pi.ndim - rows->ndim, part, false);
     while (c->ub.depth > depth) tc_ub_end_range(&c->ub);
     for (int a = rows->ndim; a < pi.ndim; a++) c->idx[a] = NULL;
     c->epoch = tc_lw_next_epoch();

@@ -114,7 +114,7 @@ static void open_from(lower_ctx *c, tc_kernel_uops *k, const int *order, int o, 
                       tc_ast *root, bool may_share) {
     if (c->ub.failed) return;
     if (o == n) {
-        c->base_epoch = c->epoch = tc_lw_next_epoch(); /* what another segment lowered stays there */
+        if (sp->n) c->base_epoch = c->epoch = tc_lw_next_epoch(); /* what another segment lowered stays there */
         c->outer_depth = c->ub.depth;
         if (c->n_up) tc_lw_set_copy(c, 0);
         tc_lw_prelower_reduces(c, root);
@@ -128,29 +128,28 @@ static void open_from(lower_ctx *c, tc_kernel_uops *k, const int *order, int o, 
     if (s < 0) {
         if (!((c->it->reduce_axes >> a) & 1)) tc_lw_open_kept(c, k, a, may_share);
         open_from(c, k, order, o + 1, n, sp, root, may_share);
-    }
-    for (int g = 0; s >= 0 && g <= sp->n_cuts[s] && !c->ub.failed; g++) {
-        int64_t lo = g ? sp->cut[s][g - 1] : 0, hi = g < sp->n_cuts[s] ? sp->cut[s][g] : c->it->full_shape[a];
-        c->idx[a] = hi - lo == 1 ? ic(c, lo) : tc_ub_range_span(&c->ub, a, c->idt, lo, hi);
-        open_from(c, k, order, o + 1, n, sp, root, may_share);
-        while (c->ub.depth > depth) tc_ub_end_range(&c->ub);
+    } else {
+        for (int g = 0; g <= sp->n_cuts[s] && !c->ub.failed; g++) {
+            int64_t lo = g ? sp->cut[s][g - 1] : 0, hi = g < sp->n_cuts[s] ? sp->cut[s][g] : c->it->full_shape[a];
+            c->idx[a] = hi - lo == 1 ? ic(c, lo) : tc_ub_range_span(&c->ub, a, c->idt, lo, hi);
+            open_from(c, k, order, o + 1, n, sp, root, may_share);
+            while (c->ub.depth > depth) tc_ub_end_range(&c->ub);
+        }
     }
     while (c->ub.depth > depth) tc_ub_end_range(&c->ub);
 }
 
-bool tc_lw_split_loops(lower_ctx *c, tc_kernel_uops *k, const int *order, int n, tc_ast *root, bool may_share) {
+void tc_lw_kept_loops(lower_ctx *c, tc_kernel_uops *k, const int *order, int n, tc_ast *root, bool may_share) {
     const tc_sched_item *it = c->it;
-    if (c->tg->has_local || it->reduce_axes) return false;
-    int from = 0;
-    if (may_share) { /* past the first loop opened (the threads') */
-        while (from < n && !opens_loop(c, order[from])) from++;
-        from++;
+    split_plan sp = {.n = 0};
+    if (!c->tg->has_local && !it->reduce_axes) {
+        int from = 0;
+        if (may_share) { /* past the first loop opened (the threads') */
+            while (from < n && !opens_loop(c, order[from])) from++;
+            from++;
+        }
+        plan_split(c, order, from, n, root, &sp);
     }
-    split_plan sp;
-    plan_split(c, order, from, n, root, &sp);
-    if (!sp.n) return false;
     open_from(c, k, order, 0, n, &sp, root, may_share);
-    for (int o = 0; o < n; o++) c->idx[order[o]] = NULL;
-    c->base_epoch = c->epoch = tc_lw_next_epoch();
-    return true;
+    if (sp.n) c->base_epoch = c->epoch = tc_lw_next_epoch();
 }
