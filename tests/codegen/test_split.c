@@ -20,6 +20,12 @@ static int gated_loads(tc_tensor *t) {
     return n;
 }
 
+/* releases the tensors listed */
+static void release(tc_tensor *const *ts, size_t n) {
+    for (size_t i = 0; i < n; i++) tc_release(ts[i]);
+}
+#define RELEASE(...) release((tc_tensor *[]){__VA_ARGS__}, sizeof((tc_tensor *[]){__VA_ARGS__}) / sizeof(tc_tensor *))
+
 static tc_tensor *pad4(tc_tensor *x, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
     return tc_pad(x, (int64_t[]){0, 0, 0, 0, y0, y1, x0, x1});
 }
@@ -31,9 +37,7 @@ static void test_pad_copy(void **state) {
     tc_tensor *y = tc_contiguous(p);
     assert_int_equal(gated_loads(y), 0);
     tc_check_schedule(y, 1, 0, 0, "pad copy split at its mask's bounds");
-    tc_release(y);
-    tc_release(p);
-    tc_release(x);
+    RELEASE(y, p, x);
 }
 
 /* cat((4,6), (4,3), (4,5)) along axis 1 as three pads summed: three cuts,
@@ -49,8 +53,7 @@ static void test_concat(void **state) {
     tc_tensor *ab = tc_add(pa, pb), *y = tc_add(ab, pc);
     assert_int_equal(gated_loads(y), 0);
     tc_check_schedule(y, 1, 0, 0, "a concat of three pads");
-    tc_tensor *all[] = {y, ab, pc, pb, pa, c, b, a};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tc_release(all[i]);
+    RELEASE(y, ab, pc, pb, pa, c, b, a);
 }
 
 /* relu((x - m) * s) stored padded by one, the conv input of a BatchNorm +
@@ -64,8 +67,7 @@ static void test_norm_relu_padded(void **state) {
     tc_tensor *y = tc_contiguous(p);
     assert_int_equal(gated_loads(y), 0);
     tc_check_schedule(y, 1, 1e-6, 1e-6, "relu((x - m) * s) padded");
-    tc_tensor *all[] = {y, p, r, n, d, s, m, x};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tc_release(all[i]);
+    RELEASE(y, p, r, n, d, s, m, x);
 }
 
 /* what stays gated: a pad of the outermost axis alone (the loop threads
@@ -84,8 +86,7 @@ static void test_left_gated(void **state) {
     tc_tensor *one = tc_full(0, NULL, 1.0, TC_FLOAT32, NULL), *z = tc_add(flat, one);
     assert_true(gated_loads(z) > 0);
     tc_check_schedule(z, 1, 0, 0, "a pad seen through a reshape, plus one");
-    tc_tensor *all[] = {z, one, flat, wp, w, y, p, x};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tc_release(all[i]);
+    RELEASE(z, one, flat, wp, w, y, p, x);
 }
 
 /* an int32 crop, then a pad on three axes: the two innermost are split,
@@ -99,8 +100,7 @@ static void test_int_crop_three_axes(void **state) {
     tc_tensor *y = tc_contiguous(p);
     assert_true(gated_loads(y) > 0);
     tc_check_schedule(y, 1, 0, 0, "int32 crop + pad on three axes");
-    tc_tensor *all[] = {y, p, c, x, f};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tc_release(all[i]);
+    RELEASE(y, p, c, x, f);
 }
 
 /* a concat of five pieces has four bounds on its axis, past what a split
