@@ -372,54 +372,137 @@ static tc_tensor *zero_insert(tc_scope *s, tc_tensor *x, int nd, const int64_t *
 
 /* dx of a strided conv by phases: along an axis of stride s, the inputs
  * j = s*i + r of one phase r read dy at i + m - floor(q/s) through the taps
- * t = s*m + (q mod s) - r of v (w flipped, channels swapped, q = k-1-p), so
- * all s phases are one stride-1 conv of dy (padded) whose output channels
- * are (Cin, phase) and whose weight holds each phase's taps, k' = floor((k
- * - 2 - (q mod s) + s) / s) + 1 of them (zeros where a phase has fewer);
- * the phases then interleave back into the input's positions (views). The
- * zero-inserted dy the transposed conv reads instead costs s^nd times the
- * multiply-adds (stride 2, 3x3: 4x; phases 16/9). vt is v, gt the realized
- * dy, in the input's spatial sizes, st the strides, q per axis. */
+ * t = s*m + (q mod s) - r of v (w flipped, channels swapped, q = k-1-p), m
+ * from 0 to k' - 1 with k' = floor((k - 2 - (q mod s) + s) / s) + 1, of
+ * which only those with 0 <= t < k exist: m from lo(r) = [r > q mod s] to
+ * hi(r) = min(k' - 1, floor((k - 1 - (q mod s) + r) / s)). lo and hi grow
+ * with r, so the phases with the same taps form runs of r (at most three
+ * per axis: 3x3 stride 2 pad 1 has r = 0 with one tap, r = 1 with two; 1x1
+ * stride 2 has r = 1 with none, its dx 0 there). A group of phases (one run
+ * per axis) is one stride-1 conv of dy whose output channels are (Cin, the
+ * group's phases) and whose weight holds exactly their taps, reading dy
+ * padded once for all groups (its own window a view of that); the groups'
+ * outputs, padded along their phase axes to the stride, add up to the
+ * phases in their places (views). One conv over all phases with k' taps
+ * each did 16/9 of the multiply-adds for 3x3 stride 2 and 4x for 1x1
+ * stride 2 (zeros in its weight); the zero-inserted dy the transposed conv
+ * reads instead costs s^nd. vt is v, gt the realized dy, in the input's
+ * spatial sizes, st the strides, q per axis. Cost: a conv per group (at
+ * most 3^nd), each of its phases' exact multiply-adds. */
+enum { PHASE_RUNS = 3 };
+
+typedef struct {
+    int64_t r0, r1, lo, hi; /* phases r0 .. r1-1 take taps m = lo .. hi */
+} phase_run;
+
+/* the runs of phases with the same taps along one axis; returns their count */
+static int phase_runs(int64_t s, int64_t k, int64_t qm, int64_t kp, phase_run *runs) {
+    int n = 0;
+    for (int64_t r = 0; r < s; r++) {
+        int64_t lo = r > qm ? 1 : 0, hi = (k - 1 - qm + r) / s;
+        if (hi > kp - 1) hi = kp - 1;
+        if (hi < lo) continue; /* no taps: dx is 0 at this phase */
+        if (n > 0 && runs[n - 1].r1 == r && runs[n - 1].lo == lo && runs[n - 1].hi == hi)
+            runs[n - 1].r1 = r + 1;
+        else if (n < PHASE_RUNS)
+            runs[n++] = (phase_run){r, r + 1, lo, hi};
+    }
+    return n;
+}
+
+/* one group's dx: the conv of dyp (dy padded by pb before each axis) with
+ * the phases r0..r1-1 and taps lo..hi of wv (cin, s1.., cout, k'1..), its
+ * result (N, cin, hq1, s1, ...) zero outside the group's phases */
+static tc_tensor *phase_group(tc_tensor *dyp, tc_tensor *wv, int nd, const phase_run *const *g,
+                              const int64_t *st, const int64_t *hq, const int64_t *pb, const int64_t *q) {
+    tc_scope s = {0};
+    const int64_t *ws = wv->node->shape, *ds = dyp->node->shape;
+    int64_t cin = ws[0], cout = ws[1 + nd], group = 1, cut[2 * TC_MAX_DIMS], wshape[TC_MAX_DIMS];
+    int64_t oshape[TC_MAX_DIMS], pads[2 * TC_MAX_DIMS] = {0};
+    int oorder[TC_MAX_DIMS];
+    conv_args pa = {.nd = nd, .groups = 1};
+    for (int i = 0; i < 2 + 2 * nd; i++) cut[2 * i] = 0, cut[2 * i + 1] = ws[i];
+    oshape[0] = ds[0], oshape[1] = cin, oorder[0] = 0, oorder[1] = 1;
+    for (int j = 0; j < nd; j++) {
+        const phase_run *r = g[j];
+        int64_t taps = r->hi - r->lo + 1, before = q[j] / st[j] - r->lo;
+        cut[2 * (1 + j)] = r->r0, cut[2 * (1 + j) + 1] = r->r1;
+        cut[2 * (2 + nd + j)] = r->lo, cut[2 * (2 + nd + j) + 1] = r->hi + 1;
+        wshape[2 + j] = taps;
+        group *= r->r1 - r->r0;
+        /* this group's window of dyp: crops only (pb is the most any group needs) */
+        pa.stride[j] = pa.dilation[j] = 1;
+        pa.pad[2 * j] = before - pb[j];
+        pa.pad[2 * j + 1] = hq[j] + taps - 1 - (ds[2 + j] - pb[j]) - before;
+        oshape[2 + j] = r->r1 - r->r0, oshape[2 + nd + j] = hq[j];
+        oorder[2 + 2 * j] = 2 + nd + j, oorder[3 + 2 * j] = 2 + j;
+        pads[2 * (3 + 2 * j)] = r->r0, pads[2 * (3 + 2 * j) + 1] = st[j] - r->r1;
+    }
+    wshape[0] = cin * group, wshape[1] = cout;
+    tc_tensor *w = TC_S(&s, tc_shrink(wv, cut));
+    w = TC_S(&s, tc_reshape(w, 2 + nd, wshape));
+    tc_tensor *y = s.failed ? NULL : conv(&s, dyp, w, NULL, &pa); /* (N, cin*group, *hq) */
+    y = TC_S(&s, tc_reshape(y, 2 + 2 * nd, oshape));              /* (N, cin, g1.., hq1..) */
+    y = TC_S(&s, tc_permute(y, oorder));                          /* (N, cin, hq1, g1, ...) */
+    y = TC_S(&s, tc_pad(y, pads));                                /* (N, cin, hq1, s1, ...) */
+    return tc_scope_end(&s, y);
+}
+
 static tc_tensor *dx_by_phases(tc_scope *s, tc_tensor *gt, tc_tensor *vt, int nd,
                                const int64_t *in, const int64_t *st, const int64_t *q) {
     int64_t vpad[2 * TC_MAX_DIMS] = {0}, vcut[2 * TC_MAX_DIMS], vsplit[TC_MAX_DIMS];
-    int64_t wshape[TC_MAX_DIMS], oshape[TC_MAX_DIMS], joined[TC_MAX_DIMS], cut[CONV_MAX_ND];
-    int vorder[TC_MAX_DIMS], oorder[TC_MAX_DIMS], phase_axes[CONV_MAX_ND];
+    int64_t joined[TC_MAX_DIMS], cut[CONV_MAX_ND], hq[CONV_MAX_ND], pb[CONV_MAX_ND];
+    int64_t gpad[2 * TC_MAX_DIMS] = {0};
+    int vorder[TC_MAX_DIMS], phase_axes[CONV_MAX_ND], nruns[CONV_MAX_ND];
+    phase_run runs[CONV_MAX_ND][PHASE_RUNS];
     const int64_t *vs = vt->node->shape, *gs = gt->node->shape;
-    int64_t cin = vs[0], cout = vs[1], phases = 1;
-    conv_args pa = {.nd = nd, .groups = 1};
+    int64_t cin = vs[0], cout = vs[1], groups = 1;
+    bool has_pad = false;
     vsplit[0] = cin, vsplit[1] = cout;
     vcut[0] = 0, vcut[1] = cin, vcut[2] = 0, vcut[3] = cout;
     vorder[0] = 0, vorder[1 + nd] = 1; /* cin, the phases, cout, the taps */
-    oshape[0] = gs[0], oshape[1] = cin, oorder[0] = 0, oorder[1] = 1;
     for (int j = 0; j < nd; j++) {
         int64_t sj = st[j], k = vs[2 + j], qm = q[j] % sj, kp = (k - 2 - qm + sj) / sj + 1;
-        int64_t base = qm - (sj - 1), hq = (in[j] + sj - 1) / sj;
+        int64_t base = qm - (sj - 1), pa = 0;
+        hq[j] = (in[j] + sj - 1) / sj;
         /* taps base .. base + s*k' - 1 of v, zeros outside 0..k-1 */
         vpad[2 * (2 + j)] = -base, vpad[2 * (2 + j) + 1] = base + sj * kp > k ? base + sj * kp - k : 0;
         vcut[2 * (2 + j)] = 0, vcut[2 * (2 + j) + 1] = sj * kp;
         vsplit[2 + 2 * j] = kp, vsplit[3 + 2 * j] = sj;
         vorder[1 + j] = 3 + 2 * j, vorder[2 + nd + j] = 2 + 2 * j;
         phase_axes[j] = 1 + j;
-        wshape[2 + j] = kp;
-        phases *= sj;
-        /* dy read at i + m - floor(q/s): padded floor(q/s) before, to hq + k' - 1 */
-        pa.stride[j] = pa.dilation[j] = 1;
-        pa.pad[2 * j] = q[j] / sj, pa.pad[2 * j + 1] = hq + kp - 1 - gs[2 + j] - q[j] / sj;
-        oshape[2 + j] = sj, oshape[2 + nd + j] = hq;
-        oorder[2 + 2 * j] = 2 + nd + j, oorder[3 + 2 * j] = 2 + j;
-        joined[j] = hq * sj, cut[j] = in[j];
+        nruns[j] = phase_runs(sj, k, qm, kp, runs[j]);
+        groups *= nruns[j];
+        /* dy read at i + m - floor(q/s), m = lo .. hi: the padding the groups need, at most */
+        pb[j] = 0;
+        for (int u = 0; u < nruns[j]; u++) {
+            int64_t before = q[j] / sj - runs[j][u].lo;
+            int64_t after = hq[j] + runs[j][u].hi - runs[j][u].lo - gs[2 + j] - before;
+            pb[j] = before > pb[j] ? before : pb[j];
+            pa = after > pa ? after : pa;
+        }
+        gpad[2 * (2 + j)] = pb[j], gpad[2 * (2 + j) + 1] = pa;
+        has_pad = has_pad || pb[j] > 0 || pa > 0;
+        joined[j] = hq[j] * sj, cut[j] = in[j];
     }
-    wshape[0] = cin * phases, wshape[1] = cout;
     tc_tensor *w = TC_S(s, tc_pad(vt, vpad));
     w = TC_S(s, tc_shrink(w, vcut));
     w = TC_S(s, tc_reshape(w, 2 + 2 * nd, vsplit));  /* (cin, cout, k'1, s1, ...) */
     w = TC_S(s, tc_permute(w, vorder));              /* (cin, s1.., cout, k'1..) */
-    w = TC_S(s, tc_flip(w, nd, phase_axes));         /* phase r at s-1-r of the split */
-    w = TC_S(s, tc_reshape(w, 2 + nd, wshape));
-    tc_tensor *y = s->failed ? NULL : conv(s, gt, w, NULL, &pa); /* (N, cin*phases, *hq) */
-    y = TC_S(s, tc_reshape(y, 2 + 2 * nd, oshape));  /* (N, cin, s1.., hq1..) */
-    y = TC_S(s, tc_permute(y, oorder));              /* (N, cin, hq1, s1, ...) */
+    w = TC_S(s, tc_flip(w, nd, phase_axes));         /* index r: phase r (the split held s-1-r) */
+    tc_tensor *dyp = has_pad ? TC_S(s, tc_pad(gt, gpad)) : gt; /* padded once, in a buffer */
+    if (has_pad) dyp = TC_S(s, tc_contiguous(dyp));
+    tc_tensor *y = NULL; /* the sum so far, owned here (up to 3^nd groups: more than a scope holds) */
+    bool ok = !s->failed;
+    for (int64_t gi = 0; gi < groups && ok; gi++) {
+        const phase_run *g[CONV_MAX_ND];
+        for (int j = nd - 1, rest = (int)gi; j >= 0; rest /= nruns[j], j--) g[j] = &runs[j][rest % nruns[j]];
+        tc_tensor *part = phase_group(dyp, w, nd, g, st, hq, pb, q), *sum = part;
+        if (part && y) sum = tc_add(y, part), tc_release(part);
+        tc_release(y);
+        y = sum, ok = sum != NULL;
+    }
+    y = TC_S(s, y);
     y = reshape_tail(s, y, 2, nd, joined);
     return fit_tail(s, y, nd, cut);
 }

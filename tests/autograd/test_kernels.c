@@ -11,7 +11,11 @@
  *     (no channels-last weight copy): 1 kernel without padding (the windows
  *     are views of x, the multiply+sum the reduce, bias and relu its
  *     consumers), 2 with it (x padded in a buffer of its own first: a conv
- *     reading a padded view gates its loads, 7-20x slower on the CPU). */
+ *     reading a padded view gates its loads, 7-20x slower on the CPU);
+ *   dx of a strided conv (realized x, w and dy): dy padded once, one conv
+ *     per group of phases with the same taps, their sum in place: 3x3
+ *     stride 2 pad 1 has 4 groups (1, 2, 2 and 4 taps: 9 x the positions
+ *     of multiply-adds, not 16), 1x1 stride 2 one (its other phases 0). */
 #include "../api/api_helpers.h"
 #include "engine/engine.h"
 
@@ -75,6 +79,36 @@ static void test_conv_nd_one_kernel(void **state) {
     tc_release(y3), tc_release(c3), tc_release(w3), tc_release(x3);
 }
 
+/* dx of conv2d(x, w) with x (2,3,8,8), w (cout,3,k,k), stride 2: its kernels
+ * (Cin 3: no channels-last weight copies) and its multiply-adds */
+static void check_strided_dx(int64_t cout, int64_t k, int64_t pad, int kernels, int64_t macs,
+                             const char *what) {
+    tc_tensor *x = tc_test_randn(4, SHAPE(2, 3, 8, 8), 12, -2, 2);
+    tc_tensor *w = tc_test_randn(4, SHAPE(cout, 3, k, k), 13, -1, 1);
+    int64_t o = (8 + 2 * pad - k) / 2 + 1;
+    tc_tensor *dy = tc_test_randn(4, SHAPE(2, cout, o, o), 14, -1, 1);
+    tc_tensor *in[3] = {x, w, dy};
+    assert_int_equal(tc_realize(in, 3), TC_OK);
+    assert_int_equal(tc_set_requires_grad(x, true), TC_OK);
+    tc_tensor *y = tc_conv2d(x, w, NULL, 2, (int)pad);
+    assert_int_equal(tc_backward_opts(y, dy, false), TC_OK);
+    tc_tensor *dx = tc_grad(x);
+    tc_counters before, after;
+    tc_get_counters(&before);
+    tc_check_schedule(dx, kernels, 1e-5, 1e-5, what);
+    tc_get_counters(&after);
+    assert_int_equal(after.global_ops - before.global_ops, 2 * macs);
+    tc_release(dx), tc_release(y), tc_release(dy), tc_release(w), tc_release(x);
+}
+
+static void test_strided_conv_dx_by_phase_groups(void **state) {
+    (void)state;
+    /* dy padded, 4 convs (taps 1x1, 1x2, 2x1, 2x2 over 4x4 positions), the sum */
+    check_strided_dx(5, 3, 1, 6, 2 * 3 * 5 * 16 * 9, "dx of conv2d 3x3 stride 2 pad 1");
+    /* one conv (the even phases' single tap) storing its outputs in place, zeros around */
+    check_strided_dx(5, 1, 0, 1, 2 * 3 * 5 * 16, "dx of conv2d 1x1 stride 2");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_softmax_one_kernel),
@@ -82,6 +116,7 @@ int main(void) {
         TEST(test_layernorm_one_kernel),
         TEST(test_matmul_bias_relu_one_kernel),
         TEST(test_conv_nd_one_kernel),
+        TEST(test_strided_conv_dx_by_phase_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
