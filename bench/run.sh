@@ -27,6 +27,7 @@
 # initial weights and batch on both sides), resnet_train.py (a CIFAR
 # ResNet-18 step and its peak memory next to PyTorch's), vocab_rows.py
 # (cross-entropy, log_softmax and softmax over 256 x 50,257 logits),
+# conv_rows.py (the convs of ResNet-18 and beautiful_mnist: forward, dx, dw),
 # bench_train_step --compile 1 with a fresh and then a warm TC_CACHEDIR
 # (compile, scheduling and lowering time of a convnet step, from
 # tc_counters), bench_jit (replay overhead); table.py prints the table.
@@ -182,6 +183,12 @@ if have torch; then
     step "rows over a 50,257-word vocabulary: cross-entropy, log_softmax, softmax; libtinyc, then PyTorch"
     TINYC_LIB=${TINYC_LIB:-$build/libtinyc.so} "$PY" bench/vocab_rows.py --threads "$threads" \
         --calls "$([ ${#quick[@]} -gt 0 ] && echo 5 || echo 15)" --lines "$tmp/vocab.txt" >&2 || status=1
+fi
+
+if have torch; then
+    step "convolutions of ResNet-18 and beautiful_mnist, forward, dx and dw: libtinyc, then PyTorch"
+    TINYC_LIB=${TINYC_LIB:-$build/libtinyc.so} "$PY" bench/conv_rows.py --threads "$threads" \
+        --calls "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 9)" --lines "$tmp/conv.txt" >&2 || status=1
 fi
 
 step "compile: a convnet step with a fresh, then a warm TC_CACHEDIR"

@@ -133,6 +133,12 @@ for line in lines("vocab.txt"):  # vocab_rows.py --lines: "vocab THREADS op=... 
     add("%s (256, %s), eager" % (f["op"], f["classes"]), float(f["ours_ms"]), float(f["torch_ms"]),
         "ms", False, 1.0, "maxabs=%s(%s)" % (f["diff"], f["check"]), "PyTorch CPU")
 
+for line in lines("conv.txt"):  # conv_rows.py --lines: "conv THREADS name=... ours_ms=... torch_ms=... gflop=..."
+    f = dict(t.split("=", 1) for t in line.split()[2:] if "=" in t)
+    g = float(f["gflop"]) * 1e3
+    add("conv %s" % f["name"].replace("_", " "), g / float(f["ours_ms"]), g / float(f["torch_ms"]), "GFLOPS",
+        True, 0.9, "reldiff=%s(%s)" % (f["diff"], f["check"]), "PyTorch CPU")
+
 
 def keyed(name, model):
     """the key=value fields of model's line in a bench_train_step --compile file"""
