@@ -773,8 +773,9 @@ static bool reads_in_order(const tc_sched_item *it, const kinfo *k, const tc_kop
  * 512-channel conv (a weight line per 8 FMAs) ran 45-54 GFLOPS, 6 images
  * x 16 channels from a packed panel 85-97; the step's 3x3 convs took
  * 778-910 -> 627-663 ms (`TC_CPU_ISA=avx2 bench/step_kernels.py
- * --against`, Zen 5). Only a window's tiles (has_window) are chosen so:
- * on a 1x1 conv the estimate picked 8 columns x 32 channels over 29
+ * --against`, Zen 5). Only a window's tiles (has_window) and those whose
+ * rows' operand is read a line apart per reduce step (rows_far) are chosen
+ * so: on a 1x1 conv the estimate picked 8 columns x 32 channels over 29
  * channels x 16 columns and ran 1.39 -> 2.00 ms, and matmuls keep the
  * reuse rule their plans were measured with. */
 enum {
@@ -927,6 +928,29 @@ static bool has_window(const tc_sched_item *it, const kinfo *k) {
     return false;
 }
 
+/* the rows' operand of a tile along column axis j (a load under the reduce
+ * that the columns reuse) reads lines a line or more apart along the
+ * innermost reduced axis: a 1x1 conv of NCHW images (x[n, ci, 2oh, 2ow],
+ * ci reduced), a.T @ b. Its rows axis then decides how many lines a step
+ * reads (6 images: 6, each far from the last; 8 columns of one image: 1),
+ * which the reuse rule does not see, so such tiles are ranked by tile_eff
+ * as a window's are. ResNet-18's 1x1 stride-2 shortcut conv (16 x 128 x 16
+ * x 16 to 256 channels, `CONV=128,256,16,2,1 build/bench/plan_time`, 1
+ * thread, Zen 5): 6 images x 64 channels 0.94-1.06 ms, 8 columns x 32
+ * channels 0.42-0.46. */
+static bool rows_far(const tc_sched_item *it, const kinfo *k, const tc_target *tg, int j) {
+    int r = reduced_axis(it, true);
+    int64_t line = tc_opt_line_bytes(tg);
+    for (int li = 0; li < k->n_loads && r >= 0; li++) {
+        const tc_st *st = k->loads[li]->st;
+        int64_t s = tc_st_stride(st, r);
+        if (varies_in_reduce(it, st) && tc_st_stride(st, j) == 0 && s > 0 &&
+            s * (int64_t)tc_dtypes[k->loads[li]->dtype].size >= line)
+            return true;
+    }
+    return false;
+}
+
 static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_t regs, const tc_target *tg,
                       tc_kopt *p) {
     bool may_pack = tg->has_vec;
@@ -978,7 +1002,7 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
     bool known = tg->cache[1].bytes > 0 || tg->cache[2].bytes > 0;
     for (int c = 0; c < n_js; c++) {
         int j = js[c];
-        bool stores_ok = stores_contiguous(k, j);
+        bool stores_ok = stores_contiguous(k, j), ranked = window || rows_far(it, k, tg, j);
         double pass_slots = window && known ? stream_slots(it, tg, j) : 0;
         for (int64_t nv = 1; nv <= TILE_VECS; nv++) {
             int64_t cj = best_divisor(it->full_shape[j], nv * l, l), vecs = (cj + l - 1) / l;
@@ -988,7 +1012,7 @@ static bool plan_tile(const tc_sched_item *it, const kinfo *k, int64_t l, int64_
                 if (i >= 0 && (i == j || !is_kept(it, i) || tc_st_stride(jst[c], i) != 0)) continue;
                 int64_t ri = i >= 0 ? tile_rows(it->full_shape[i], rows_max, true) : 1;
                 if (i >= 0 && ri < 2) continue;
-                double eff = window ? tile_eff(it, k, tg, i, ri, j, cj, vecs, l, max_rows) : 1;
+                double eff = ranked ? tile_eff(it, k, tg, i, ri, j, cj, vecs, l, max_rows) : 1;
                 if (pass_slots > 0)
                     eff = stream_eff(it, eff, (it->full_shape[j] + cj - 1) / cj, pass_slots, l);
                 double reuse = (double)(ri * cj) / (double)l / (double)(ri + vecs);

@@ -1076,6 +1076,20 @@ static void test_plan_conv_rows(void **state) {
     check_plan(y, "4:8,2:32/16/e", 1e-4, 1e-4); /* transposed stores in loops */
     check_plan(y, "4:8,2:32/16/k16/e", 1e-4, 1e-4);
     tc_release(x), tc_release(wl), tc_release(w), tc_release(y);
+    /* ResNet-18's 1x1 stride-2 shortcut conv (here over 6 images): its
+     * input read a line apart per reduce step (opt.c's rows_far) whichever
+     * rows it takes, so its tiles are ranked as a window's: 8 columns of a
+     * row (one line a step) x 32 channels, not 6 images x 64 (6 lines far
+     * apart: 2.2x slower over 16 images) */
+    int64_t sx2[4] = {6, 128, 16, 16}, sw2[4] = {128, 1, 1, 256};
+    x = tc_rand(4, sx2, TC_FLOAT32, NULL), wl = tc_rand(4, sw2, TC_FLOAT32, NULL), in[0] = x, in[1] = wl;
+    assert_int_equal(tc_realize(in, 2), TC_OK);
+    w = tc_permute(wl, order), y = tc_conv2d(x, w, NULL, 2, 0);
+    p = plan_of(y, &zen5, NULL);
+    assert_true(tc_opt_format(&p, text, sizeof text) > 0);
+    assert_string_equal(text, "4:8,2:32/16/e");
+    check_plan(y, "4:8,2:32/16/e", 1e-4, 1e-4);
+    tc_release(x), tc_release(wl), tc_release(w), tc_release(y);
 }
 
 /* an epilogue that reads its reduce along many paths (y = sin(y) + y, 40
