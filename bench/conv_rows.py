@@ -24,13 +24,12 @@ gflop=... diff=... check=ok|FAIL").
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
+
+from sides import finish, median_ms, run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 TOL = 1e-4  # largest difference / largest magnitude of the result (float32 sums of up to 4,608 products)
 
 # (name, batch, c_in, c_out, size, kernel, stride, padding)
@@ -113,32 +112,10 @@ def side(who, only, calls):
         x, w, dy = inputs(shape)
         fns = (torch_fns if who == "torch" else ours_fns)(shape, x, w, dy)
         for op in rows:
-            for _ in range(3):  # ours: call 1 runs, call 2 captures, call 3 replays
-                r = fns[op]()
-            ts = []
-            for _ in range(calls):
-                t0 = time.perf_counter()
-                r = fns[op]()
-                ts.append(time.perf_counter() - t0)
-            ts.sort()
+            ms, r = median_ms(fns[op], calls)
             v = np.asarray(r.numpy(), dtype=np.float64).ravel()
-            out["%s %s" % (shape[0], op)] = [ts[len(ts) // 2] * 1e3, v[::max(1, v.size // 4096)].tolist(),
-                                             float(np.abs(v).max())]
+            out["%s %s" % (shape[0], op)] = [ms, v[::max(1, v.size // 4096)].tolist(), float(np.abs(v).max())]
     print(json.dumps(out))
-
-
-def run(who, threads, only, calls):
-    env = dict(os.environ, TC_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    if who == "torch" and not os.environ.get("TC_BENCH_AS_AVX2"):  # not run.sh --as-avx2
-        for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # the peer at its best
-            env.pop(k, None)
-    pre = "import torch; torch.set_num_threads(%d); " % threads if who == "torch" else ""
-    code = "import sys; sys.path.insert(0, %r); %simport conv_rows; conv_rows.side(%r, %r, %d)" % (
-        HERE, pre, who, only, calls)
-    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit("conv_rows.py: the %s side failed:\n%s" % (who, p.stderr[-2000:]))
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -152,7 +129,7 @@ def main():
     print("| threads | conv | op | libtinyc ms | PyTorch ms | libtinyc GFLOP/s | PyTorch GFLOP/s | ratio | rel diff |")
     print("|---|---|---|---|---|---|---|---|---|")
     for t in [int(s) for s in a.threads.split(",")]:
-        ours, peer = run("ours", t, a.only, a.calls), run("torch", t, a.only, a.calls)
+        ours, peer = (run_side("conv_rows", who, t, a.only, a.calls) for who in ("ours", "torch"))
         for shape in SHAPES:
             g = gflop(shape)
             for op in OPS:
@@ -167,10 +144,7 @@ def main():
                     t, shape[0], op, mo, mp, g / mo * 1e3, g / mp * 1e3, mp / mo, diff, "" if ok else " WRONG"))
                 lines.append("conv %d name=%s_%s ours_ms=%.4f torch_ms=%.4f gflop=%.4f diff=%.2g check=%s" % (
                     t, shape[0].replace(" ", "_"), op, mo, mp, g, diff, "ok" if ok else "FAIL"))
-    if a.lines:
-        with open(a.lines, "w") as f:
-            f.write("".join(l + "\n" for l in lines))
-    sys.exit(1 if bad else 0)
+    finish(lines, a.lines, bad)
 
 
 if __name__ == "__main__":

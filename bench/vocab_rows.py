@@ -20,13 +20,12 @@ diff=... check=ok|FAIL classes=...").
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
+
+from sides import finish, median_ms, run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 ROWS = 256
 OPS = ("cross_entropy", "log_softmax", "softmax")
 
@@ -60,32 +59,10 @@ def side(who, classes, calls):
         value = lambda r: r.numpy()
     out = {}
     for op in OPS:
-        for _ in range(3):
-            r = fns[op]()
-        ts = []
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            r = fns[op]()
-            ts.append(time.perf_counter() - t0)
-        ts.sort()
+        ms, r = median_ms(fns[op], calls)
         v = np.asarray(value(r), dtype=np.float64)
-        out[op] = [ts[len(ts) // 2] * 1e3, v.ravel()[:4096].tolist() if v.size > 1 else float(v)]
+        out[op] = [ms, v.ravel()[:4096].tolist() if v.size > 1 else float(v)]
     print(json.dumps(out))
-
-
-def run(who, threads, classes, calls):
-    env = dict(os.environ, TC_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    if who == "torch" and not os.environ.get("TC_BENCH_AS_AVX2"):  # not run.sh --as-avx2
-        for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # the peer at its best
-            env.pop(k, None)
-    code = ("import sys; sys.path.insert(0, %r); import vocab_rows, torch; torch.set_num_threads(%d); "
-            "vocab_rows.side(%r, %d, %d)" % (HERE, threads, who, classes, calls)) if who == "torch" else \
-           ("import sys; sys.path.insert(0, %r); import vocab_rows; vocab_rows.side(%r, %d, %d)"
-            % (HERE, who, classes, calls))
-    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit("vocab_rows.py: the %s side failed:\n%s" % (who, p.stderr[-2000:]))
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -100,7 +77,7 @@ def main():
     print("|---|---|---|---|---|---|")
     bad = False
     for t in [int(s) for s in a.threads.split(",")]:
-        ours, peer = run("ours", t, a.classes, a.calls), run("torch", t, a.classes, a.calls)
+        ours, peer = (run_side("vocab_rows", who, t, a.classes, a.calls) for who in ("ours", "torch"))
         for op in OPS:
             (mo, vo), (mp, vp) = ours[op], peer[op]
             vo, vp = (vo if isinstance(vo, list) else [vo]), (vp if isinstance(vp, list) else [vp])
@@ -110,10 +87,7 @@ def main():
                                                                "" if diff <= 1e-4 else " WRONG"))
             lines.append("vocab %d op=%s ours_ms=%.4f torch_ms=%.4f diff=%.2g check=%s classes=%d"
                          % (t, op, mo, mp, diff, "ok" if diff <= 1e-4 else "FAIL", a.classes))
-    if a.lines:
-        with open(a.lines, "w") as f:
-            f.write("".join(l + "\n" for l in lines))
-    sys.exit(1 if bad else 0)
+    finish(lines, a.lines, bad)
 
 
 if __name__ == "__main__":
