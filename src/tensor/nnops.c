@@ -393,6 +393,7 @@ enum { PHASE_RUNS = 3 };
 
 typedef struct {
     int64_t r0, r1, lo, hi; /* phases r0 .. r1-1 take taps m = lo .. hi */
+    int64_t before, after;  /* the padding of dy its conv reads (dx_by_phases) */
 } phase_run;
 
 /* the runs of phases with the same taps along one axis; returns their count */
@@ -405,35 +406,34 @@ static int phase_runs(int64_t s, int64_t k, int64_t qm, int64_t kp, phase_run *r
         if (n > 0 && runs[n - 1].r1 == r && runs[n - 1].lo == lo && runs[n - 1].hi == hi)
             runs[n - 1].r1 = r + 1;
         else if (n < PHASE_RUNS)
-            runs[n++] = (phase_run){r, r + 1, lo, hi};
+            runs[n++] = (phase_run){r, r + 1, lo, hi, 0, 0};
     }
     return n;
 }
 
-/* one group's dx: the conv of dyp (dy padded by pb before each axis) with
- * the phases r0..r1-1 and taps lo..hi of wv (cin, s1.., cout, k'1..), its
- * result (N, cin, hq1, s1, ...) zero outside the group's phases */
+/* one group's dx: the conv of dyp (dy padded by gpad, the most any group
+ * needs) with the phases r0..r1-1 and taps lo..hi of wv (cin, s1.., cout,
+ * k'1..), its result (N, cin, hq1, s1, ...) zero outside the group's phases */
 static tc_tensor *phase_group(tc_tensor *dyp, tc_tensor *wv, int nd, const phase_run *const *g,
-                              const int64_t *st, const int64_t *hq, const int64_t *pb, const int64_t *q) {
+                              const int64_t *st, const int64_t *hq, const int64_t *gpad) {
     tc_scope s = {0};
-    const int64_t *ws = wv->node->shape, *ds = dyp->node->shape;
+    const int64_t *ws = wv->node->shape;
     int64_t cin = ws[0], cout = ws[1 + nd], group = 1, cut[2 * TC_MAX_DIMS], wshape[TC_MAX_DIMS];
     int64_t oshape[TC_MAX_DIMS], pads[2 * TC_MAX_DIMS] = {0};
     int oorder[TC_MAX_DIMS];
     conv_args pa = {.nd = nd, .groups = 1};
     for (int i = 0; i < 2 + 2 * nd; i++) cut[2 * i] = 0, cut[2 * i + 1] = ws[i];
-    oshape[0] = ds[0], oshape[1] = cin, oorder[0] = 0, oorder[1] = 1;
+    oshape[0] = dyp->node->shape[0], oshape[1] = cin, oorder[0] = 0, oorder[1] = 1;
     for (int j = 0; j < nd; j++) {
         const phase_run *r = g[j];
-        int64_t taps = r->hi - r->lo + 1, before = q[j] / st[j] - r->lo;
         cut[2 * (1 + j)] = r->r0, cut[2 * (1 + j) + 1] = r->r1;
         cut[2 * (2 + nd + j)] = r->lo, cut[2 * (2 + nd + j) + 1] = r->hi + 1;
-        wshape[2 + j] = taps;
+        wshape[2 + j] = r->hi - r->lo + 1;
         group *= r->r1 - r->r0;
-        /* this group's window of dyp: crops only (pb is the most any group needs) */
+        /* this group's window of dyp: crops only */
         pa.stride[j] = pa.dilation[j] = 1;
-        pa.pad[2 * j] = before - pb[j];
-        pa.pad[2 * j + 1] = hq[j] + taps - 1 - (ds[2 + j] - pb[j]) - before;
+        pa.pad[2 * j] = r->before - gpad[2 * (2 + j)];
+        pa.pad[2 * j + 1] = r->after - gpad[2 * (2 + j) + 1];
         oshape[2 + j] = r->r1 - r->r0, oshape[2 + nd + j] = hq[j];
         oorder[2 + 2 * j] = 2 + nd + j, oorder[3 + 2 * j] = 2 + j;
         pads[2 * (3 + 2 * j)] = r->r0, pads[2 * (3 + 2 * j) + 1] = st[j] - r->r1;
@@ -451,7 +451,7 @@ static tc_tensor *phase_group(tc_tensor *dyp, tc_tensor *wv, int nd, const phase
 static tc_tensor *dx_by_phases(tc_scope *s, tc_tensor *gt, tc_tensor *vt, int nd,
                                const int64_t *in, const int64_t *st, const int64_t *q) {
     int64_t vpad[2 * TC_MAX_DIMS] = {0}, vcut[2 * TC_MAX_DIMS], vsplit[TC_MAX_DIMS];
-    int64_t joined[TC_MAX_DIMS], cut[CONV_MAX_ND], hq[CONV_MAX_ND], pb[CONV_MAX_ND];
+    int64_t joined[TC_MAX_DIMS], cut[CONV_MAX_ND], hq[CONV_MAX_ND];
     int64_t gpad[2 * TC_MAX_DIMS] = {0};
     int vorder[TC_MAX_DIMS], phase_axes[CONV_MAX_ND], nruns[CONV_MAX_ND];
     phase_run runs[CONV_MAX_ND][PHASE_RUNS];
@@ -463,7 +463,7 @@ static tc_tensor *dx_by_phases(tc_scope *s, tc_tensor *gt, tc_tensor *vt, int nd
     vorder[0] = 0, vorder[1 + nd] = 1; /* cin, the phases, cout, the taps */
     for (int j = 0; j < nd; j++) {
         int64_t sj = st[j], k = vs[2 + j], qm = q[j] % sj, kp = (k - 2 - qm + sj) / sj + 1;
-        int64_t base = qm - (sj - 1), pa = 0;
+        int64_t base = qm - (sj - 1), pb = 0, pa = 0;
         hq[j] = (in[j] + sj - 1) / sj;
         /* taps base .. base + s*k' - 1 of v, zeros outside 0..k-1 */
         vpad[2 * (2 + j)] = -base, vpad[2 * (2 + j) + 1] = base + sj * kp > k ? base + sj * kp - k : 0;
@@ -473,16 +473,17 @@ static tc_tensor *dx_by_phases(tc_scope *s, tc_tensor *gt, tc_tensor *vt, int nd
         phase_axes[j] = 1 + j;
         nruns[j] = phase_runs(sj, k, qm, kp, runs[j]);
         groups *= nruns[j];
-        /* dy read at i + m - floor(q/s), m = lo .. hi: the padding the groups need, at most */
-        pb[j] = 0;
+        /* dy read at i + m - floor(q/s), m = lo .. hi, for hq outputs: each
+         * run's padding, and the most any needs */
         for (int u = 0; u < nruns[j]; u++) {
-            int64_t before = q[j] / sj - runs[j][u].lo;
-            int64_t after = hq[j] + runs[j][u].hi - runs[j][u].lo - gs[2 + j] - before;
-            pb[j] = before > pb[j] ? before : pb[j];
-            pa = after > pa ? after : pa;
+            phase_run *r = &runs[j][u];
+            r->before = q[j] / sj - r->lo;
+            r->after = hq[j] + r->hi - r->lo - gs[2 + j] - r->before;
+            pb = r->before > pb ? r->before : pb;
+            pa = r->after > pa ? r->after : pa;
         }
-        gpad[2 * (2 + j)] = pb[j], gpad[2 * (2 + j) + 1] = pa;
-        has_pad = has_pad || pb[j] > 0 || pa > 0;
+        gpad[2 * (2 + j)] = pb, gpad[2 * (2 + j) + 1] = pa;
+        has_pad = has_pad || pb > 0 || pa > 0;
         joined[j] = hq[j] * sj, cut[j] = in[j];
     }
     tc_tensor *w = TC_S(s, tc_pad(vt, vpad));
@@ -497,7 +498,7 @@ static tc_tensor *dx_by_phases(tc_scope *s, tc_tensor *gt, tc_tensor *vt, int nd
     for (int64_t gi = 0; gi < groups && ok; gi++) {
         const phase_run *g[CONV_MAX_ND];
         for (int j = nd - 1, rest = (int)gi; j >= 0; rest /= nruns[j], j--) g[j] = &runs[j][rest % nruns[j]];
-        tc_tensor *part = phase_group(dyp, w, nd, g, st, hq, pb, q), *sum = part;
+        tc_tensor *part = phase_group(dyp, w, nd, g, st, hq, gpad), *sum = part;
         if (part && y) sum = tc_add(y, part), tc_release(part);
         tc_release(y);
         y = sum, ok = sum != NULL;
