@@ -27,7 +27,7 @@
 
 enum {
     SPLIT_AXES = 2, /* loops split, at most */
-    SPLIT_CUTS = 3, /* bounds on one axis, at most (a concat of four) */
+    SPLIT_CUTS = 4, /* bounds on one axis, at most (a concat of five: conv_by_rows) */
     SPLIT_SEGS = 9, /* bodies lowered, at most */
 };
 

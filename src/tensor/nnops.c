@@ -246,51 +246,167 @@ static tc_tensor *pad_input(tc_scope *s, tc_tensor *x, const conv_args *a) {
     return TC_S(s, tc_shrink(xp, crop));
 }
 
-/* the conv of x (N, G*cin, *in) with w (G*rcout, cin, *k), checked: pad x,
- * pool it to (N, G*cin, *o, *k), reshape to (N, G, cin, 1, *o, *k), expand
- * over rcout, move cin next to the kernel dims, multiply by w seen as
- * (1, G, rcout, 1 per axis, cin, *k) and sum the last nd+1 axes:
- * (N, G*rcout, *o) */
-static tc_tensor *conv(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tensor *bias,
-                       const conv_args *a) {
+/* w (G*rcout, cin, *k) as conv_of reads it: a view of a channels-last copy
+ * when its output channels fill vectors (CL_MIN_COUT), else w itself */
+static tc_tensor *weight_for_conv(tc_scope *s, tc_tensor *w, const conv_args *a) {
+    int r = 2 + a->nd, to_last[TC_MAX_DIMS], from_last[TC_MAX_DIMS] = {a->nd + 1};
+    int64_t rcout = w->node->shape[0] / a->groups;
+    if (rcout < CL_MIN_COUT || rcout % 8 != 0) return w;
+    for (int i = 0; i < r; i++) to_last[i] = (i + 1) % r;
+    for (int i = 1; i < r; i++) from_last[i] = i - 1;
+    tc_tensor *wl = TC_S(s, tc_permute(w, to_last));
+    wl = TC_S(s, tc_contiguous(wl));
+    return TC_S(s, tc_permute(wl, from_last));
+}
+
+/* the conv of xp (N, G*cin, *in), already padded (a's pads are not read),
+ * with w (G*rcout, cin, *k): pool xp to (N, G*cin, *o, *k), reshape to
+ * (N, G, cin, 1, *o, *k), expand over rcout, move cin next to the kernel
+ * dims, multiply by w seen as (1, G, rcout, 1 per axis, cin, *k) and sum
+ * the last nd+1 axes: (N, G*rcout, *o) */
+static tc_tensor *conv_of(tc_scope *s, tc_tensor *xp, tc_tensor *w, const conv_args *a) {
     int nd = a->nd, r = 2 + nd, wide_r = 4 + 2 * nd;
     const int64_t *ws = w->node->shape;
-    int64_t n = x->node->shape[0], g = a->groups, cin = ws[1], rcout = ws[0] / g;
-    tc_tensor *xp = pad_input(s, x, a);
+    int64_t n = xp->node->shape[0], g = a->groups, cin = ws[1], rcout = ws[0] / g;
     tc_tensor *p = s->failed ? NULL : pool(s, xp, nd, ws + 2, a->stride, a->dilation);
     if (s->failed) return NULL;
     const int64_t *o = p->node->shape + 2;
     int64_t grouped[TC_MAX_DIMS] = {n, g, cin, 1}, wide[TC_MAX_DIMS] = {n, g, cin, rcout};
     int64_t wshape[TC_MAX_DIMS] = {1, g, rcout}, out[TC_MAX_DIMS] = {n, g * rcout};
-    int64_t bshape[TC_MAX_DIMS] = {1, g * rcout};
-    int order[TC_MAX_DIMS] = {0, 1, 3}, kernel_axes[CONV_MAX_ND + 1], to_last[TC_MAX_DIMS];
-    int from_last[TC_MAX_DIMS] = {nd + 1};
+    int order[TC_MAX_DIMS] = {0, 1, 3}, kernel_axes[CONV_MAX_ND + 1];
     for (int j = 0; j < nd; j++) {
         grouped[4 + j] = wide[4 + j] = o[j];
         grouped[4 + nd + j] = wide[4 + nd + j] = ws[2 + j];
         wshape[3 + j] = 1, wshape[4 + nd + j] = ws[2 + j];
-        out[2 + j] = o[j], bshape[2 + j] = 1;
+        out[2 + j] = o[j];
         order[3 + j] = 4 + j, order[4 + nd + j] = 4 + nd + j;
         kernel_axes[1 + j] = 4 + nd + j;
     }
     wshape[3 + nd] = cin, order[3 + nd] = 2, kernel_axes[0] = 3 + nd;
-    for (int i = 0; i < r; i++) to_last[i] = (i + 1) % r;
-    for (int i = 1; i < r; i++) from_last[i] = i - 1;
     tc_tensor *y = TC_S(s, tc_reshape(p, wide_r, grouped));
     y = TC_S(s, tc_expand(y, wide_r, wide));
     y = TC_S(s, tc_permute(y, order)); /* (N, G, rcout, *o, cin, *k) */
-    if (rcout >= CL_MIN_COUT && rcout % 8 == 0) { /* w channels-last, in a buffer of its own */
-        tc_tensor *wl = TC_S(s, tc_permute(w, to_last));
-        wl = TC_S(s, tc_contiguous(wl));
-        w = TC_S(s, tc_permute(wl, from_last));
-    }
     tc_tensor *wr = TC_S(s, tc_reshape(w, wide_r, wshape));
     y = TC_S(s, tc_mul(y, wr));
     y = TC_S(s, tc_sum(y, nd + 1, kernel_axes, false));
-    y = TC_S(s, tc_reshape(y, r, out));
-    if (!bias) return y;
-    tc_tensor *br = TC_S(s, tc_reshape(bias, r, bshape));
+    return TC_S(s, tc_reshape(y, r, out));
+}
+
+static tc_tensor *add_bias(tc_scope *s, tc_tensor *y, tc_tensor *bias) {
+    int64_t bshape[TC_MAX_DIMS] = {1, bias->node->shape[0]};
+    for (int j = 2; j < y->node->ndim; j++) bshape[j] = 1;
+    tc_tensor *br = TC_S(s, tc_reshape(bias, y->node->ndim, bshape));
     return TC_S(s, tc_add(y, br));
+}
+
+/* the conv of x (N, G*cin, *in) with w (G*rcout, cin, *k), checked: x
+ * padded (pad_input), w as conv_of reads it (N, G*rcout, *o) */
+static tc_tensor *conv(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tensor *bias,
+                       const conv_args *a) {
+    tc_tensor *xp = pad_input(s, x, a);
+    tc_tensor *wl = s->failed ? NULL : weight_for_conv(s, w, a);
+    tc_tensor *y = s->failed ? NULL : conv_of(s, xp, wl, a);
+    return bias && !s->failed ? add_bias(s, y, bias) : y;
+}
+
+/* A conv padded along its first spatial axis multiplies zeros wherever a
+ * window reaches into the padding: 1/12 of a 3x3 pad-1 conv's products
+ * along that axis over 8 rows, 1/6 over 4, 1/5 of beautiful_mnist's 3x3
+ * input gradient (10 rows, padded 2). conv_by_rows computes the output rows
+ * in runs that read the same taps m = lo .. hi-1 (the top rows that reach
+ * above the input, the middle, the bottom ones), each run one conv with no
+ * padding along that axis of the rows it reads and the taps it takes (views
+ * of one copy of x padded along the other axes, and of one weight copy);
+ * the runs' outputs, padded to their places, add up in one elementwise
+ * kernel. The other axes keep their padding (a run that split them too
+ * would tile a few columns). Taken when the products saved are at least
+ * 1/ROW_WASTE of the conv's (an 8-row image; not a 16-row one) and at
+ * least ROW_PASS per output element: the sum's pass over the output, a load
+ * and a store per element, costs about that many products at the FMA rate
+ * (not the tests' 3-channel convs). Cost: O(output rows) to find the runs;
+ * a conv per run, at most ROW_RUNS. */
+enum { ROW_RUNS = 5, ROW_WASTE = 12, ROW_PASS = 32 };
+
+typedef struct {
+    int64_t o0, o1, lo, hi; /* output rows o0 .. o1-1 take taps lo .. hi-1 */
+} row_run;
+
+/* the runs of a's first spatial axis (input size n, kernel k, o outputs)
+ * and the taps they take in all; 0 runs when more than ROW_RUNS */
+static int row_runs(const conv_args *a, int64_t n, int64_t k, int64_t o, row_run *runs, int64_t *taps) {
+    int64_t st = a->stride[0], d = a->dilation[0];
+    int cnt = 0;
+    *taps = 0;
+    for (int64_t i = 0; i < o; i++) {
+        int64_t first = i * st - a->pad[0]; /* the input row tap 0 reads */
+        int64_t lo = first >= 0 ? 0 : (-first + d - 1) / d;
+        int64_t hi = n > first ? (n - first + d - 1) / d : 0;
+        if (hi > k) hi = k;
+        if (hi <= lo) return 0;
+        *taps += hi - lo;
+        if (cnt > 0 && runs[cnt - 1].o1 == i && runs[cnt - 1].lo == lo && runs[cnt - 1].hi == hi)
+            runs[cnt - 1].o1 = i + 1;
+        else if (cnt == ROW_RUNS)
+            return 0;
+        else
+            runs[cnt++] = (row_run){i, i + 1, lo, hi};
+    }
+    return cnt;
+}
+
+/* one run's rows: the conv (b: no padding along axis 0, which a padded by
+ * pb before) of the rows of xp it reads with taps lo .. hi-1 of wl, padded
+ * to its place among the o output rows */
+static tc_tensor *row_part(tc_tensor *xp, tc_tensor *wl, const conv_args *b, int64_t pb, const row_run *r,
+                           int64_t o) {
+    tc_scope s = {0};
+    int64_t xcut[2 * TC_MAX_DIMS], wcut[2 * TC_MAX_DIMS], pads[2 * TC_MAX_DIMS] = {0};
+    int rank = xp->node->ndim;
+    for (int i = 0; i < rank; i++) {
+        xcut[2 * i] = wcut[2 * i] = 0;
+        xcut[2 * i + 1] = xp->node->shape[i], wcut[2 * i + 1] = wl->node->shape[i];
+    }
+    int64_t st = b->stride[0], d = b->dilation[0];
+    xcut[4] = r->o0 * st - pb + r->lo * d;
+    xcut[5] = (r->o1 - 1) * st - pb + (r->hi - 1) * d + 1;
+    wcut[4] = r->lo, wcut[5] = r->hi;
+    pads[4] = r->o0, pads[5] = o - r->o1;
+    tc_tensor *x = TC_S(&s, tc_shrink(xp, xcut));
+    tc_tensor *w = TC_S(&s, tc_shrink(wl, wcut));
+    tc_tensor *y = s.failed ? NULL : conv_of(&s, x, w, b);
+    y = TC_S(&s, tc_pad(y, pads));
+    return tc_scope_end(&s, y);
+}
+
+/* conv (checked), its output rows by runs where that saves enough */
+static tc_tensor *conv_by_rows(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tensor *bias,
+                               const conv_args *a) {
+    row_run runs[ROW_RUNS];
+    int64_t n = x->node->shape[2], k = w->node->shape[2], taps = 0;
+    int64_t o = out_size(n + a->pad[0] + a->pad[1], k, a->stride[0], a->dilation[0]);
+    int nr = a->pad[0] >= 0 && a->pad[1] >= 0 && o > 0 ? row_runs(a, n, k, o, runs, &taps) : 0;
+    int64_t per_tap = w->node->shape[1]; /* products of one tap of axis 0 for one output */
+    for (int j = 1; j < a->nd; j++) per_tap *= w->node->shape[2 + j];
+    if (nr < 2 || (o * k - taps) * ROW_WASTE < o * k || per_tap * (o * k - taps) < ROW_PASS * o)
+        return conv(s, x, w, bias, a);
+    conv_args b = *a;
+    b.pad[0] = b.pad[1] = 0;
+    bool other_pads = false;
+    for (int j = 2; j < 2 * a->nd; j++) other_pads = other_pads || a->pad[j] != 0;
+    /* read by every run: x computed once (pad_input copies it when it pads) */
+    tc_tensor *xp = other_pads ? pad_input(s, x, &b) : TC_S(s, tc_contiguous(x));
+    tc_tensor *wl = s->failed ? NULL : weight_for_conv(s, w, a);
+    tc_tensor *y = NULL; /* the sum so far, owned here */
+    bool ok = !s->failed;
+    for (int u = 0; u < nr && ok; u++) {
+        tc_tensor *part = row_part(xp, wl, &b, a->pad[0], &runs[u], o), *sum = part;
+        if (part && y) sum = tc_add(y, part), tc_release(part);
+        tc_release(y);
+        y = sum, ok = sum != NULL;
+    }
+    y = TC_S(s, y);
+    y = TC_S(s, tc_contiguous(y));
+    return bias && !s->failed ? add_bias(s, y, bias) : y;
 }
 
 /* A conv with no dilation, one group and padding 0 <= p < k, the same on
@@ -316,7 +432,7 @@ static tc_tensor *conv_recorded(tc_tensor *x, tc_tensor *w, tc_tensor *bias, con
     bool own = has_conv_rule(w, a) && tc_is_grad_enabled();
     if (own) tc_set_grad_enabled(false);
     tc_scope s = {0};
-    tc_tensor *out = tc_scope_end(&s, conv(&s, x, w, bias, a));
+    tc_tensor *out = tc_scope_end(&s, conv_by_rows(&s, x, w, bias, a));
     if (own) {
         tc_set_grad_enabled(true);
         tc_tensor *ins[3] = {x, w, bias};
@@ -554,7 +670,7 @@ void tc_conv2d_grad(const tc_ag_ctx *c, tc_node *g, tc_node **grads) {
         tc_scope ds = {0}; /* the phases' views and the conv's fill a scope of their own */
         if (!s.failed)
             dx = is_strided ? dx_by_phases(&ds, gt, wt, nd, xn->shape + 2, st, qs)
-                            : conv(&ds, gt, wt, NULL, &dxa); /* dy padded q by pad_input */
+                            : conv_by_rows(&ds, gt, wt, NULL, &dxa); /* dy padded q */
         dx = tc_scope_end(&ds, dx);
         if (!dx) s.failed = true;
         grads[0] = dx ? unwrap(dx) : NULL;

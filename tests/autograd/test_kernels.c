@@ -15,7 +15,11 @@
  *   dx of a strided conv (realized x, w and dy): dy padded once, one conv
  *     per group of phases with the same taps, their sum in place: 3x3
  *     stride 2 pad 1 has 4 groups (1, 2, 2 and 4 taps: 9 x the positions
- *     of multiply-adds, not 16), 1x1 stride 2 one (its other phases 0). */
+ *     of multiply-adds, not 16), 1x1 stride 2 one (its other phases 0);
+ *   a conv padded along H over few rows with enough channels (nnops.c's
+ *     conv_by_rows): x padded along W in a buffer, one conv per run of
+ *     output rows with the same taps, their sum (the taps that would read
+ *     H's padding not multiplied). */
 #include "../api/api_helpers.h"
 #include "engine/engine.h"
 
@@ -109,6 +113,45 @@ static void test_strided_conv_dx_by_phase_groups(void **state) {
     check_strided_dx(5, 1, 0, 1, 2 * 3 * 5 * 16, "dx of conv2d 1x1 stride 2");
 }
 
+/* conv2d(x, w, pad) of x (2, cin, s, s), w (cout, cin, 3, 3), or its dx
+ * when dx (the conv's output channels fewer than 16: no channels-last
+ * weight copy): its kernels and its multiply-adds */
+static void check_row_runs(int64_t cin, int64_t cout, int64_t s, int64_t pad, bool dx, int kernels,
+                           int64_t macs, const char *what) {
+    tc_tensor *x = tc_test_randn(4, SHAPE(2, cin, s, s), 15, -2, 2);
+    tc_tensor *w = tc_test_randn(4, SHAPE(cout, cin, 3, 3), 16, -1, 1);
+    int64_t o = s + 2 * pad - 2;
+    tc_tensor *dy = tc_test_randn(4, SHAPE(2, cout, o, o), 17, -1, 1);
+    tc_tensor *in[3] = {x, w, dy};
+    assert_int_equal(tc_realize(in, 3), TC_OK);
+    assert_int_equal(tc_set_requires_grad(x, dx), TC_OK);
+    tc_tensor *y = tc_conv2d(x, w, NULL, 1, (int)pad), *out = y;
+    if (dx) {
+        assert_int_equal(tc_backward_opts(y, dy, false), TC_OK);
+        out = tc_grad(x);
+    }
+    tc_counters before, after;
+    tc_get_counters(&before);
+    tc_check_schedule(out, kernels, 1e-5, 1e-5, what);
+    tc_get_counters(&after);
+    assert_int_equal(after.global_ops - before.global_ops, 2 * macs);
+    if (dx) tc_release(out);
+    tc_release(y), tc_release(dy), tc_release(w), tc_release(x);
+}
+
+static void test_conv_by_row_runs(void **state) {
+    (void)state;
+    /* x padded along W only, 3 runs of rows (taps 1-2, 0-2, 0-1), their sum:
+     * 10 taps of 12 along H, each over 4 x 3 (W padded) for 2 x 4 x 32 */
+    check_row_runs(32, 4, 4, 1, false, 5, 2 * 4 * 32 * 10 * 12, "conv2d (2,32,4,4) 3x3 pad 1 by row runs");
+    /* dx of a conv without padding: dy (2,32,8,8) padded 2, 5 runs (taps 2,
+     * 1-2, 0-2 over 6 rows, 0-1, 0), 24 of 30 taps along H */
+    check_row_runs(4, 32, 10, 0, true, 7, 2 * 32 * 4 * 24 * 30, "dx of conv2d (2,4,10,10) 3x3 by row runs");
+    /* 16 rows: a sixteenth of the taps is not worth the sum's pass, one conv
+     * of x padded in a buffer */
+    check_row_runs(32, 4, 16, 1, false, 2, 2 * 4 * 32 * 16 * 16 * 9, "conv2d (2,32,16,16) 3x3 pad 1, one conv");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TEST(test_softmax_one_kernel),
@@ -117,6 +160,7 @@ int main(void) {
         TEST(test_matmul_bias_relu_one_kernel),
         TEST(test_conv_nd_one_kernel),
         TEST(test_strided_conv_dx_by_phase_groups),
+        TEST(test_conv_by_row_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
