@@ -211,6 +211,8 @@ typedef struct {
     int n_parts;            /* a row kernel: the kernels fused into it (its parts); else 0 */
     bool untiled;           /* CPU: a reduce kernel whose plan upcasts no kept axis (no tile
                                of copies for the C compiler's SLP to pack: render/cstyle.c) */
+    bool copy_tile;         /* CPU: a kernel without reduces tiled by two axes (opt.c's
+                               plan_transpose: its body a square of copies, render/cstyle.c) */
 } tc_kernel_uops;
 
 /* lowers a schedule item's AST; NULL with an error set on failure */

@@ -730,7 +730,11 @@ tc_uop *tc_lw_outer_range(lower_ctx *c, tc_kernel_uops *k, int a, int64_t n) {
  *    nearer cache than what the earlier one's does (reread_level): x @ w.T of a
  *    (256,256) x and a (50304,256) w streamed all of w (51 MB) from memory
  *    for every 2 rows of x; w's rows outside, x (256 KiB) is read from the
- *    L2 instead (measured with bench_ops' matmul_wt, see bench/run.sh). */
+ *    L2 instead (measured with bench_ops' matmul_wt, see bench/run.sh);
+ *  - a kernel without reduces tiled by two axes (a transposing copy of a
+ *    load larger than the L2: opt.c's plan_transpose) opens its columns'
+ *    loop first, so its rows' loop inside reads each of the load's rows in
+ *    order. */
 static void loop_order(const lower_ctx *c, int *order) {
     const tc_sched_item *it = c->it;
     for (int a = 0; a < it->ndim; a++) order[a] = a;
@@ -747,6 +751,8 @@ static void loop_order(const lower_ctx *c, int *order) {
     } else if (c->pack_load) { /* a packed tile's panel is filled outside its rows */
         if (j < c->pack_from) return;
         i = c->pack_from;
+    } else if (!it->reduce_axes) { /* a transposing copy's square (opt.c's plan_transpose) */
+        if (j < i) return;
     } else if (j < i || !tc_opt_cols_first(it, c->tg, i, c->up_amt[0], j, c->up_amt[1])) {
         return;
     }
@@ -971,6 +977,7 @@ TC_MUST_USE static tc_status lower_kernel(lower_ctx *c, tc_kernel_uops *k) {
     choose_upcast(c);
     k->untiled = !c->tg->has_local;
     for (int i = 0; i < c->n_up; i++) k->untiled &= (bool)((it->reduce_axes >> c->up_axis[i]) & 1);
+    k->copy_tile = !c->tg->has_local && !it->reduce_axes && c->n_up == 2;
     bool is_empty = false;
     int order[TC_MAX_DIMS];
     loop_order(c, order);

@@ -1692,12 +1692,41 @@ static bool unit_stride(const tc_st *st, int a) {
     return v->strides[a] == 1 || v->strides[a] == -1;
 }
 
+/* every store of the kernel writes a value loaded as is */
+static bool only_copies(const kinfo *k) {
+    for (int s = 0; s < k->n_stores; s++)
+        if (k->stores[s]->n_srcs < 1 || k->stores[s]->srcs[0]->op != TC_OP_LOAD) return false;
+    return k->n_stores > 0;
+}
+
+/* the bytes a kernel's load reads: its element size times the sizes of the
+ * axes it moves along */
+static int64_t load_bytes(const tc_sched_item *it, const tc_ast *l) {
+    int64_t n = tc_dtypes[l->dtype].size;
+    for (int a = 0; a < it->ndim; a++)
+        if (tc_st_stride(l->st, a) != 0) n *= it->full_shape[a];
+    return n;
+}
+
 /* the plan of a kernel without reduces whose stores are contiguous along its
  * innermost axis and one of whose loads strides along it but is contiguous
  * (or reversed) along another kept axis: that axis upcast by a cache line of
  * the load's elements (the L1d's line as the host reports it; 64 bytes if
  * unknown); bound_transpose keeps it or drops it by its copies' cost.
- * Cost: elem_collect's walk, then loads x axes. */
+ * Where the load's elements along the innermost axis are a line or more
+ * apart, each step of the innermost loop then reads a line of another row
+ * of the load, as many rows in turn as the innermost axis is long: more
+ * than a hardware prefetcher follows. A copy whose load is larger than the L2 a
+ * core may count on (its lines come from farther away, each a miss of its
+ * own) is tiled by a line of the stores' elements along the innermost axis
+ * too: a square whose loop over the stores' lines lower.c opens outside
+ * the other, so each step reads on along a line's worth of rows, in order
+ * (rendered without gcc's loop vectorizer, which turned the square into
+ * lane extracts: render/cstyle.c). A ResNet-18 512-channel conv weight
+ * made channels-last (E_4608_512, 9 MiB) right after the conv that last
+ * read it (1 thread, Zen 5): 1.73-1.79 -> 0.73-0.74 ms; the step's six
+ * such copies (weights, activations and gradients made channels-last)
+ * 13.7 -> 6.6 ms. Cost: elem_collect's walk, then loads x axes. */
 static void plan_transpose(const tc_sched_item *it, const tc_target *tg, const kinfo *k,
                            const elem_walk *w, tc_kopt *p) {
     int last = it->ndim - 1;
@@ -1713,6 +1742,11 @@ static void plan_transpose(const tc_sched_item *it, const tc_target *tg, const k
             int64_t amt = tile_rows(it->full_shape[a], want, false);
             if (amt < 2) return;
             *p = (tc_kopt){.n = 1, .axis = {a}, .amt = {amt}};
+            int64_t cols = tile_rows(it->full_shape[last], line / tc_dtypes[loads[i]->dtype].size, false);
+            bool far = (s < 0 ? -s : s) * (int64_t)tc_dtypes[loads[i]->dtype].size >= line; /* a line a step */
+            if (far && only_copies(k) && load_bytes(it, loads[i]) > l2_share(tg) && cols >= 2 &&
+                cols < it->full_shape[last])
+                *p = (tc_kopt){.n = 2, .axis = {a, last}, .amt = {amt, cols}};
             return;
         }
     }

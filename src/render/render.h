@@ -32,6 +32,7 @@ typedef struct {
     const char *half_preamble; /* text after the preamble when float16 appears (NULL: none) */
     const char *kernel_prefix; /* before the return type: "", "__kernel ", ... */
     const char *map_prefix;    /* after kernel_prefix in kernels without a reduce (NULL: none) */
+    const char *copy_tile_prefix; /* after kernel_prefix in a copy tiled by two axes (NULL: none) */
     bool has_launch_bounds;    /* "__launch_bounds__(lanes) " before the name (CUDA) */
     const char *buf_prefix;    /* before a buffer's element type: "", "__global " */
     const char *restrict_kw;   /* after the '*' of a buffer: "restrict " or "" */

@@ -877,6 +877,46 @@ static tc_target zen5_target(void) {
     return t;
 }
 
+/* a transposing copy whose load is larger than the L2 a core may count on
+ * (a 256-channel 3x3 conv weight made channels-last: 2.25 MiB) is tiled by
+ * a square of a line of the load's elements by a line of the stores', its
+ * columns' loop outside, rendered without gcc's loop vectorizer; under a 4
+ * MiB L2, or a map that computes, or a load whose elements along the
+ * output's rows are less than a line apart, the one-axis plan stays */
+static void test_plan_transpose_square(void **state) {
+    (void)state;
+    int64_t sh[2] = {256, 2304}, sn[3] = {256, 256, 9};
+    int order[2] = {1, 0}, order3[3] = {0, 2, 1};
+    tc_tensor *x = tc_rand(2, sh, TC_FLOAT32, NULL), *n = tc_rand(3, sn, TC_FLOAT32, NULL);
+    tc_tensor *in[2] = {x, n};
+    assert_int_equal(tc_realize(in, 2), TC_OK);
+    tc_tensor *xt = tc_permute(x, order), *t = tc_contiguous(xt); /* (2304, 256), x read at stride 2304 */
+    tc_target tg = zen5_target(), big = tg;
+    big.cache[1].bytes = 4 << 20;
+    tc_kopt p = plan_of(t, &tg, NULL);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.axis[0], 0), assert_int_equal(p.amt[0], 16);
+    assert_int_equal(p.axis[1], 1), assert_int_equal(p.amt[1], 16);
+    char *src = kernel_source_for(t, &tg);
+    assert_non_null(strstr(src, "no-tree-loop-vectorize"));
+    free(src);
+    p = plan_of(t, &big, NULL);
+    assert_int_equal(p.n, 1), assert_int_equal(p.amt[0], 16);
+    src = kernel_source_for(t, &big);
+    assert_null(strstr(src, "no-tree-loop-vectorize"));
+    free(src);
+    check_plan(t, "0:16,1:16", 0, 0);
+    check_plan(t, "0:16,1:8", 0, 0);
+    tc_check_schedule(t, 1, 0, 0, "transposing copy 256x2304");
+    tc_tensor *two = tc_add(xt, xt); /* a map, not a copy */
+    assert_int_equal(plan_of(two, &tg, NULL).n, 1);
+    tc_tensor *nt = tc_permute(n, order3), *tn = tc_contiguous(nt); /* (256, 9, 256): 36 bytes a step */
+    p = plan_of(tn, &tg, NULL);
+    assert_int_equal(p.n, 1), assert_int_equal(p.amt[0], 9);
+    tc_tensor *ts[] = {x, n, xt, t, two, nt, tn};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) tc_release(ts[i]);
+}
+
 /* the tile opt.c plans for the conv of x (padded) by w under tg */
 static tc_kopt conv_plan(const int64_t sx[4], const int64_t sw[4], const tc_target *tg) {
     tc_tensor *xwy[3];
@@ -1759,6 +1799,7 @@ int main(void) {
         cmocka_unit_test(test_plan_kblock),
         cmocka_unit_test(test_plan_epi_loop),
         cmocka_unit_test(test_plan_transpose),
+        cmocka_unit_test(test_plan_transpose_square),
         cmocka_unit_test(test_plan_kblock_conv),
         cmocka_unit_test(test_plan_conv_rows),
         cmocka_unit_test(test_plan_conv_avx2),
