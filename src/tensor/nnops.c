@@ -323,9 +323,13 @@ static tc_tensor *conv(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tensor *bias,
  * 1/ROW_WASTE of the conv's (an 8-row image; not a 16-row one) and at
  * least ROW_PASS per output element: the sum's pass over the output, a load
  * and a store per element, costs about that many products at the FMA rate
- * (not the tests' 3-channel convs). Cost: O(output rows) to find the runs;
- * a conv per run, at most ROW_RUNS. */
-enum { ROW_RUNS = 5, ROW_WASTE = 12, ROW_PASS = 32 };
+ * (not the tests' 3-channel convs), and where every run has at least
+ * ROW_MIN_POSITIONS output positions (images x its rows x the columns): a
+ * run of one row of ResNet-18's 16 4x4 images, 64 positions, is too few
+ * rows for the tile's packed weight panel, 77 GFLOPS with AVX2 against the
+ * whole conv's 125 (176-190 against 208-214 with AVX-512). Cost: O(output
+ * rows) to find the runs; a conv per run, at most ROW_RUNS. */
+enum { ROW_RUNS = 5, ROW_WASTE = 12, ROW_PASS = 32, ROW_MIN_POSITIONS = 128 };
 
 typedef struct {
     int64_t o0, o1, lo, hi; /* output rows o0 .. o1-1 take taps lo .. hi-1 */
@@ -387,7 +391,13 @@ static tc_tensor *conv_by_rows(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tenso
     int nr = a->pad[0] >= 0 && a->pad[1] >= 0 && o > 0 ? row_runs(a, n, k, o, runs, &taps) : 0;
     int64_t per_tap = w->node->shape[1]; /* products of one tap of axis 0 for one output */
     for (int j = 1; j < a->nd; j++) per_tap *= w->node->shape[2 + j];
-    if (nr < 2 || (o * k - taps) * ROW_WASTE < o * k || per_tap * (o * k - taps) < ROW_PASS * o)
+    int64_t fewest = o, per_row = x->node->shape[0]; /* a run's output positions: rows x per_row */
+    for (int u = 0; u < nr; u++) fewest = runs[u].o1 - runs[u].o0 < fewest ? runs[u].o1 - runs[u].o0 : fewest;
+    for (int j = 1; j < a->nd; j++)
+        per_row *= out_size(x->node->shape[2 + j] + a->pad[2 * j] + a->pad[2 * j + 1], w->node->shape[2 + j],
+                            a->stride[j], a->dilation[j]);
+    if (nr < 2 || (o * k - taps) * ROW_WASTE < o * k || per_tap * (o * k - taps) < ROW_PASS * o ||
+        fewest * per_row < ROW_MIN_POSITIONS)
         return conv(s, x, w, bias, a);
     conv_args b = *a;
     b.pad[0] = b.pad[1] = 0;

@@ -113,15 +113,14 @@ static void test_strided_conv_dx_by_phase_groups(void **state) {
     check_strided_dx(5, 1, 0, 1, 2 * 3 * 5 * 16, "dx of conv2d 1x1 stride 2");
 }
 
-/* conv2d(x, w, pad) of x (2, cin, s, s), w (cout, cin, 3, 3), or its dx
+/* conv2d(x, w, pad) of x (2, cin, h, wd), w (cout, cin, 3, 3), or its dx
  * when dx (the conv's output channels fewer than 16: no channels-last
  * weight copy): its kernels and its multiply-adds */
-static void check_row_runs(int64_t cin, int64_t cout, int64_t s, int64_t pad, bool dx, int kernels,
+static void check_row_runs(int64_t cin, int64_t cout, int64_t h, int64_t wd, int64_t pad, bool dx, int kernels,
                            int64_t macs, const char *what) {
-    tc_tensor *x = tc_test_randn(4, SHAPE(2, cin, s, s), 15, -2, 2);
+    tc_tensor *x = tc_test_randn(4, SHAPE(2, cin, h, wd), 15, -2, 2);
     tc_tensor *w = tc_test_randn(4, SHAPE(cout, cin, 3, 3), 16, -1, 1);
-    int64_t o = s + 2 * pad - 2;
-    tc_tensor *dy = tc_test_randn(4, SHAPE(2, cout, o, o), 17, -1, 1);
+    tc_tensor *dy = tc_test_randn(4, SHAPE(2, cout, h + 2 * pad - 2, wd + 2 * pad - 2), 17, -1, 1);
     tc_tensor *in[3] = {x, w, dy};
     assert_int_equal(tc_realize(in, 3), TC_OK);
     assert_int_equal(tc_set_requires_grad(x, dx), TC_OK);
@@ -142,14 +141,15 @@ static void check_row_runs(int64_t cin, int64_t cout, int64_t s, int64_t pad, bo
 static void test_conv_by_row_runs(void **state) {
     (void)state;
     /* x padded along W only, 3 runs of rows (taps 1-2, 0-2, 0-1), their sum:
-     * 10 taps of 12 along H, each over 4 x 3 (W padded) for 2 x 4 x 32 */
-    check_row_runs(32, 4, 4, 1, false, 5, 2 * 4 * 32 * 10 * 12, "conv2d (2,32,4,4) 3x3 pad 1 by row runs");
-    /* dx of a conv without padding: dy (2,32,8,8) padded 2, 5 runs (taps 2,
-     * 1-2, 0-2 over 6 rows, 0-1, 0), 24 of 30 taps along H */
-    check_row_runs(4, 32, 10, 0, true, 7, 2 * 32 * 4 * 24 * 30, "dx of conv2d (2,4,10,10) 3x3 by row runs");
-    /* 16 rows: a sixteenth of the taps is not worth the sum's pass, one conv
-     * of x padded in a buffer */
-    check_row_runs(32, 4, 16, 1, false, 2, 2 * 4 * 32 * 16 * 16 * 9, "conv2d (2,32,16,16) 3x3 pad 1, one conv");
+     * 10 taps of 12 along H, each over 64 x 3 (W padded) for 2 x 4 x 32 */
+    check_row_runs(32, 4, 4, 64, 1, false, 5, 2 * 4 * 32 * 10 * 192, "conv2d (2,32,4,64) 3x3 pad 1 by row runs");
+    /* dx of a conv without padding: dy (2,32,8,62) padded 2, 5 runs (taps
+     * 2, 1-2, 0-2 over 6 rows, 0-1, 0), 24 of 30 taps along H */
+    check_row_runs(4, 32, 10, 64, 0, true, 7, 2 * 32 * 4 * 24 * 192, "dx of conv2d (2,4,10,64) 3x3 by row runs");
+    /* 16 rows: a sixteenth of the taps is not worth the sum's pass; runs of
+     * 2 x 1 x 16 positions are too few: one conv of x padded in a buffer */
+    check_row_runs(32, 4, 16, 16, 1, false, 2, 2 * 4 * 32 * 16 * 16 * 9, "conv2d (2,32,16,16) 3x3 pad 1, one conv");
+    check_row_runs(32, 4, 4, 16, 1, false, 2, 2 * 4 * 32 * 4 * 16 * 9, "conv2d (2,32,4,16) 3x3 pad 1, one conv");
 }
 
 int main(void) {
