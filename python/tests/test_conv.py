@@ -40,6 +40,13 @@ CONVS = [  # x shape, w shape, tinyc kwargs, torch kwargs (None: the same)
     ((2, 3, 8, 7), (4, 3, 3, 3), dict(stride=2, padding=1), None),
     ((2, 4, 8, 8), (6, 4, 1, 1), dict(stride=2), None),
     ((1, 2, 10), (3, 2, 2), dict(stride=3, padding=1), None),
+    # few rows, enough channels: the output rows by runs of the same taps
+    # (nnops.c's conv_by_rows): the forward; the input gradient of a conv
+    # without padding (dy padded 2: 5 runs); 1-d; grouped (the ops' gradient)
+    ((2, 32, 4, 64), (4, 32, 3, 3), dict(padding=1), None),
+    ((2, 4, 10, 64), (32, 4, 3, 3), dict(), None),
+    ((128, 64, 4), (4, 64, 3), dict(padding=1), None),
+    ((2, 64, 4, 64), (8, 32, 3, 3), dict(groups=2, padding=1), None),
 ]
 
 
