@@ -882,7 +882,8 @@ static tc_target zen5_target(void) {
  * a square of a line of the load's elements by a line of the stores', its
  * columns' loop outside, rendered without gcc's loop vectorizer; under a 4
  * MiB L2, or a map that computes, or a load whose elements along the
- * output's rows are less than a line apart, the one-axis plan stays */
+ * output's rows are less than a line apart, or rows no square divides, the
+ * one-axis plan stays */
 static void test_plan_transpose_square(void **state) {
     (void)state;
     int64_t sh[2] = {256, 2304}, sn[3] = {256, 256, 9};
@@ -913,7 +914,12 @@ static void test_plan_transpose_square(void **state) {
     tc_tensor *nt = tc_permute(n, order3), *tn = tc_contiguous(nt); /* (256, 9, 256): 36 bytes a step */
     p = plan_of(tn, &tg, NULL);
     assert_int_equal(p.n, 1), assert_int_equal(p.amt[0], 9);
-    tc_tensor *ts[] = {x, n, xt, t, two, nt, tn};
+    int64_t sc[2] = {257, 2304}; /* 257 rows: no square divides them */
+    tc_tensor *xc = tc_rand(2, sc, TC_FLOAT32, NULL);
+    assert_int_equal(tc_realize(&xc, 1), TC_OK);
+    tc_tensor *xct = tc_permute(xc, order), *tc = tc_contiguous(xct);
+    assert_int_equal(plan_of(tc, &tg, NULL).n, 1);
+    tc_tensor *ts[] = {x, n, xt, t, two, nt, tn, xc, xct, tc};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) tc_release(ts[i]);
 }
 
