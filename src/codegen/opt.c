@@ -1716,18 +1716,19 @@ static int64_t load_bytes(const tc_sched_item *it, const tc_ast *l) {
  * Where the load's elements along the innermost axis are a line or more
  * apart, each step of the innermost loop then reads a line of another row
  * of the load, as many rows in turn as the innermost axis is long: more
- * than a hardware prefetcher follows. A copy whose load is larger than the L2 a
- * core may count on (its lines come from farther away, each a miss of its
- * own) is tiled by a line of the stores' elements along the innermost axis
- * too: a square whose loop over the stores' lines lower.c opens outside
- * the other, so each step reads on along a line's worth of rows, in order
- * (rendered without gcc's loop vectorizer, which turned the square into
- * lane extracts: render/cstyle.c); only where the square divides both
- * axes (a 257 x 4099 one with clamped squares ran 0.60 -> 1.09 ms). A ResNet-18 512-channel conv weight
- * made channels-last (E_4608_512, 9 MiB) right after the conv that last
- * read it (1 thread, Zen 5): 1.73-1.79 -> 0.73-0.74 ms; the step's six
- * such copies (weights, activations and gradients made channels-last)
- * 13.7 -> 6.6 ms. Cost: elem_collect's walk, then loads x axes. */
+ * than a hardware prefetcher follows. A copy whose load is larger than the
+ * L2 a core may count on (its lines come from farther away, each a miss of
+ * its own) is tiled by a line of the stores' elements along the innermost
+ * axis too: a square whose loop over the stores' lines lower.c opens
+ * outside the other, so each step reads on along a line's worth of rows,
+ * in order (rendered without gcc's loop vectorizer, which turned the
+ * square into lane extracts: render/cstyle.c); only where the square
+ * divides both axes (257 x 4099 with clamped squares ran 0.60 -> 1.09 ms).
+ * A ResNet-18 512-channel conv weight made channels-last (E_4608_512, 9
+ * MiB) right after the conv that last read it (1 thread, Zen 5): 1.73-1.79
+ * -> 0.73-0.74 ms; the step's six such copies (weights, activations and
+ * gradients made channels-last) 13.7 -> 6.6 ms. Cost: elem_collect's walk,
+ * then loads x axes. */
 static void plan_transpose(const tc_sched_item *it, const tc_target *tg, const kinfo *k,
                            const elem_walk *w, tc_kopt *p) {
     int last = it->ndim - 1;
