@@ -299,6 +299,16 @@ static tc_tensor *add_bias(tc_scope *s, tc_tensor *y, tc_tensor *bias) {
     return TC_S(s, tc_add(y, br));
 }
 
+/* y + part, y and part released (y NULL: part as it is); NULL when part is
+ * or the add fails. Sums of more parts than a scope holds (the row runs,
+ * the phase groups) keep their sum so far in hand with it. */
+static tc_tensor *add_owned(tc_tensor *y, tc_tensor *part) {
+    tc_tensor *sum = part && y ? tc_add(y, part) : part;
+    if (sum != part) tc_release(part);
+    tc_release(y);
+    return sum;
+}
+
 /* the conv of x (N, G*cin, *in) with w (G*rcout, cin, *k), checked: x
  * padded (pad_input), w as conv_of reads it (N, G*rcout, *o) */
 static tc_tensor *conv(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tensor *bias,
@@ -409,10 +419,8 @@ static tc_tensor *conv_by_rows(tc_scope *s, tc_tensor *x, tc_tensor *w, tc_tenso
     tc_tensor *y = NULL; /* the sum so far, owned here */
     bool ok = !s->failed;
     for (int u = 0; u < nr && ok; u++) {
-        tc_tensor *part = row_part(xp, wl, &b, a->pad[0], &runs[u], o), *sum = part;
-        if (part && y) sum = tc_add(y, part), tc_release(part);
-        tc_release(y);
-        y = sum, ok = sum != NULL;
+        y = add_owned(y, row_part(xp, wl, &b, a->pad[0], &runs[u], o));
+        ok = y != NULL;
     }
     y = TC_S(s, y);
     y = TC_S(s, tc_contiguous(y));
@@ -624,10 +632,8 @@ static tc_tensor *dx_by_phases(tc_scope *s, tc_tensor *gt, tc_tensor *vt, int nd
     for (int64_t gi = 0; gi < groups && ok; gi++) {
         const phase_run *g[CONV_MAX_ND];
         for (int j = nd - 1, rest = (int)gi; j >= 0; rest /= nruns[j], j--) g[j] = &runs[j][rest % nruns[j]];
-        tc_tensor *part = phase_group(dyp, w, nd, g, st, hq, gpad), *sum = part;
-        if (part && y) sum = tc_add(y, part), tc_release(part);
-        tc_release(y);
-        y = sum, ok = sum != NULL;
+        y = add_owned(y, phase_group(dyp, w, nd, g, st, hq, gpad));
+        ok = y != NULL;
     }
     y = TC_S(s, y);
     y = reshape_tail(s, y, 2, nd, joined);
